@@ -1,0 +1,79 @@
+/**
+ * The public Express app: the request path's stages in order, nothing else. It does not listen;
+ * server.ts gives it sockets and supertest can drive it directly.
+ *
+ *   observe -> security headers -> request id -> trace context -> transport guard -> authenticate -> rate limit ->
+ *   read + validate body -> route -> proxy;  anything thrown -> the one error handler.
+ * GET /v1/models shares the first stages and lists what the key may use.
+ */
+import express from 'express';
+import helmet from 'helmet';
+import { authenticate } from './auth/authenticate';
+import type { KeyCache } from './auth/cache';
+import type { KeyRecord } from './auth/store/types';
+import { readAndValidateBody } from './body';
+import type { Config } from './config';
+import { handleErrors } from './error-handler';
+import { modelLister } from './model-list';
+import { errors } from './errors';
+import type { Logger } from './log';
+import type { Metrics } from './metrics';
+import { observeRequests } from './observe';
+import type { createProxy } from './proxy';
+import { assignRequestId } from './request-id';
+import { limitRate } from './ratelimit/limit-rate';
+import type { RateLimiter } from './ratelimit/limiter';
+import { route } from './route';
+import { continueTrace } from './trace';
+import { requireHttps } from './transport';
+import type { ProviderTable } from './upstream/providers';
+
+export const CHAT_COMPLETIONS_PATH = '/v1/chat/completions';
+export const MODELS_PATH = '/v1/models';
+
+export interface PublicAppDeps {
+  config: Config;
+  metrics: Metrics;
+  log: Logger;
+  keyCache: KeyCache;
+  providers: ProviderTable;
+  proxy: ReturnType<typeof createProxy>;
+  limiter: RateLimiter;
+  onKeyUsed?: (record: KeyRecord) => void;
+}
+
+export function createPublicApp({ config, metrics, log, keyCache, providers, proxy, limiter, onKeyUsed }: PublicAppDeps): express.Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.disable('etag');
+  app.set('trust proxy', config.trustedProxies.length > 0 ? [...config.trustedProxies] : false);
+
+  app.use(observeRequests(metrics, config.log.access ? log.child({ log: 'access' }) : undefined));
+  app.use(helmet());
+  app.use(assignRequestId);
+  app.use(continueTrace);
+  app.use(requireHttps);
+  const authenticateKey = authenticate({ cache: keyCache, onFailure: (reason) => metrics.authFailures.inc({ reason }), onSuccess: onKeyUsed });
+  const models = modelLister(providers);
+  app.get(MODELS_PATH, authenticateKey, models.list);
+  app.get(`${MODELS_PATH}/*model`, authenticateKey, models.retrieve);
+  app.post(
+    CHAT_COMPLETIONS_PATH,
+    authenticateKey,
+    limitRate(limiter, metrics),
+    readAndValidateBody({ maxBytes: config.limits.maxBodyBytes }),
+    route(providers),
+    proxy.handle,
+  );
+  app.all(CHAT_COMPLETIONS_PATH, (req) => {
+    throw errors.methodNotAllowed(req.method, 'POST');
+  });
+  app.all([MODELS_PATH, `${MODELS_PATH}/*model`], (req) => {
+    throw errors.methodNotAllowed(req.method, 'GET');
+  });
+  app.use((req) => {
+    throw errors.routeNotFound(req.method, req.path);
+  });
+  app.use(handleErrors(log, metrics));
+  return app;
+}

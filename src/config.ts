@@ -1,0 +1,251 @@
+/**
+ * Configuration: one YAML file (config/default.yaml when none is named), validated once at start
+ * into a typed, frozen Config. A bad file fails with the offending field named. Relative paths are
+ * resolved against the working directory.
+ */
+import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import path from 'node:path';
+import proxyAddr from 'proxy-addr';
+import YAML from 'yaml';
+import { z } from 'zod';
+
+export const DEFAULT_CONFIG_FILE = path.join(__dirname, '..', 'config', 'default.yaml');
+
+const port = z.number().int().min(0).max(65535);
+const host = z.string().min(1);
+const milliseconds = z.number().int().positive();
+const count = z.number().int().positive();
+
+const trustedProxies = z
+  .array(z.string().min(1))
+  .default([])
+  .superRefine((entries, ctx) => {
+    for (const [index, entry] of entries.entries()) {
+      try {
+        proxyAddr.compile([entry]);
+      } catch {
+        ctx.addIssue({ code: 'custom', path: [index], message: `'${entry}' is not an IP address, a CIDR range or loopback/linklocal/uniquelocal` });
+      }
+    }
+  });
+
+const workerUrl = z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' });
+const worker = z.union([
+  workerUrl,
+  z.strictObject({
+    url: workerUrl,
+    /** Share of traffic relative to the pool's other workers. */
+    weight: z.number().positive().default(1),
+    /** Requests this worker takes at once; past it, requests wait in the provider's queue. */
+    maxConcurrent: count.optional(),
+  }),
+]);
+
+/**
+ * Upstream behaviour: `upstream` holds the defaults, and a provider's own `upstream` block overrides any
+ * of them. Built twice from one description, with defaults and with every field optional, so an
+ * override never fills in defaults over the global values.
+ */
+function upstreamSettings(withDefaults: boolean) {
+  const setting = <T extends z.ZodType>(type: T, fallback: z.input<T>) =>
+    withDefaults ? type.default(fallback as never) : type.optional();
+  const section = <T extends z.ZodRawShape>(shape: T) =>
+    withDefaults ? z.strictObject(shape).prefault({} as never) : z.strictObject(shape).optional();
+  return z.strictObject({
+    connectTimeoutMs: setting(milliseconds, 5_000),
+    firstByteTimeoutMs: setting(milliseconds, 120_000),
+    idleTimeoutMs: setting(milliseconds, 60_000),
+    retries: setting(z.number().int().min(0).max(10), 2),
+    maxSocketsPerWorker: setting(count, 256),
+    queue: section({ size: setting(z.number().int().min(0), 100), timeoutMs: setting(milliseconds, 10_000) }),
+    health: section({
+      enabled: setting(z.boolean(), true),
+      path: setting(z.string().startsWith('/'), '/health'),
+      intervalMs: setting(milliseconds, 5_000),
+      timeoutMs: setting(milliseconds, 2_000),
+      healthyThreshold: setting(count, 2),
+      unhealthyThreshold: setting(count, 2),
+    }),
+    ejection: section({
+      consecutiveFailures: setting(count, 3),
+      baseMs: setting(milliseconds, 5_000),
+      maxMs: setting(milliseconds, 300_000),
+    }),
+  });
+}
+
+const provider = z.strictObject({
+  workers: z.array(worker).min(1),
+  /** Name of the environment variable holding the credential sent to this provider's workers. */
+  apiKeyEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name').optional(),
+  /** The models GET /v1/models lists for this provider; absent: asked of the workers' own /v1/models. */
+  models: z.array(z.string().min(1)).optional(),
+  upstream: upstreamSettings(false).optional(),
+});
+
+const schema = z.strictObject({
+  listen: z.strictObject({ host: host.default('0.0.0.0'), port: port.default(8443) }).prefault({}),
+  server: z
+    .strictObject({
+      /** Serving processes on the same ports: a number, or auto (one per core). */
+      processes: z
+        .union([z.literal('auto'), z.number().int().min(1).max(256)])
+        .default(1)
+        .transform((value) => (value === 'auto' ? availableParallelism() : value)),
+    })
+    .prefault({}),
+  tls: z.strictObject({ cert: z.string().min(1), key: z.string().min(1) }).optional(),
+  plainHttp: z.strictObject({ host: host.default('0.0.0.0'), port }).optional(),
+  admin: z
+    .strictObject({
+      host: host.default('127.0.0.1'),
+      port: port.default(9464),
+      /** Guards /admin/api and the console. Absent: both are off. */
+      token: z.string().min(16, 'must be at least 16 characters').optional(),
+    })
+    .prefault({}),
+  trustedProxies,
+  dataDir: z.string().min(1).default('./data'),
+  keyStore: z
+    .discriminatedUnion('type', [
+      z.strictObject({ type: z.literal('file'), path: z.string().min(1).default('./data/keys.json') }),
+      z.strictObject({ type: z.literal('postgres'), url: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL') }),
+    ])
+    .prefault({ type: 'file' }),
+  auth: z
+    .strictObject({
+      cacheSize: count.default(10_000),
+      cacheTtlMs: milliseconds.default(30_000),
+      negativeCacheSize: count.default(10_000),
+      negativeCacheTtlMs: milliseconds.default(5_000),
+      createFirstKey: z.boolean().default(true),
+      lastUsedFlushMs: milliseconds.default(10_000),
+    })
+    .prefault({}),
+  limits: z
+    .strictObject({
+      maxBodyBytes: count.default(16 * 1024 * 1024),
+      headersTimeoutMs: milliseconds.default(10_000),
+      requestTimeoutMs: milliseconds.default(60_000),
+      keepAliveTimeoutMs: milliseconds.default(5_000),
+    })
+    .prefault({}),
+  upstream: upstreamSettings(true).prefault({}),
+  providers: z
+    .record(z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, 'provider names are letters, digits, ".", "_" and "-"'), provider)
+    .refine((providers) => Object.keys(providers).length > 0, 'at least one provider is required'),
+  mockWorker: z
+    .strictObject({
+      host: host.default('127.0.0.1'),
+      port: port.default(9100),
+      latencyMs: z.number().int().min(0).default(0),
+      tokensPerSecond: z.number().positive().default(50),
+    })
+    .optional(),
+  rateLimit: z
+    .strictObject({
+      /** Defaults for every key; absent means unlimited. A key's own limits override them. */
+      requestsPerMinute: count.optional(),
+      tokensPerMinute: count.optional(),
+      maxConcurrent: count.optional(),
+      /** memory: this process only; redis: one limit across every replica. */
+      store: z.enum(['memory', 'redis']).default('memory'),
+      url: z.string().regex(/^rediss?:\/\//, 'must be a redis:// URL').optional(),
+      /** When Redis cannot be reached: true admits requests unlimited, false refuses them (503). */
+      failOpen: z.boolean().default(true),
+      timeoutMs: milliseconds.default(250),
+    })
+    .prefault({})
+    .refine((limits) => limits.store !== 'redis' || limits.url !== undefined, { message: 'store: redis needs url (or env CHATGATE_REDIS_URL)', path: ['url'] }),
+  shutdown: z.strictObject({ drainTimeoutMs: milliseconds.default(30_000) }).prefault({}),
+  log: z
+    .strictObject({
+      level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+      /** stdout, stderr, or a file path (appended to). */
+      destination: z.string().min(1).default('stdout'),
+      /** One line per request at level info. */
+      access: z.boolean().default(true),
+    })
+    .prefault({}),
+});
+
+/** What `upstream` holds once defaults are filled in (spelt out: zod cannot infer it through upstreamSettings). */
+export interface UpstreamSettings {
+  connectTimeoutMs: number;
+  firstByteTimeoutMs: number;
+  idleTimeoutMs: number;
+  retries: number;
+  maxSocketsPerWorker: number;
+  queue: { size: number; timeoutMs: number };
+  health: { enabled: boolean; path: string; intervalMs: number; timeoutMs: number; healthyThreshold: number; unhealthyThreshold: number };
+  ejection: { consecutiveFailures: number; baseMs: number; maxMs: number };
+}
+type Overrides<T> = { [K in keyof T]?: T[K] extends object ? Partial<T[K]> : T[K] };
+
+type Parsed = z.output<typeof schema>;
+export type ProviderConfig = Omit<Parsed['providers'][string], 'upstream'> & { upstream?: Overrides<UpstreamSettings> };
+export type Config = Omit<Parsed, 'upstream' | 'providers'> & {
+  upstream: UpstreamSettings;
+  providers: Record<string, ProviderConfig>;
+};
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+/** The file to load: --config, else CHATGATE_CONFIG, else the embedded defaults. */
+export function configFileFrom(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
+  return flag ?? env.CHATGATE_CONFIG ?? DEFAULT_CONFIG_FILE;
+}
+
+export function loadConfig(file: string, env: NodeJS.ProcessEnv = process.env): Config {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`config ${file}: cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
+  }
+  let document: unknown;
+  try {
+    document = YAML.parse(text);
+  } catch (err) {
+    throw new ConfigError(`config ${file}: not valid YAML: ${(err as Error).message}`);
+  }
+  return parseConfig(withEnvironment(document ?? {}, env), file);
+}
+
+/**
+ * Settings the environment may give, so that secrets need not sit in the file:
+ * CHATGATE_KEYSTORE_URL (a postgres:// URL: the shared key store), CHATGATE_REDIS_URL (shared rate
+ * limits) and CHATGATE_ADMIN_TOKEN.
+ */
+function withEnvironment(document: unknown, env: NodeJS.ProcessEnv): unknown {
+  if (typeof document !== 'object' || document === null || Array.isArray(document)) return document;
+  const merged = { ...(document as Record<string, unknown>) };
+  if (env.CHATGATE_KEYSTORE_URL) merged.keyStore = { type: 'postgres', url: env.CHATGATE_KEYSTORE_URL };
+  if (env.CHATGATE_REDIS_URL) merged.rateLimit = { ...(merged.rateLimit as object | undefined), store: 'redis', url: env.CHATGATE_REDIS_URL };
+  if (env.CHATGATE_ADMIN_TOKEN) merged.admin = { ...(merged.admin as object | undefined), token: env.CHATGATE_ADMIN_TOKEN };
+  return merged;
+}
+
+export function parseConfig(document: unknown, source = 'config'): Config {
+  const result = schema.safeParse(document);
+  if (!result.success) {
+    const problems = result.error.issues.map((issue) => `  ${fieldPath(issue.path) || '(top level)'}: ${issue.message}`);
+    throw new ConfigError(`config ${source} is not valid:\n${problems.join('\n')}`);
+  }
+  return deepFreeze(result.data as Config);
+}
+
+function fieldPath(parts: readonly PropertyKey[]): string {
+  return parts.map((part, i) => (typeof part === 'number' ? `[${part}]` : `${i === 0 ? '' : '.'}${String(part)}`)).join('');
+}
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const child of Object.values(value)) deepFreeze(child);
+  }
+  return value;
+}

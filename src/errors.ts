@@ -1,0 +1,124 @@
+/**
+ * The one error path. Every stage stops a request by throwing a GatewayError from this catalogue;
+ * the error handler turns it into the OpenAI error body. Anything that is not a GatewayError is an
+ * internal fault: the client gets a generic 500 that carries the request id and nothing internal.
+ */
+export type ErrorType =
+  | 'invalid_request_error'
+  | 'permission_error'
+  | 'not_found_error'
+  | 'rate_limit_error'
+  | 'api_error';
+
+export interface ErrorBody {
+  error: { message: string; type: ErrorType; param: string | null; code: string };
+}
+
+export class GatewayError extends Error {
+  constructor(
+    readonly status: number,
+    readonly type: ErrorType,
+    readonly code: string,
+    message: string,
+    readonly param: string | null = null,
+    readonly headers: Readonly<Record<string, string>> = {},
+  ) {
+    super(message);
+    this.name = 'GatewayError';
+  }
+
+  toBody(): ErrorBody {
+    return { error: { message: this.message, type: this.type, param: this.param, code: this.code } };
+  }
+}
+
+/** Both schemes are offered so that a client told 401 knows what it may send. */
+export const WWW_AUTHENTICATE = 'Bearer realm="chatgate", Basic realm="chatgate", charset="UTF-8"';
+const challenge = { 'WWW-Authenticate': WWW_AUTHENTICATE };
+
+const invalid = (status: number, code: string, message: string, param: string | null = null, headers = {}) =>
+  new GatewayError(status, 'invalid_request_error', code, message, param, headers);
+
+export const errors = {
+  httpsRequired: () =>
+    invalid(403, 'https_required', 'This API is served over HTTPS only: send the request to https:// instead.'),
+  missingApiKey: () =>
+    invalid(
+      401,
+      'missing_api_key',
+      "You didn't provide an API key. Send it as 'Authorization: Bearer <key>' or as HTTP Basic with the key as user name and an empty password.",
+      null,
+      challenge,
+    ),
+  invalidAuthorizationHeader: (reason: string) =>
+    invalid(401, 'invalid_authorization_header', `Invalid Authorization header: ${reason}.`, null, challenge),
+  invalidApiKey: () =>
+    invalid(401, 'invalid_api_key', 'Incorrect API key provided, or the key is revoked or expired.', null, challenge),
+  modelNotAllowed: (model: string) =>
+    new GatewayError(403, 'permission_error', 'model_not_allowed', `This API key may not use the model '${model}'.`, 'model'),
+  invalidJson: (reason: string) => invalid(400, 'invalid_json', `The request body is not valid JSON: ${reason}.`),
+  invalidBody: (param: string | null, message: string) => invalid(400, 'invalid_body', message, param),
+  unsupportedContentEncoding: () =>
+    invalid(415, 'unsupported_content_encoding', 'The request body must not be compressed (Content-Encoding: identity).'),
+  requestTooLarge: (limitBytes: number) =>
+    invalid(413, 'request_too_large', `The request body is larger than the limit of ${limitBytes} bytes.`),
+  badRequest: (message: string) => invalid(400, 'invalid_request', message),
+  modelNotFound: (model: string) =>
+    invalid(404, 'model_not_found', `The model '${model}' does not exist: its provider is not configured.`, 'model'),
+  routeNotFound: (method: string, path: string) =>
+    new GatewayError(404, 'invalid_request_error', 'not_found', `Unknown request URL: ${method} ${path}.`),
+  methodNotAllowed: (method: string, allowed: string) =>
+    new GatewayError(405, 'invalid_request_error', 'method_not_allowed', `Method ${method} is not allowed here; use ${allowed}.`, null, {
+      Allow: allowed,
+    }),
+  keyStoreUnavailable: () =>
+    new GatewayError(503, 'api_error', 'key_store_unavailable', 'The key store cannot be read right now; try again shortly.', null, {
+      'Retry-After': '1',
+    }),
+  upstreamUnavailable: () =>
+    new GatewayError(502, 'api_error', 'upstream_unavailable', 'The model worker could not be reached; try again shortly.'),
+  noHealthyWorker: () =>
+    new GatewayError(503, 'api_error', 'upstream_unavailable', 'No worker of this provider is healthy right now; try again shortly.', null, {
+      'Retry-After': '1',
+    }),
+  upstreamOverloaded: (retryAfterSeconds: number) =>
+    new GatewayError(503, 'api_error', 'upstream_overloaded', 'Every worker of this provider is busy; try again shortly.', null, {
+      'Retry-After': String(retryAfterSeconds),
+    }),
+  rateLimited: (reason: 'requests' | 'tokens' | 'concurrency', retryAfterMs: number) => {
+    const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
+    const what = { requests: 'requests per minute', tokens: 'tokens per minute', concurrency: 'concurrent requests' }[reason];
+    return new GatewayError(429, 'rate_limit_error', 'rate_limit_exceeded', `Rate limit reached for ${what} on this API key; try again in ${seconds}s.`, null, {
+      'Retry-After': String(seconds),
+      'retry-after-ms': String(Math.max(0, Math.ceil(retryAfterMs))),
+    });
+  },
+  rateLimiterUnavailable: () =>
+    new GatewayError(503, 'api_error', 'rate_limiter_unavailable', 'Rate limits cannot be checked right now; try again shortly.', null, {
+      'Retry-After': '1',
+    }),
+  upstreamTimeout: () => new GatewayError(504, 'api_error', 'upstream_timeout', 'The model worker did not answer in time.'),
+  internal: (requestId: string) =>
+    new GatewayError(500, 'api_error', 'internal_error', `The gateway failed to handle this request (request id ${requestId}).`),
+};
+
+/** What reaches the client for any thrown value: a catalogued error, a framework 4xx, or a generic 500. */
+export function toGatewayError(err: unknown, requestId: string): GatewayError {
+  if (err instanceof GatewayError) return err;
+  // body-parser (the admin API's JSON bodies) says what went wrong in `type`.
+  const type = typeof err === 'object' && err !== null ? (err as { type?: unknown }).type : undefined;
+  if (type === 'entity.parse.failed') return errors.invalidJson('syntax error');
+  if (type === 'entity.too.large') return errors.requestTooLarge((err as { limit?: number }).limit ?? 0);
+  const status = httpErrorStatus(err);
+  if (status !== undefined && status >= 400 && status < 500) {
+    return errors.badRequest('The request could not be read.');
+  }
+  return errors.internal(requestId);
+}
+
+function httpErrorStatus(err: unknown): number | undefined {
+  if (typeof err !== 'object' || err === null) return undefined;
+  const { status, statusCode } = err as { status?: unknown; statusCode?: unknown };
+  const value = typeof status === 'number' ? status : statusCode;
+  return typeof value === 'number' ? value : undefined;
+}

@@ -1,0 +1,136 @@
+/**
+ * Listeners: the public HTTPS listener, the optional plain-HTTP listener (same app; its transport
+ * guard refuses everything but trusted proxies' X-Forwarded-Proto: https), and the admin listener.
+ *
+ * Plain HTTP sent to the HTTPS port: OpenSSL recognises an HTTP request where a TLS handshake should
+ * be (ERR_SSL_HTTP_REQUEST). Rather than drop the connection, which a client shows as an obscure TLS
+ * error, we answer on the raw socket in plain HTTP with 403 https_required and close. Nothing of the
+ * request is read beyond what the TLS layer already looked at, and nothing is proxied.
+ */
+import http from 'node:http';
+import https from 'node:https';
+import type { AddressInfo, Socket } from 'node:net';
+import type { RequestListener } from 'node:http';
+import type { TLSSocket } from 'node:tls';
+import type { Config } from './config';
+import { errors } from './errors';
+
+/** How often node checks headersTimeout/requestTimeout against open connections. */
+const TIMEOUT_CHECK_INTERVAL_MS = 1000;
+
+export interface TlsMaterial {
+  cert: string | Buffer;
+  key: string | Buffer;
+}
+
+export interface Listeners {
+  readonly publicAddress: AddressInfo;
+  readonly plainAddress: AddressInfo | undefined;
+  /** Absent in a cluster worker: the primary process serves the admin listener. */
+  readonly adminAddress: AddressInfo | undefined;
+  /** Stop accepting, let open requests finish up to the deadline, then cut what is left. */
+  drain(deadlineMs: number): Promise<{ cut: number }>;
+  /** Close the admin listener (last, so /readyz can say "not ready" while draining). */
+  closeAdmin(): Promise<void>;
+}
+
+export interface ListenerEvents {
+  /** Plain HTTP arrived on the HTTPS port and was refused. */
+  plainHttpRefused(client: string | undefined): void;
+}
+
+export async function openListeners(
+  config: Pick<Config, 'listen' | 'plainHttp' | 'admin' | 'limits'>,
+  apps: { publicApp: RequestListener; adminApp: RequestListener | undefined },
+  tls: TlsMaterial,
+  events: ListenerEvents,
+): Promise<Listeners> {
+  const timeouts = {
+    headersTimeout: config.limits.headersTimeoutMs,
+    requestTimeout: config.limits.requestTimeoutMs,
+    keepAliveTimeout: config.limits.keepAliveTimeoutMs,
+    connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS,
+  };
+  const sockets = new Set<Socket>();
+  const secureServer = https.createServer(
+    { ...timeouts, ...tls, minVersion: 'TLSv1.2', handshakeTimeout: config.limits.headersTimeoutMs, noDelay: true },
+    apps.publicApp,
+  );
+  secureServer.on('connection', (socket: Socket) => track(sockets, socket));
+  secureServer.on('tlsClientError', (err: NodeJS.ErrnoException, tlsSocket: TLSSocket) => {
+    if (err.code === 'ERR_SSL_HTTP_REQUEST' && refusePlainHttp(tlsSocket)) events.plainHttpRefused(tlsSocket.remoteAddress);
+  });
+  const publicAddress = await listen(secureServer, config.listen.port, config.listen.host);
+
+  let plainServer: http.Server | undefined;
+  let plainAddress: AddressInfo | undefined;
+  if (config.plainHttp) {
+    plainServer = http.createServer({ ...timeouts, noDelay: true }, apps.publicApp);
+    plainServer.on('connection', (socket: Socket) => track(sockets, socket));
+    plainAddress = await listen(plainServer, config.plainHttp.port, config.plainHttp.host);
+  }
+  const admin = apps.adminApp ? await openAdminListener(config, apps.adminApp) : undefined;
+
+  return {
+    publicAddress,
+    plainAddress,
+    adminAddress: admin?.address,
+    async drain(deadlineMs) {
+      secureServer.close();
+      plainServer?.close();
+      const deadline = Date.now() + deadlineMs;
+      while (sockets.size > 0 && Date.now() < deadline) {
+        secureServer.closeIdleConnections();
+        plainServer?.closeIdleConnections();
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      const cut = sockets.size;
+      for (const socket of sockets) socket.destroy();
+      return { cut };
+    },
+    closeAdmin: async () => admin?.close(),
+  };
+}
+
+export async function openAdminListener(config: Pick<Config, 'admin'>, app: RequestListener): Promise<{ address: AddressInfo; close(): Promise<void> }> {
+  const server = http.createServer(app);
+  const address = await listen(server, config.admin.port, config.admin.host);
+  return {
+    address,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
+
+/** Answer in plain HTTP on the TCP socket under a TLS socket whose handshake turned out to be HTTP. */
+function refusePlainHttp(tlsSocket: TLSSocket): boolean {
+  const raw = (tlsSocket as TLSSocket & { _parent?: Socket })._parent;
+  if (!raw || raw.destroyed || !raw.writable) return false;
+  const body = JSON.stringify(errors.httpsRequired().toBody());
+  raw.end(
+    'HTTP/1.1 403 Forbidden\r\n' +
+      'Content-Type: application/json; charset=utf-8\r\n' +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+      'Connection: close\r\n\r\n' +
+      body,
+  );
+  return true;
+}
+
+function track(sockets: Set<Socket>, socket: Socket): void {
+  sockets.add(socket);
+  socket.once('close', () => sockets.delete(socket));
+}
+
+function listen(server: http.Server, port: number, host: string): Promise<AddressInfo> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.removeListener('error', reject);
+      resolve(server.address() as AddressInfo);
+    });
+  });
+}
