@@ -1,0 +1,42 @@
+/** Issuing a key: generate it, keep only its digest in the store, hand the clear key back once. */
+import { digestKey, displayPrefix, generateKey, newKeyId } from './keys';
+import { NO_OWN_LIMITS, NO_USAGE, type KeyLimits, type KeyRecord, type KeyStore } from './store/types';
+
+export interface NewKey {
+  name: string;
+  models?: string[];
+  expiresAt?: Date | null;
+  rateLimit?: Partial<KeyLimits>;
+}
+
+export async function issueKey(store: KeyStore, input: NewKey, now = new Date()): Promise<{ key: string; record: KeyRecord }> {
+  const key = generateKey();
+  const record: KeyRecord = {
+    id: newKeyId(),
+    name: input.name,
+    digest: digestKey(key),
+    prefix: displayPrefix(key),
+    createdAt: now.toISOString(),
+    revokedAt: null,
+    expiresAt: input.expiresAt ? input.expiresAt.toISOString() : null,
+    models: input.models ?? [],
+    lastUsedAt: null,
+    rateLimit: { ...NO_OWN_LIMITS, ...input.rateLimit },
+    usage: { ...NO_USAGE },
+  };
+  await store.insert(record);
+  return { key, record };
+}
+
+/** A new secret for an existing key: same id and settings; the old secret stops working. */
+export async function rotateKey(store: KeyStore, id: string): Promise<{ key: string; record: KeyRecord } | undefined> {
+  const key = generateKey();
+  const record = await store.rotate(id, digestKey(key), displayPrefix(key));
+  return record ? { key, record } : undefined;
+}
+
+/** A record as it may be shown to people and scripts: everything but the digest. */
+export function publicView(record: KeyRecord) {
+  const { digest: _digest, ...shown } = record;
+  return shown;
+}

@@ -1,0 +1,31 @@
+/**
+ * What a key looks like, how one is made, and its digest: the only place that hashes a key.
+ * A key is `cgk_` followed by 43 base64url characters (256 random bits). Stores hold only the
+ * SHA-256 digest; the clear key is shown once, when it is issued.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+
+export const KEY_PREFIX = 'cgk_';
+const KEY_PATTERN = /^cgk_[A-Za-z0-9_-]{43}$/;
+/** Enough of the key to recognise it in a list, far too little to guess the rest (27 chars stay secret). */
+const DISPLAY_PREFIX_LENGTH = KEY_PREFIX.length + 12;
+
+export function generateKey(): string {
+  return KEY_PREFIX + randomBytes(32).toString('base64url');
+}
+
+export function looksLikeKey(candidate: string): boolean {
+  return KEY_PATTERN.test(candidate);
+}
+
+export function digestKey(key: string): string {
+  return createHash('sha256').update(key, 'utf8').digest('hex');
+}
+
+export function displayPrefix(key: string): string {
+  return key.slice(0, DISPLAY_PREFIX_LENGTH);
+}
+
+export function newKeyId(): string {
+  return 'key_' + randomBytes(9).toString('base64url');
+}

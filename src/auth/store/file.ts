@@ -1,0 +1,205 @@
+/**
+ * The embedded key store: one JSON file of digests (mode 0600), replaced atomically on every write.
+ * The gateway and the `chatgate keys` CLI share the file; a reader re-reads it when its size or
+ * modification time changes, so a change made by the CLI reaches a running gateway on its next
+ * cache miss (within the cache TTL). Changes made through this instance are announced at once.
+ */
+import { EventEmitter } from 'node:events';
+import { randomBytes } from 'node:crypto';
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { NO_OWN_LIMITS, NO_USAGE, type KeyChanges, type KeyRecord, type KeyStore, type KeyUse } from './types';
+
+interface FileContents {
+  version: 1;
+  keys: KeyRecord[];
+}
+
+interface Snapshot {
+  stamp: string;
+  byDigest: Map<string, KeyRecord>;
+  keys: KeyRecord[];
+}
+
+export class FileKeyStore implements KeyStore {
+  private snapshot: Snapshot | undefined;
+  private readonly changes = new EventEmitter();
+  /** Writes one at a time, each on the latest contents. */
+  private writing: Promise<unknown> = Promise.resolve();
+
+  constructor(readonly file: string) {}
+
+  async findByDigest(digest: string): Promise<KeyRecord | undefined> {
+    return (await this.current()).byDigest.get(digest);
+  }
+
+  async get(id: string): Promise<KeyRecord | undefined> {
+    return (await this.current()).keys.find((k) => k.id === id);
+  }
+
+  async list(): Promise<KeyRecord[]> {
+    return [...(await this.current()).keys];
+  }
+
+  async insert(record: KeyRecord): Promise<void> {
+    await this.modify((keys) => {
+      if (keys.some((k) => k.id === record.id || k.digest === record.digest)) {
+        throw new Error(`key store already holds a key with id ${record.id}`);
+      }
+      return { keys: [...keys, record], changed: [] };
+    });
+  }
+
+  update(id: string, changes: KeyChanges): Promise<KeyRecord | undefined> {
+    const { rateLimit, ...fields } = changes;
+    return this.change(id, (k) => ({ ...k, ...definedOnly(fields), rateLimit: { ...k.rateLimit, ...definedOnly(rateLimit ?? {}) } }));
+  }
+
+  revoke(id: string, at: Date): Promise<KeyRecord | undefined> {
+    return this.change(id, (k) => (k.revokedAt ? k : { ...k, revokedAt: at.toISOString() }));
+  }
+
+  rotate(id: string, digest: string, prefix: string): Promise<KeyRecord | undefined> {
+    return this.change(id, (k) => ({ ...k, digest, prefix }));
+  }
+
+  async recordUse(uses: ReadonlyMap<string, KeyUse>): Promise<void> {
+    if (uses.size === 0) return;
+    await this.modify((keys) => ({
+      keys: keys.map((k) => {
+        const use = uses.get(k.id);
+        if (!use) return k;
+        const at = use.at.toISOString();
+        return {
+          ...k,
+          lastUsedAt: !k.lastUsedAt || at > k.lastUsedAt ? at : k.lastUsedAt,
+          usage: {
+            requests: k.usage.requests + use.requests,
+            promptTokens: k.usage.promptTokens + use.promptTokens,
+            completionTokens: k.usage.completionTokens + use.completionTokens,
+          },
+        };
+      }),
+      changed: [],
+    }));
+  }
+
+  onChange(listener: (digests: string[] | undefined) => void): void {
+    this.changes.on('change', listener);
+  }
+
+  async ping(): Promise<void> {
+    await this.current();
+  }
+
+  async close(): Promise<void> {
+    await this.writing.catch(() => undefined);
+    this.snapshot = undefined;
+    this.changes.removeAllListeners();
+  }
+
+  private async change(id: string, apply: (record: KeyRecord) => KeyRecord): Promise<KeyRecord | undefined> {
+    let updated: KeyRecord | undefined;
+    await this.modify((keys) => {
+      const existing = keys.find((k) => k.id === id);
+      if (!existing) return { keys, changed: [] };
+      updated = apply(existing);
+      return { keys: keys.map((k) => (k.id === id ? updated! : k)), changed: [existing.digest] };
+    });
+    return updated;
+  }
+
+  private modify(apply: (keys: KeyRecord[]) => { keys: KeyRecord[]; changed: string[] }): Promise<void> {
+    const run = this.writing.then(() =>
+      // The lock file orders this read-change-replace against other instances and processes (the CLI,
+      // the admin API, usage flushes), so no writer replaces the file with contents it read too early.
+      withLockFile(`${this.file}.lock`, async () => {
+        this.snapshot = undefined;
+        const { keys, changed } = apply((await this.current()).keys);
+        await this.write(keys);
+        if (changed.length > 0) this.changes.emit('change', changed);
+      }),
+    );
+    this.writing = run.catch(() => undefined);
+    return run;
+  }
+
+  private async current(): Promise<Snapshot> {
+    const stamp = await this.stamp();
+    if (this.snapshot?.stamp === stamp) return this.snapshot;
+    const keys = stamp === 'absent' ? [] : parseContents(await fs.readFile(this.file, 'utf8'), this.file);
+    this.snapshot = { stamp, keys, byDigest: new Map(keys.map((k) => [k.digest, k])) };
+    return this.snapshot;
+  }
+
+  private async stamp(): Promise<string> {
+    try {
+      const stat = await fs.stat(this.file, { bigint: true });
+      return `${stat.size}:${stat.mtimeNs}:${stat.ino}`;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 'absent';
+      throw err;
+    }
+  }
+
+  private async write(keys: KeyRecord[]): Promise<void> {
+    await fs.mkdir(path.dirname(this.file), { recursive: true, mode: 0o700 });
+    const contents: FileContents = { version: 1, keys };
+    const temporary = `${this.file}.${randomBytes(6).toString('hex')}.tmp`;
+    await fs.writeFile(temporary, JSON.stringify(contents, null, 2) + '\n', { mode: 0o600 });
+    await fs.rename(temporary, this.file);
+    this.snapshot = undefined;
+  }
+}
+
+const LOCK_RETRY_MS = 5;
+const LOCK_WAIT_MS = 10_000;
+
+/** Runs `critical` while holding `lockFile` (created exclusively, holding our pid); a lock left by a dead process is taken over. */
+async function withLockFile<T>(lockFile: string, critical: () => Promise<T>): Promise<T> {
+  await fs.mkdir(path.dirname(lockFile), { recursive: true, mode: 0o700 });
+  const giveUpAt = Date.now() + LOCK_WAIT_MS;
+  for (;;) {
+    try {
+      await fs.writeFile(lockFile, String(process.pid), { flag: 'wx', mode: 0o600 });
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      if (await heldByDeadProcess(lockFile)) {
+        await fs.rm(lockFile, { force: true });
+        continue;
+      }
+      if (Date.now() > giveUpAt) throw new Error(`key store is locked by another process (${lockFile}); remove the file if no chatgate process holds it`);
+      await new Promise((resolve) => setTimeout(resolve, LOCK_RETRY_MS));
+    }
+  }
+  try {
+    return await critical();
+  } finally {
+    await fs.rm(lockFile, { force: true });
+  }
+}
+
+async function heldByDeadProcess(lockFile: string): Promise<boolean> {
+  const pid = Number(await fs.readFile(lockFile, 'utf8').catch(() => ''));
+  if (!Number.isInteger(pid) || pid <= 0) return false; // being written right now, or gone: retry
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ESRCH';
+  }
+}
+
+function definedOnly<T extends object>(values: T): Partial<T> {
+  return Object.fromEntries(Object.entries(values).filter(([, value]) => value !== undefined)) as Partial<T>;
+}
+
+function parseContents(text: string, file: string): KeyRecord[] {
+  const parsed = JSON.parse(text) as Partial<FileContents>;
+  if (parsed?.version !== 1 || !Array.isArray(parsed.keys)) {
+    throw new Error(`${file} is not a chatgate key file (expected {"version":1,"keys":[...]})`);
+  }
+  // Files written before a field existed get its neutral value.
+  return parsed.keys.map((k) => ({ ...k, lastUsedAt: k.lastUsedAt ?? null, rateLimit: { ...NO_OWN_LIMITS, ...k.rateLimit }, usage: { ...NO_USAGE, ...k.usage } }));
+}
