@@ -1,0 +1,284 @@
+/**
+ * The proxy stage, through http-proxy: take a worker from the provider's pool, send it the validated
+ * body with headers we build ourselves, and stream the answer back as it arrives. A connection that
+ * fails before any byte of the request was sent is retried on another worker; nothing is retried
+ * once a worker may have started generating.
+ *
+ * What http-proxy 1.18 does not do for us, and this module does (each has a test):
+ * - Header hygiene. It copies every client header and its `proxyReq` hook can come too late (after the
+ *   body starts) or not at all (`Expect`), so the outgoing header set is built before the call.
+ * - Abort on client disconnect. It only aborts when the *request* is cut short; a client that leaves
+ *   during the answer would leave the worker generating.
+ * - A worker failing mid-answer. It pipes the answer and never ends the client response if the worker
+ *   dies; we end it, for a stream with a final SSE `error` event in the OpenAI shape.
+ * - Timeouts by phase (connect, first byte, idle between chunks), which it cannot tell from resets.
+ */
+import type { Agent, ClientRequest, IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { Readable, type Transform } from 'node:stream';
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import httpProxy from 'http-proxy';
+import { contextOf, required, type RequestContext } from './context';
+import { traceparentOf } from './trace';
+import { errors, GatewayError } from './errors';
+import type { Metrics } from './metrics';
+import type { Outcome, WorkerState } from './upstream/pool';
+import type { UpstreamTarget } from './upstream/providers';
+import { JsonUsageMeter, SseUsageMeter, type TokenUsage } from './usage';
+
+/** Request headers that never leave the gateway: credentials, hop-by-hop, and what we set ourselves. */
+const DROPPED_REQUEST_HEADERS = new Set([
+  'authorization',
+  'proxy-authorization',
+  'cookie',
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'expect',
+  'host',
+  'content-length',
+  'content-type',
+  'content-encoding',
+  'forwarded',
+  'x-forwarded-for',
+  'x-forwarded-proto',
+  'x-forwarded-host',
+  'x-forwarded-port',
+  'x-real-ip',
+  'x-request-id',
+  'traceparent',
+  'tracestate',
+  // The answer is read on its way through (token usage): ask for it uncompressed.
+  'accept-encoding',
+]);
+
+const DROPPED_RESPONSE_HEADERS = ['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'trailer', 'upgrade', 'transfer-encoding'];
+
+type Phase = 'connect' | 'first_byte' | 'idle';
+
+/** One try of one request on one worker. */
+interface Attempt {
+  readonly context: RequestContext;
+  readonly target: UpstreamTarget;
+  readonly state: WorkerState;
+  upstreamRequest?: ClientRequest;
+  /** The request's bytes may have reached the worker: from here on it is never retried. */
+  connected: boolean;
+  answering: boolean;
+  timer?: NodeJS.Timeout;
+  timedOut?: Phase;
+  /** Relays the answer to the client, whole events at a time for a stream, reading token usage. */
+  meter?: Transform;
+  settled: boolean;
+}
+
+export interface ProxyEvents {
+  /** A worker's answer reported the tokens it used. */
+  usage(context: RequestContext, usage: TokenUsage): void;
+}
+
+export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => number = () => performance.now()) {
+  const proxy = httpProxy.createProxyServer({ changeOrigin: true, ignorePath: true, xfwd: false, selfHandleResponse: true });
+  const attempts = new WeakMap<ServerResponse, Attempt>();
+
+  const labels = (attempt: Attempt) => ({ provider: attempt.target.provider.name, worker: attempt.state.worker.label });
+
+  function settle(attempt: Attempt, outcome: Outcome): void {
+    if (attempt.settled) return;
+    attempt.settled = true;
+    clearTimeout(attempt.timer);
+    attempt.target.provider.pool.release(attempt.state, outcome);
+  }
+
+  function arm(attempt: Attempt, phase: Phase, ms: number): void {
+    clearTimeout(attempt.timer);
+    attempt.timer = setTimeout(() => {
+      attempt.timedOut = phase;
+      metrics.timeouts.inc({ ...labels(attempt), phase });
+      attempt.upstreamRequest?.destroy();
+    }, ms);
+  }
+
+  proxy.on('proxyReq', (upstreamRequest: ClientRequest, _req: IncomingMessage, res: ServerResponse) => {
+    const attempt = attempts.get(res);
+    if (!attempt) return;
+    attempt.upstreamRequest = upstreamRequest;
+    if (res.destroyed) {
+      upstreamRequest.destroy();
+      return;
+    }
+    const { settings } = attempt.target.provider;
+    const socket = upstreamRequest.socket as Socket;
+    const connected = () => {
+      attempt.connected = true;
+      arm(attempt, 'first_byte', settings.firstByteTimeoutMs);
+    };
+    if (socket.connecting) {
+      arm(attempt, 'connect', settings.connectTimeoutMs);
+      socket.once(attempt.state.worker.proxyTarget.protocol === 'https:' ? 'secureConnect' : 'connect', connected);
+    } else {
+      connected();
+    }
+  });
+
+  proxy.on('proxyRes', (upstreamResponse: IncomingMessage, _req: IncomingMessage, res: ServerResponse) => {
+    const attempt = attempts.get(res);
+    if (!attempt) return;
+    attempt.answering = true;
+    attempt.context.worker = attempt.state.worker.label;
+    attempt.context.firstByteAt = now();
+    metrics.upstreamTimeToFirstByte.observe({ provider: attempt.target.provider.name }, (now() - required(attempt.context.dispatchedAt, 'dispatch time')) / 1000);
+    prepareResponseHeaders(upstreamResponse.headers);
+    const status = upstreamResponse.statusCode ?? 502;
+    res.statusCode = status;
+    for (const [name, value] of Object.entries(upstreamResponse.headers)) {
+      // Our x-ratelimit-* describe the caller's key; a hosted API's describe the gateway's account.
+      if (value === undefined || (name.startsWith('x-ratelimit-') && res.hasHeader(name))) continue;
+      res.setHeader(name, value);
+    }
+    const stream = String(upstreamResponse.headers['content-type'] ?? '').startsWith('text/event-stream');
+    const reportUsage = (usage: TokenUsage) => {
+      if (status >= 300) return;
+      attempt.context.usage = usage;
+      events.usage(attempt.context, usage);
+    };
+    if (stream) res.removeHeader('content-length'); // a dropped usage chunk changes the length
+    attempt.meter = stream ? new SseUsageMeter(attempt.target.dropUsageChunk, reportUsage) : new JsonUsageMeter(reportUsage);
+    upstreamResponse.pipe(attempt.meter).pipe(res);
+
+    const { idleTimeoutMs } = attempt.target.provider.settings;
+    arm(attempt, 'idle', idleTimeoutMs);
+    upstreamResponse.on('data', () => attempt.timer?.refresh());
+    upstreamResponse.on('end', () => settle(attempt, (upstreamResponse.statusCode ?? 500) >= 500 ? 'failure' : 'success'));
+    upstreamResponse.on('close', () => {
+      if (upstreamResponse.complete || attempt.settled) return;
+      settle(attempt, 'failure');
+      metrics.streamFailures.inc(labels(attempt));
+      attempt.meter?.unpipe(res);
+      endBrokenAnswer(res, attempt);
+    });
+  });
+
+  // http-proxy emits 'error' only when no callback is given; keep a listener so that can never crash us.
+  proxy.on('error', () => undefined);
+
+  const handle: RequestHandler = function proxyRequest(req: Request, res: Response, next: NextFunction) {
+    const context = contextOf(res);
+    const target = required(context.target, 'target');
+    const { pool, settings } = target.provider;
+    const tried = new Set<WorkerState>();
+
+    res.on('close', () => {
+      if (res.writableFinished) return;
+      const attempt = attempts.get(res);
+      if (!attempt) return;
+      settle(attempt, 'neutral');
+      attempt.upstreamRequest?.destroy();
+    });
+
+    req.headers = upstreamHeaders(req, context, target);
+    context.dispatchedAt = now();
+    metrics.gatewayOverhead.observe({ provider: target.provider.name }, (context.dispatchedAt - context.arrivedAt) / 1000);
+
+    const attemptOn = (state: WorkerState) => {
+      if (res.destroyed) {
+        pool.release(state, 'neutral');
+        return;
+      }
+      tried.add(state);
+      const attempt: Attempt = { context, target, state, connected: false, answering: false, settled: false };
+      attempts.set(res, attempt);
+      const options = { target: state.worker.proxyTarget, agent: state.worker.agent, buffer: Readable.from([target.body]) };
+      proxy.web(req, res, options, (err: Error) => {
+        if (attempt.answering) return; // a failure mid-answer is handled where the answer is relayed
+        settle(attempt, res.destroyed ? 'neutral' : 'failure');
+        if (!attempt.timedOut) dropIdleConnections(attempt.state.worker.agent);
+        if (res.destroyed) return;
+        if (!attempt.connected && tried.size <= settings.retries) {
+          metrics.retries.inc(labels(attempt));
+          pool.acquire(tried).then(attemptOn, (noneLeft: GatewayError) => next(withCause(upstreamFailure(attempt), err, noneLeft)));
+          return;
+        }
+        next(withCause(upstreamFailure(attempt), err));
+      });
+    };
+    pool.acquire(tried).then(attemptOn, next);
+  };
+
+  return { handle, close: () => proxy.close() };
+}
+
+/**
+ * After a connection to a worker failed, its other pooled connections are suspect (the worker may
+ * have died): close them, so the next requests open fresh ones, whose failure is safe to retry.
+ */
+function dropIdleConnections(agent: Agent): void {
+  for (const sockets of Object.values(agent.freeSockets)) for (const socket of sockets ?? []) socket.destroy();
+}
+
+function upstreamFailure(attempt: Attempt): GatewayError {
+  return attempt.timedOut === 'first_byte' ? errors.upstreamTimeout() : attempt.timedOut === 'connect' && !attempt.connected ? errors.upstreamTimeout() : errors.upstreamUnavailable();
+}
+
+function withCause(failure: GatewayError, ...causes: unknown[]): GatewayError {
+  failure.cause = causes.length === 1 ? causes[0] : causes;
+  return failure;
+}
+
+/**
+ * After the answer started: a stream ends with an SSE error event a client can read (the meter relays
+ * whole events only, so the client is on an event boundary); anything else is cut.
+ */
+function endBrokenAnswer(res: ServerResponse, attempt: Attempt): void {
+  if (res.destroyed || res.writableEnded) return;
+  if (!String(res.getHeader('content-type') ?? '').startsWith('text/event-stream')) {
+    res.destroy();
+    return;
+  }
+  const failure = attempt.timedOut === 'idle' ? errors.upstreamTimeout() : errors.upstreamUnavailable();
+  res.end(`event: error\ndata: ${JSON.stringify(failure.toBody())}\n\n`);
+}
+
+export function upstreamHeaders(req: Request, context: RequestContext, target: UpstreamTarget): IncomingHttpHeaders {
+  const headers: IncomingHttpHeaders = {};
+  const named = new Set(
+    String(req.headers.connection ?? '')
+      .split(',')
+      .map((name) => name.trim().toLowerCase()),
+  );
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (!DROPPED_REQUEST_HEADERS.has(name) && !named.has(name)) headers[name] = value;
+  }
+  headers['content-type'] = 'application/json';
+  headers['content-length'] = String(target.body.length);
+  headers['x-request-id'] = context.requestId;
+  if (context.trace) {
+    headers.traceparent = traceparentOf(context.trace);
+    if (context.trace.tracestate) headers.tracestate = context.trace.tracestate;
+  }
+  headers['x-forwarded-proto'] = 'https';
+  headers['x-forwarded-for'] = forwardedFor(req);
+  if (target.provider.authorization) headers.authorization = target.provider.authorization;
+  return headers;
+}
+
+/** The client chain as far as we trust it: trusted proxies' X-Forwarded-For (farthest first), then our peer. */
+function forwardedFor(req: Request): string {
+  return [...req.ips, req.socket.remoteAddress].filter(Boolean).join(', ');
+}
+
+function prepareResponseHeaders(headers: IncomingHttpHeaders): void {
+  for (const name of DROPPED_RESPONSE_HEADERS) delete headers[name];
+  const workerRequestId = headers['x-request-id'];
+  delete headers['x-request-id'];
+  if (workerRequestId !== undefined) headers['x-upstream-request-id'] = workerRequestId;
+  if (String(headers['content-type'] ?? '').startsWith('text/event-stream')) {
+    // Tell nginx and ingress controllers in front of us not to buffer the stream.
+    headers['cache-control'] = 'no-cache';
+    headers['x-accel-buffering'] = 'no';
+  }
+}

@@ -1,0 +1,121 @@
+/**
+ * Token accounting while the answer streams through, never buffering it: a JSON answer passes
+ * through while its last few KiB are kept to read `usage` at the end; an SSE answer is split into
+ * events as they arrive, and the usage chunk is read (and dropped, when the gateway asked for it and
+ * the client had not). Either way the client gets each byte as soon as it is complete.
+ */
+import { Transform, type TransformCallback } from 'node:stream';
+
+export interface TokenUsage {
+  promptTokens: number;
+  completionTokens: number;
+}
+
+const JSON_TAIL_BYTES = 16 * 1024;
+/** An "event" longer than this is no SSE event of a chat completion: pass it on rather than hold it. */
+const MAX_PENDING_EVENT = 1024 * 1024;
+
+/** Pure: the usage counts in an OpenAI `usage` object, if it is one. */
+export function usageOf(value: unknown): TokenUsage | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const { prompt_tokens: prompt, completion_tokens: completion } = value as Record<string, unknown>;
+  if (typeof prompt !== 'number' || typeof completion !== 'number' || prompt < 0 || completion < 0) return undefined;
+  return { promptTokens: prompt, completionTokens: completion };
+}
+
+/** Pure: the last `"usage": {...}` object in the text, read without parsing the rest. */
+export function usageInTail(tail: string): TokenUsage | undefined {
+  const at = tail.lastIndexOf('"usage"');
+  if (at === -1) return undefined;
+  const open = tail.indexOf('{', at);
+  if (open === -1) return undefined;
+  let depth = 0;
+  for (let i = open; i < tail.length; i++) {
+    if (tail[i] === '{') depth++;
+    else if (tail[i] === '}' && --depth === 0) {
+      try {
+        return usageOf(JSON.parse(tail.slice(open, i + 1)));
+      } catch {
+        return undefined;
+      }
+    }
+  }
+  return undefined;
+}
+
+export class JsonUsageMeter extends Transform {
+  private tail = '';
+
+  constructor(private readonly onUsage: (usage: TokenUsage) => void) {
+    super();
+  }
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, done: TransformCallback): void {
+    this.tail = (this.tail + chunk.toString('utf8')).slice(-JSON_TAIL_BYTES);
+    done(null, chunk);
+  }
+
+  override _flush(done: TransformCallback): void {
+    const usage = usageInTail(this.tail);
+    if (usage) this.onUsage(usage);
+    done();
+  }
+}
+
+export class SseUsageMeter extends Transform {
+  private pending = '';
+
+  /** @param dropUsageChunk the client did not ask for the usage chunk: the gateway did, for itself. */
+  constructor(
+    private readonly dropUsageChunk: boolean,
+    private readonly onUsage: (usage: TokenUsage) => void,
+  ) {
+    super();
+  }
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, done: TransformCallback): void {
+    this.pending += chunk.toString('utf8');
+    let out = '';
+    for (let end = eventEnd(this.pending); end !== -1; end = eventEnd(this.pending)) {
+      const event = this.pending.slice(0, end);
+      this.pending = this.pending.slice(end);
+      if (!this.isDroppedUsageChunk(event)) out += event;
+    }
+    if (this.pending.length > MAX_PENDING_EVENT) {
+      out += this.pending;
+      this.pending = '';
+    }
+    done(null, out === '' ? undefined : out);
+  }
+
+  override _flush(done: TransformCallback): void {
+    done(null, this.pending === '' ? undefined : this.pending);
+  }
+
+  private isDroppedUsageChunk(event: string): boolean {
+    if (!event.includes('"usage"')) return false;
+    const data = event
+      .split(/\r?\n/)
+      .filter((line) => line.startsWith('data:'))
+      .map((line) => line.slice(5).trimStart())
+      .join('\n');
+    let payload: { usage?: unknown; choices?: unknown };
+    try {
+      payload = JSON.parse(data);
+    } catch {
+      return false;
+    }
+    const usage = usageOf(payload.usage);
+    if (usage) this.onUsage(usage);
+    return Boolean(usage) && this.dropUsageChunk && Array.isArray(payload.choices) && payload.choices.length === 0;
+  }
+}
+
+/** Index just past the blank line that ends the first complete event, or -1. */
+function eventEnd(text: string): number {
+  const lf = text.indexOf('\n\n');
+  const crlf = text.indexOf('\r\n\r\n');
+  if (lf === -1 && crlf === -1) return -1;
+  if (crlf === -1 || (lf !== -1 && lf < crlf)) return lf + 2;
+  return crlf + 4;
+}
