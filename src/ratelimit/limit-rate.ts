@@ -1,0 +1,51 @@
+/**
+ * The rate limit stage: the key's limits (its own, else the configured defaults) on requests per
+ * minute, tokens per minute and concurrent requests. Every answer to a limited key carries the
+ * OpenAI-style x-ratelimit-* headers; over a limit it is 429 with Retry-After.
+ */
+import { randomUUID } from 'node:crypto';
+import type { RequestHandler, Response } from 'express';
+import { contextOf, required } from '../context';
+import { errors } from '../errors';
+import type { Metrics } from '../metrics';
+import type { Quota } from './bucket';
+import { hasLimits, type RateLimiter } from './limiter';
+
+export function limitRate(limiter: RateLimiter, metrics: Metrics): RequestHandler {
+  return async function rateLimit(_req, res, next) {
+    const context = contextOf(res);
+    const key = required(context.key, 'key');
+    const limits = limiter.limitsFor(key);
+    if (!hasLimits(limits)) return next();
+
+    const slot = randomUUID();
+    const answer = await limiter.admit(key.id, limits, slot);
+    if ('unavailable' in answer) throw errors.rateLimiterUnavailable();
+    if ('degraded' in answer) return next();
+    setQuotaHeaders(res, answer.quota);
+    if (!answer.allowed) {
+      const reason = answer.reason ?? 'requests';
+      metrics.rateLimited.inc({ reason });
+      throw errors.rateLimited(reason, answer.retryAfterMs);
+    }
+    if (limits.maxConcurrent) res.once('close', () => limiter.release(key.id, slot));
+    context.limits = limits;
+    next();
+  };
+}
+
+function setQuotaHeaders(res: Response, quota: Quota): void {
+  for (const [kind, line] of Object.entries(quota)) {
+    res.setHeader(`x-ratelimit-limit-${kind}`, String(line.limit));
+    res.setHeader(`x-ratelimit-remaining-${kind}`, String(line.remaining));
+    res.setHeader(`x-ratelimit-reset-${kind}`, formatDuration(line.resetMs));
+  }
+}
+
+/** OpenAI's style: 59ms, 6s, 1m30s. */
+export function formatDuration(ms: number): string {
+  const whole = Math.ceil(ms);
+  if (whole < 1000) return `${whole}ms`;
+  const seconds = Math.ceil(whole / 1000);
+  return seconds < 60 ? `${seconds}s` : `${Math.floor(seconds / 60)}m${seconds % 60}s`;
+}

@@ -1,0 +1,19 @@
+/** Where limiter state lives: this process (memory.ts) or Redis, shared by replicas (redis.ts). */
+import type { LimitReason, Limits, Quota } from './bucket';
+
+export interface Admission {
+  allowed: boolean;
+  reason?: LimitReason;
+  retryAfterMs: number;
+  quota: Quota;
+}
+
+export interface RateLimitStore {
+  /** Atomically: refill, check and take for the key's request and token buckets, and a concurrency slot. */
+  admit(keyId: string, limits: Limits, requestId: string): Promise<Admission>;
+  /** The request is over: give back its concurrency slot. */
+  release(keyId: string, requestId: string): Promise<void>;
+  /** Charge the tokens an answer used. */
+  debitTokens(keyId: string, tokensPerMinute: number, amount: number): Promise<void>;
+  close(): Promise<void>;
+}
