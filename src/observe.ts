@@ -1,0 +1,54 @@
+/**
+ * The first stage: open the request context and, when the answer is over (finished or cut), count it
+ * and write its access log line. Stages record their own outcomes on the context; this one reports the
+ * request as a whole. The line names the key by id and name, never the key.
+ */
+import type { RequestHandler } from 'express';
+import { contextOf, createContext, type RequestContext } from './context';
+import type { Logger } from './log';
+import type { Metrics } from './metrics';
+
+/** Status recorded for a request whose client left before any answer was sent (nginx's convention). */
+const CLIENT_CLOSED_REQUEST = 499;
+
+export function observeRequests(metrics: Metrics, accessLog: Logger | undefined, now: () => number = () => performance.now()): RequestHandler {
+  return function observeRequest(req, res, next) {
+    createContext(res, now());
+    metrics.inFlight.inc();
+    res.once('close', () => {
+      const context = contextOf(res);
+      const status = res.headersSent ? res.statusCode : CLIENT_CLOSED_REQUEST;
+      const seconds = (now() - context.arrivedAt) / 1000;
+      metrics.inFlight.dec();
+      metrics.requests.inc({ provider: context.provider, status: String(status) });
+      metrics.requestDuration.observe({ provider: context.provider }, seconds);
+      accessLog?.info(accessLine(context, req.method, req.path, req.ip, status, seconds, res.writableFinished), 'request');
+    });
+    next();
+  };
+}
+
+function accessLine(context: RequestContext, method: string, path: string, client: string | undefined, status: number, seconds: number, finished: boolean) {
+  return {
+    requestId: context.requestId,
+    traceId: context.trace?.traceId,
+    keyId: context.key?.id,
+    keyName: context.key?.name,
+    client,
+    method,
+    path,
+    provider: context.target?.provider.name,
+    model: context.chat?.model,
+    worker: context.worker,
+    status,
+    code: context.errorCode,
+    durationMs: round(seconds * 1000),
+    upstreamFirstByteMs: context.firstByteAt !== undefined && context.dispatchedAt !== undefined ? round(context.firstByteAt - context.dispatchedAt) : undefined,
+    stream: context.chat?.stream,
+    promptTokens: context.usage?.promptTokens,
+    completionTokens: context.usage?.completionTokens,
+    completed: finished,
+  };
+}
+
+const round = (ms: number) => Math.round(ms * 100) / 100;
