@@ -1,0 +1,187 @@
+#!/usr/bin/env node
+/**
+ * `chatgate`: serve | keys create|list|revoke | mock-worker. Exit codes: 0 done, 1 failed, 2 usage.
+ */
+import { parseArgs } from 'node:util';
+import { issueKey, publicView, rotateKey } from './auth/issue';
+import { openKeyStore } from './auth/store/open';
+import { configFileFrom, ConfigError, loadConfig } from './config';
+
+// Each command loads only what it needs: `keys` and `mock-worker` start fast without the gateway's stack.
+const gateway = () => import('./main');
+
+const USAGE = `Usage:
+  chatgate serve [--config FILE]
+  chatgate keys create --name NAME [--models GLOB]... [--expires ISO-8601] [--rpm N] [--tpm N] [--max-concurrent N] [--json] [--config FILE]
+  chatgate keys list [--json] [--config FILE]
+  chatgate keys revoke ID [--config FILE]
+  chatgate keys rotate ID [--json] [--config FILE]
+  chatgate mock-worker [--host H] [--port N] [--latency-ms N] [--tokens-per-second N] [--log-requests]
+
+The config file is --config, else $CHATGATE_CONFIG, else the embedded config/default.yaml.
+`;
+
+class UsageError extends Error {}
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  switch (command) {
+    case 'serve':
+      return serve(rest);
+    case 'keys':
+      return keys(rest);
+    case 'mock-worker':
+      return mockWorker(rest);
+    case undefined:
+    case 'help':
+    case '--help':
+    case '-h':
+      process.stdout.write(USAGE);
+      return command === undefined ? 2 : 0;
+    default:
+      throw new UsageError(`unknown command '${command}'`);
+  }
+}
+
+async function serve(args: string[]): Promise<number> {
+  const { values } = parse(args, { config: { type: 'string' } });
+  const running = await (await gateway()).startGateway(configFileFrom(values.config));
+  // The first SIGTERM or SIGINT starts the drain; later ones (a terminal's Ctrl-C reaches every
+  // process of a cluster, and the primary then asks too) change nothing.
+  await new Promise<void>((resolve) => {
+    process.on('SIGTERM', resolve);
+    process.on('SIGINT', resolve);
+  });
+  await running.shutdown();
+  if (process.connected) process.disconnect(); // a cluster serving process: let the IPC channel go
+  return 0;
+}
+
+async function keys(args: string[]): Promise<number> {
+  const [action, ...rest] = args;
+  const { values, positionals } = parse(
+    rest,
+    {
+      config: { type: 'string' },
+      name: { type: 'string' },
+      models: { type: 'string', multiple: true },
+      expires: { type: 'string' },
+      rpm: { type: 'string' },
+      tpm: { type: 'string' },
+      'max-concurrent': { type: 'string' },
+      json: { type: 'boolean' },
+    },
+    true,
+  );
+  const store = await openKeyStore(loadConfig(configFileFrom(values.config)));
+  try {
+    if (action === 'create') {
+      if (!values.name) throw new UsageError('keys create needs --name NAME');
+      const expiresAt = values.expires === undefined ? null : parseExpiry(values.expires);
+      const limit = (flag: string, text: string | undefined) => (text === undefined ? null : wholeNumber(flag, text));
+      const rateLimit = {
+        requestsPerMinute: limit('--rpm', values.rpm),
+        tokensPerMinute: limit('--tpm', values.tpm),
+        maxConcurrent: limit('--max-concurrent', values['max-concurrent']),
+      };
+      const { key, record } = await issueKey(store, { name: values.name, models: values.models ?? [], expiresAt, rateLimit });
+      if (values.json) process.stdout.write(JSON.stringify({ ...publicView(record), key }) + '\n');
+      else process.stdout.write(`${key}\n(id ${record.id}; this key is shown once: the store keeps only its digest)\n`);
+      return 0;
+    }
+    if (action === 'list') {
+      const records = (await store.list()).map(publicView);
+      if (values.json) process.stdout.write(JSON.stringify(records) + '\n');
+      else for (const r of records) process.stdout.write(`${r.id}\t${r.prefix}…\t${r.name}\t${r.revokedAt ? 'revoked' : r.expiresAt && Date.parse(r.expiresAt) <= Date.now() ? 'expired' : 'active'}\t${r.models.join(',') || '*'}\tlast used ${r.lastUsedAt ?? 'never'}\n`);
+      return 0;
+    }
+    if (action === 'revoke') {
+      const id = positionals[0];
+      if (!id) throw new UsageError('keys revoke needs the key id');
+      const revoked = await store.revoke(id, new Date());
+      if (!revoked) {
+        process.stderr.write(`chatgate: no key with id ${id}\n`);
+        return 1;
+      }
+      process.stdout.write(`revoked ${revoked.id} (${revoked.name}); running gateways refuse it within their key cache TTL\n`);
+      return 0;
+    }
+    if (action === 'rotate') {
+      const id = positionals[0];
+      if (!id) throw new UsageError('keys rotate needs the key id');
+      const rotated = await rotateKey(store, id);
+      if (!rotated) {
+        process.stderr.write(`chatgate: no key with id ${id}\n`);
+        return 1;
+      }
+      if (values.json) process.stdout.write(JSON.stringify({ ...publicView(rotated.record), key: rotated.key }) + '\n');
+      else process.stdout.write(`${rotated.key}\n(id ${id}: same settings, new secret; the old one stops working)\n`);
+      return 0;
+    }
+    throw new UsageError(`unknown keys action '${action ?? ''}'`);
+  } finally {
+    await store.close();
+  }
+}
+
+async function mockWorker(args: string[]): Promise<number> {
+  const { values } = parse(args, {
+    host: { type: 'string', default: '127.0.0.1' },
+    port: { type: 'string', default: '9100' },
+    'latency-ms': { type: 'string', default: '0' },
+    'tokens-per-second': { type: 'string', default: '50' },
+    'log-requests': { type: 'boolean', default: false },
+  });
+  const { runMockWorker } = await import('./mock-worker/main');
+  runMockWorker(values.host, wholeNumber('--port', values.port), {
+    latencyMs: wholeNumber('--latency-ms', values['latency-ms']),
+    tokensPerSecond: positiveNumber('--tokens-per-second', values['tokens-per-second']),
+    ...(values['log-requests'] ? { onRequest: (id) => process.stdout.write(JSON.stringify({ msg: 'request', requestId: id ?? null }) + '\n') } : {}),
+  });
+  return -1; // keeps running
+}
+
+type Options = NonNullable<Parameters<typeof parseArgs>[0]>['options'];
+function parse<O extends Options>(args: string[], options: O, allowPositionals = false) {
+  try {
+    return parseArgs({ args, options, allowPositionals, strict: true });
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}
+
+function parseExpiry(text: string): Date {
+  const at = new Date(text);
+  if (Number.isNaN(at.getTime())) throw new UsageError(`--expires '${text}' is not an ISO-8601 date, e.g. 2027-01-31 or 2027-01-31T12:00:00Z`);
+  return at;
+}
+
+function wholeNumber(flag: string, text: string): number {
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < 0) throw new UsageError(`${flag} must be a whole number`);
+  return value;
+}
+
+function positiveNumber(flag: string, text: string): number {
+  const value = Number(text);
+  if (!(value > 0)) throw new UsageError(`${flag} must be a positive number`);
+  return value;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    if (code >= 0) process.exitCode = code;
+  },
+  (err: unknown) => {
+    if (err instanceof UsageError) {
+      process.stderr.write(`chatgate: ${err.message}\n\n${USAGE}`);
+      process.exitCode = 2;
+    } else if (err instanceof ConfigError) {
+      process.stderr.write(`chatgate: ${err.message}\n`);
+      process.exitCode = 1;
+    } else {
+      process.stderr.write(`chatgate: ${err instanceof Error ? err.message : String(err)}\n`);
+      process.exitCode = 1;
+    }
+  },
+);

@@ -1,0 +1,267 @@
+/**
+ * The composition root: load config, build every part, open the listeners, print how to use them,
+ * and drain on SIGTERM/SIGINT. Nothing here is per request.
+ *
+ * Three roles share these parts. A single process does everything. With `server.processes` > 1 the
+ * primary process (cluster.ts) prepares what must exist once (certificate, first key, mock worker),
+ * serves the admin listener with every process's metrics, and keeps N serving processes running;
+ * each serving process (`role: worker`) runs the request path on the shared public ports.
+ */
+import cluster from 'node:cluster';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { AggregatorRegistry } from 'prom-client';
+import { createAdminApp, type Readiness } from './admin/app';
+import { createPublicApp } from './app';
+import { KeyCache } from './auth/cache';
+import { issueKey } from './auth/issue';
+import { openKeyStore } from './auth/store/open';
+import type { KeyStore } from './auth/store/types';
+import { UsageRecorder } from './auth/usage-recorder';
+import { startPrimary, type WorkerMessages } from './cluster';
+import { loadConfig, type Config } from './config';
+import { required } from './context';
+import { fingerprintOf, loadOrCreateDevCertificate } from './dev-certificate';
+import { createLogger, destinationOf, type Logger } from './log';
+import { createMetrics, type Metrics } from './metrics';
+import { startMockWorkerProcess, type MockWorkerProcess } from './mock-worker/process';
+import { createProxy } from './proxy';
+import { RateLimiter } from './ratelimit/limiter';
+import { MemoryRateLimitStore } from './ratelimit/memory';
+import { RedisRateLimitStore } from './ratelimit/redis';
+import type { RateLimitStore } from './ratelimit/store';
+import { openListeners, type Listeners, type TlsMaterial } from './server';
+import { HealthChecker } from './upstream/health';
+import { buildProviders, closeProviders, type Provider, type ProviderTable } from './upstream/providers';
+
+export interface Gateway {
+  readonly config: Config;
+  readonly listeners: Listeners;
+  shutdown(): Promise<void>;
+}
+
+export type Tls = TlsMaterial & { fingerprint: string; certFile: string };
+
+export async function startGateway(configFile: string, out: NodeJS.WritableStream = process.stderr): Promise<Gateway> {
+  const config = loadConfig(configFile);
+  const log = createLogger(config.log.level, destinationOf(config.log.destination));
+  if (cluster.isWorker) return startServing(config, log, 'worker');
+  if (config.server.processes > 1) return startPrimary(config, log, out, configFile);
+  return startServing(config, log, 'single', out);
+}
+
+/** What exists once per deployment, made by the single or primary process before serving starts. */
+export async function prepareOnce(config: Config, log: Logger) {
+  const tls = await tlsMaterial(config);
+  const keyStore = await openStore(config, log);
+  const firstKey = config.auth.createFirstKey && (await keyStore.list()).length === 0 ? await issueKey(keyStore, { name: 'first key' }) : undefined;
+  const mockWorker: MockWorkerProcess | undefined = config.mockWorker ? await startMockWorkerProcess(config.mockWorker) : undefined;
+  return { tls, keyStore, firstKey, mockWorker };
+}
+
+async function startServing(config: Config, log: Logger, role: 'single' | 'worker', out: NodeJS.WritableStream = process.stderr): Promise<Gateway> {
+  const once = role === 'single' ? await prepareOnce(config, log) : { tls: await tlsMaterial(config), keyStore: await openStore(config, log), firstKey: undefined, mockWorker: undefined };
+  const { tls, keyStore, firstKey, mockWorker } = once;
+  const metrics = createMetrics();
+  const serving = await buildServing(config, log, metrics, keyStore);
+  let accepting = true;
+  const readiness = async (): Promise<Readiness> => {
+    const checks = {
+      accepting,
+      keyStore: await keyStore.ping().then(
+        () => true,
+        () => false,
+      ),
+      providers: Object.fromEntries([...serving.providers.values()].map((p) => [p.name, p.pool.availableWorkers().length > 0])),
+    };
+    return { ready: checks.accepting && checks.keyStore && Object.values(checks.providers).every(Boolean), checks };
+  };
+
+  const listeners = await openListeners(
+    config,
+    {
+      publicApp: serving.publicApp,
+      adminApp:
+        role === 'single'
+          ? createAdminApp({ metrics, log, keyStore, adminToken: config.admin.token, exposition: () => metrics.registry.metrics(), readiness })
+          : undefined,
+    },
+    tls,
+    {
+      plainHttpRefused: (client) => {
+        metrics.errors.inc({ code: 'https_required' });
+        if (config.log.access) log.info({ log: 'access', client, status: 403, code: 'https_required', tls: false }, 'plain HTTP refused on the HTTPS port');
+      },
+    },
+  );
+  if (role === 'worker') answerPrimary(metrics, readiness, serving.keyCache, listeners.publicAddress.port);
+
+  log.info(
+    {
+      role,
+      https: `${listeners.publicAddress.address}:${listeners.publicAddress.port}`,
+      plainHttp: listeners.plainAddress ? `${listeners.plainAddress.address}:${listeners.plainAddress.port}` : null,
+      admin: listeners.adminAddress ? `${listeners.adminAddress.address}:${listeners.adminAddress.port}` : null,
+      providers: [...serving.providers.keys()],
+      mockWorker: mockWorker ? mockWorker.port : null,
+      tlsFingerprintSha256: tls.fingerprint,
+    },
+    'chatgate listening',
+  );
+  if (role === 'single') out.write(banner(config, listeners.publicAddress.port, listeners.adminAddress!, tls, firstKey?.key));
+
+  return {
+    config,
+    listeners,
+    async shutdown() {
+      accepting = false;
+      log.info({ deadlineMs: config.shutdown.drainTimeoutMs }, 'draining');
+      const { cut } = await listeners.drain(config.shutdown.drainTimeoutMs);
+      await serving.close();
+      await listeners.closeAdmin();
+      await mockWorker?.stop();
+      await keyStore.close();
+      log.info({ cut }, 'stopped');
+      log.flush();
+    },
+  };
+}
+
+/** The request path and what feeds it: providers, health, key cache, limits, usage, proxy. */
+async function buildServing(config: Config, log: Logger, metrics: Metrics, keyStore: KeyStore) {
+  const providers = buildProviders(config, {
+    ejected: (provider, state, forMs) => {
+      metrics.ejections.inc({ provider, worker: state.worker.label });
+      log.warn({ provider, worker: state.worker.label, forMs }, 'worker ejected after consecutive failures');
+    },
+  });
+  watchUpstreams(metrics, providers);
+  const health = new HealthChecker(providers, {
+    changed: (provider, state, healthy) => log.warn({ provider: provider.name, worker: state.worker.label, healthy }, 'worker health changed'),
+  });
+  await health.start();
+
+  const keyCache = new KeyCache(
+    keyStore,
+    { size: config.auth.cacheSize, ttlMs: config.auth.cacheTtlMs, negativeSize: config.auth.negativeCacheSize, negativeTtlMs: config.auth.negativeCacheTtlMs },
+    { hit: () => metrics.keyCacheHits.inc(), miss: () => metrics.keyCacheMisses.inc() },
+  );
+  keyStore.onChange((digests) => (digests ? digests.forEach((digest) => keyCache.invalidate(digest)) : keyCache.clear()));
+  const usage = new UsageRecorder(keyStore, (err) => log.warn({ err: (err as Error).message }, 'could not record key usage'));
+  usage.start(config.auth.lastUsedFlushMs);
+  const limiter = new RateLimiter(await openRateLimitStore(config, log), config.rateLimit, {
+    storeFailed: (err) => {
+      metrics.rateLimitStoreErrors.inc();
+      log.debug({ err: (err as Error).message }, 'rate limit store error');
+    },
+    storeRecovered: () => log.info('rate limit store answers again: limits enforced'),
+  });
+  const proxy = createProxy(metrics, {
+    usage: (context, tokens) => {
+      const key = required(context.key, 'key');
+      const target = required(context.target, 'target');
+      const model = modelLabel(target.provider, required(context.chat, 'chat').modelName);
+      metrics.tokens.inc({ provider: target.provider.name, model, kind: 'prompt' }, tokens.promptTokens);
+      metrics.tokens.inc({ provider: target.provider.name, model, kind: 'completion' }, tokens.completionTokens);
+      usage.tokens(key.id, tokens.promptTokens, tokens.completionTokens);
+      if (context.limits?.tokensPerMinute) limiter.debitTokens(key.id, context.limits.tokensPerMinute, tokens.promptTokens + tokens.completionTokens);
+    },
+  });
+  const publicApp = createPublicApp({ config, metrics, log, keyCache, providers, proxy, limiter, onKeyUsed: (record) => usage.used(record.id) });
+  return {
+    providers,
+    keyCache,
+    publicApp,
+    async close() {
+      health.stop();
+      proxy.close();
+      closeProviders(providers);
+      await usage.stop();
+      await limiter.close();
+    },
+  };
+}
+
+/** A serving process in cluster mode answers the primary: metrics (prom-client's protocol), readiness, cache drops. */
+function answerPrimary(metrics: Metrics, readiness: () => Promise<Readiness>, keyCache: KeyCache, port: number): void {
+  AggregatorRegistry.setRegistries([metrics.registry]);
+  new AggregatorRegistry(); // installs prom-client's listener for the primary's metric requests
+  process.send?.({ type: 'chatgate:serving', port });
+  process.on('message', (message: WorkerMessages) => {
+    if (message?.type === 'chatgate:readiness') {
+      void readiness().then((answer) => process.send?.({ type: 'chatgate:readiness', id: message.id, answer }));
+    } else if (message?.type === 'chatgate:key-changes') {
+      if (message.digests) message.digests.forEach((digest) => keyCache.invalidate(digest));
+      else keyCache.clear();
+    }
+  });
+}
+
+function watchUpstreams(metrics: Metrics, providers: ProviderTable): void {
+  metrics.watchUpstreams({
+    workers: () =>
+      [...providers.values()].flatMap((provider) =>
+        provider.pool.workers.map((state) => ({ provider: provider.name, worker: state.worker.label, up: state.isAvailable(Date.now()), outstanding: state.outstanding })),
+      ),
+    queues: () => [...providers.values()].map((provider) => ({ provider: provider.name, queued: provider.pool.queued })),
+  });
+}
+
+function openStore(config: Config, log: Logger): Promise<KeyStore> {
+  return openKeyStore(config, {
+    listener: (state, error) => log.warn({ state, err: error?.message }, 'key store change notifications ' + state),
+  });
+}
+
+/** The model label of the token metric: a name the provider lists, else 'other' (labels stay bounded). */
+function modelLabel(provider: Provider, modelName: string): string {
+  const known = provider.configuredModels ?? provider.pool.workers.flatMap((state) => state.models);
+  return known.includes(modelName) ? modelName : 'other';
+}
+
+async function openRateLimitStore(config: Config, log: Logger): Promise<RateLimitStore> {
+  const { store, url, timeoutMs } = config.rateLimit;
+  if (store === 'memory' || !url) return new MemoryRateLimitStore();
+  const redis = new RedisRateLimitStore(url, timeoutMs, {
+    connection: (state) =>
+      state === 'lost'
+        ? log.warn({ failOpen: config.rateLimit.failOpen }, `rate limit store (Redis) unreachable: requests are ${config.rateLimit.failOpen ? 'admitted unlimited' : 'refused'} until it is back`)
+        : log.info('rate limit store (Redis) connected'),
+  });
+  await redis.connected();
+  return redis;
+}
+
+async function tlsMaterial(config: Config): Promise<Tls> {
+  if (config.tls) {
+    const cert = readFileSync(config.tls.cert, 'utf8');
+    return { cert, key: readFileSync(config.tls.key, 'utf8'), fingerprint: fingerprintOf(cert), certFile: config.tls.cert };
+  }
+  return loadOrCreateDevCertificate(path.resolve(config.dataDir, 'tls'));
+}
+
+export function banner(config: Config, publicPort: number, admin: { address: string; port: number }, tls: { fingerprint: string; certFile: string }, firstKey: string | undefined): string {
+  const host = ['0.0.0.0', '::'].includes(config.listen.host) ? 'localhost' : config.listen.host;
+  const base = `https://${host.includes(':') ? `[${host}]` : host}:${publicPort}`;
+  const lines = [
+    '',
+    `chatgate is serving ${base}/v1/chat/completions`,
+    `  TLS certificate ${tls.certFile}`,
+    `  SHA-256 fingerprint ${tls.fingerprint}`,
+    `  metrics and health on http://${admin.address}:${admin.port} (/metrics, /healthz, /readyz)`,
+    config.admin.token ? `  key console on http://${admin.address}:${admin.port}/admin/ (sign in with the admin token)` : '  admin API and key console off (no admin.token)',
+  ];
+  if (config.server.processes > 1) lines.push(`  ${config.server.processes} serving processes`);
+  if (firstKey) {
+    const model = config.providers.mock ? 'mock/echo' : `${Object.keys(config.providers)[0]}/<model>`;
+    lines.push(
+      '',
+      'The key store was empty, so one key was created. It is shown this once; the store keeps only its digest:',
+      `  ${firstKey}`,
+      '',
+      'Try it:',
+      `  curl -k ${base}/v1/chat/completions -H "Authorization: Bearer ${firstKey}" -H "Content-Type: application/json" -d '{"model":"${model}","messages":[{"role":"user","content":"Hello!"}]}'`,
+    );
+  }
+  return lines.join('\n') + '\n\n';
+}
