@@ -1,0 +1,76 @@
+/**
+ * An in-memory KeyStore for cache tests: it counts findByDigest calls, can be told to fail, and can
+ * hold lookups in flight. Like a real store it hands out copies, so a change made to a record after a
+ * caller read it is seen only by reading again (a cache cannot pass a test by sharing an object).
+ */
+import type { KeyChanges, KeyRecord, KeyStore } from '../../src/auth/store/types';
+
+export class CountingKeyStore implements KeyStore {
+  private readonly records = new Map<string, KeyRecord>();
+  /** How many times findByDigest was called. */
+  lookups = 0;
+  /** While true, findByDigest and ping reject with 'store down'. */
+  failing = false;
+  /** Resolve lookups only when released, to hold several in flight at once. */
+  private gate: Promise<void> | undefined;
+  private openGate: (() => void) | undefined;
+
+  async findByDigest(digest: string): Promise<KeyRecord | undefined> {
+    this.lookups++;
+    await this.gate;
+    if (this.failing) throw new Error('store down');
+    return copy(this.records.get(digest));
+  }
+  async get(id: string): Promise<KeyRecord | undefined> {
+    return copy(this.byId(id));
+  }
+  async list(): Promise<KeyRecord[]> {
+    return [...this.records.values()].map((record) => structuredClone(record));
+  }
+  async insert(record: KeyRecord): Promise<void> {
+    this.records.set(record.digest, structuredClone(record));
+  }
+  async update(id: string, changes: KeyChanges): Promise<KeyRecord | undefined> {
+    const record = this.byId(id);
+    if (!record) return undefined;
+    const { rateLimit, ...fields } = changes;
+    Object.assign(record, fields, { rateLimit: { ...record.rateLimit, ...rateLimit } });
+    return copy(record);
+  }
+  async revoke(id: string, at: Date): Promise<KeyRecord | undefined> {
+    const record = this.byId(id);
+    if (record && !record.revokedAt) record.revokedAt = at.toISOString();
+    return copy(record);
+  }
+  async rotate(id: string, digest: string, prefix: string): Promise<KeyRecord | undefined> {
+    const record = this.byId(id);
+    if (!record) return undefined;
+    this.records.delete(record.digest);
+    Object.assign(record, { digest, prefix });
+    this.records.set(digest, record);
+    return copy(record);
+  }
+  async recordUse(): Promise<void> {}
+  onChange(): void {}
+  async ping(): Promise<void> {
+    if (this.failing) throw new Error('store down');
+  }
+  async close(): Promise<void> {}
+
+  /** From now on, lookups wait (after being counted) until release(). */
+  hold(): void {
+    this.gate = new Promise((resolve) => (this.openGate = resolve));
+  }
+  release(): void {
+    this.openGate?.();
+    this.gate = undefined;
+  }
+
+  private byId(id: string): KeyRecord | undefined {
+    return [...this.records.values()].find((record) => record.id === id);
+  }
+}
+
+function copy(record: KeyRecord | undefined): KeyRecord | undefined {
+  return record && structuredClone(record);
+}

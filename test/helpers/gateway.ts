@@ -1,0 +1,64 @@
+/**
+ * A real gateway for integration tests: the composition root (startGateway) on real sockets, ports
+ * chosen by the OS, a fresh data directory (dev certificate, key file), given a YAML config.
+ */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import YAML from 'yaml';
+import { issueKey, type NewKey } from '../../src/auth/issue';
+import { FileKeyStore } from '../../src/auth/store/file';
+import { startGateway, type Gateway } from '../../src/main';
+
+export interface TestGateway {
+  readonly gateway: Gateway;
+  readonly url: string;
+  readonly adminUrl: string;
+  readonly plainUrl: string | undefined;
+  readonly ca: string;
+  readonly dir: string;
+  readonly keyFile: string;
+  issueKey(input?: Partial<NewKey>): Promise<{ key: string; id: string }>;
+  revokeKey(id: string): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startTestGateway(settings: Record<string, unknown>): Promise<TestGateway> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-test-'));
+  const keyFile = path.join(dir, 'keys.json');
+  const config = {
+    listen: { host: '127.0.0.1', port: 0 },
+    admin: { host: '127.0.0.1', port: 0 },
+    dataDir: dir,
+    keyStore: { type: 'file', path: keyFile },
+    auth: { createFirstKey: false },
+    log: { level: 'silent' },
+    ...settings,
+  };
+  const configFile = path.join(dir, 'config.yaml');
+  writeFileSync(configFile, YAML.stringify(config));
+  const gateway = await startGateway(configFile, new Writable({ write: (_chunk, _encoding, done) => done() }));
+  const store = new FileKeyStore(keyFile);
+  const { publicAddress, adminAddress, plainAddress } = gateway.listeners;
+  return {
+    gateway,
+    url: `https://127.0.0.1:${publicAddress.port}`,
+    adminUrl: `http://127.0.0.1:${adminAddress!.port}`,
+    plainUrl: plainAddress ? `http://127.0.0.1:${plainAddress.port}` : undefined,
+    ca: readFileSync(path.join(dir, 'tls', 'cert.pem'), 'utf8'),
+    dir,
+    keyFile,
+    issueKey: async (input = {}) => {
+      const { key, record } = await issueKey(store, { name: 'test', ...input });
+      return { key, id: record.id };
+    },
+    revokeKey: async (id) => {
+      await store.revoke(id, new Date());
+    },
+    stop: async () => {
+      await gateway.shutdown();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

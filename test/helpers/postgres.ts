@@ -1,0 +1,134 @@
+/**
+ * Real PostgreSQL for tests: the server on 127.0.0.1:5432 when it answers, otherwise a throwaway one
+ * started from the installed binaries (initdb into a temporary folder, a free port). Each test file
+ * gets fresh databases, dropped afterwards.
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+
+const LOCAL = 'postgres://postgres@127.0.0.1:5432/postgres';
+
+export interface TestDatabase {
+  url: string;
+  drop(): Promise<void>;
+}
+
+let server: Promise<string> | undefined;
+
+/** A fresh, empty database on the shared test server. */
+export async function createTestDatabase(): Promise<TestDatabase> {
+  const admin = await (server ??= findServer());
+  const name = `chatgate_test_${randomBytes(6).toString('hex')}`;
+  await withClient(admin, (client) => client.query(`create database ${name}`));
+  const url = admin.replace(/\/[^/]*$/, `/${name}`);
+  return { url, drop: () => withClient(admin, (client) => client.query(`drop database if exists ${name} with (force)`)).then(() => undefined) };
+}
+
+async function findServer(): Promise<string> {
+  if (await answers(LOCAL)) return LOCAL;
+  const throwaway = await ThrowawayPostgres.start();
+  process.once('exit', () => throwaway.stopSync());
+  return throwaway.url;
+}
+
+async function answers(url: string): Promise<boolean> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
+  try {
+    await client.connect();
+    await client.query('select 1');
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+async function withClient<T>(url: string, use: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return await use(client);
+  } finally {
+    await client.end();
+  }
+}
+
+/** A PostgreSQL server of the test's own, which it may stop and start (a database restart). */
+export class ThrowawayPostgres {
+  private constructor(
+    readonly dir: string,
+    readonly port: number,
+  ) {}
+
+  get url(): string {
+    return `postgres://postgres@127.0.0.1:${this.port}/postgres`;
+  }
+
+  static async start(): Promise<ThrowawayPostgres> {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-pg-'));
+    if (isRoot()) chownSync(dir, ...postgresUser());
+    runAsPostgres(binary('initdb'), ['-D', path.join(dir, 'data'), '-A', 'trust', '-U', 'postgres', '--no-sync']);
+    const instance = new ThrowawayPostgres(dir, await freePort());
+    instance.startSync();
+    return instance;
+  }
+
+  startSync(): void {
+    runAsPostgres(binary('pg_ctl'), ['-D', path.join(this.dir, 'data'), '-l', path.join(this.dir, 'log'), '-w', '-o', `-p ${this.port} -h 127.0.0.1 -k ${this.dir} -F`, 'start']);
+  }
+
+  stopSync(): void {
+    spawnSync(isRoot() ? 'runuser' : binary('pg_ctl'), isRoot() ? ['-u', 'postgres', '--', binary('pg_ctl'), '-D', path.join(this.dir, 'data'), '-m', 'fast', '-w', 'stop'] : ['-D', path.join(this.dir, 'data'), '-m', 'fast', '-w', 'stop']);
+  }
+
+  destroy(): void {
+    this.stopSync();
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+function binary(name: string): string {
+  try {
+    const bindir = execFileSync('pg_config', ['--bindir'], { encoding: 'utf8' }).trim();
+    if (existsSync(path.join(bindir, name))) return path.join(bindir, name);
+  } catch {
+    // no pg_config: look in Debian's place
+  }
+  const versions = existsSync('/usr/lib/postgresql') ? readdirSync('/usr/lib/postgresql').sort().reverse() : [];
+  for (const version of versions) {
+    const candidate = path.join('/usr/lib/postgresql', version, 'bin', name);
+    if (existsSync(candidate)) return candidate;
+  }
+  throw new Error(`PostgreSQL's ${name} is not installed (Debian: apt-get install postgresql)`);
+}
+
+function isRoot(): boolean {
+  return process.getuid?.() === 0;
+}
+
+function postgresUser(): [number, number] {
+  return [Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' })), Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' }))];
+}
+
+/** initdb and postgres refuse to run as root. */
+function runAsPostgres(command: string, args: string[]): void {
+  const [file, argv] = isRoot() ? ['runuser', ['-u', 'postgres', '--', command, ...args]] : [command, args];
+  const result = spawnSync(file, argv, { encoding: 'utf8', timeout: 60_000 });
+  if (result.status !== 0) throw new Error(`${command} failed: ${result.stderr || result.stdout}`);
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const probe = net.createServer();
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as net.AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
+}

@@ -1,0 +1,64 @@
+/**
+ * Real Redis for tests: the server on 127.0.0.1:6379 when it answers, otherwise (and whenever a test
+ * must stop and start it) a throwaway redis-server of the test's own on a free port.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import net from 'node:net';
+import Redis from 'ioredis';
+
+export async function sharedRedisUrl(): Promise<string> {
+  if (await answers('redis://127.0.0.1:6379')) return 'redis://127.0.0.1:6379';
+  const throwaway = await ThrowawayRedis.start();
+  process.once('exit', () => throwaway.child?.kill('SIGKILL'));
+  return throwaway.url;
+}
+
+async function answers(url: string): Promise<boolean> {
+  const client = new Redis(url, { lazyConnect: true, connectTimeout: 1000, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    return (await client.ping()) === 'PONG';
+  } catch {
+    return false;
+  } finally {
+    client.disconnect();
+  }
+}
+
+export class ThrowawayRedis {
+  child: ChildProcess | undefined;
+
+  private constructor(readonly port: number) {}
+
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}`;
+  }
+
+  static async start(): Promise<ThrowawayRedis> {
+    const port = await new Promise<number>((resolve) => {
+      const probe = net.createServer().listen(0, '127.0.0.1', () => {
+        const { port: free } = probe.address() as net.AddressInfo;
+        probe.close(() => resolve(free));
+      });
+    });
+    const redis = new ThrowawayRedis(port);
+    await redis.resume();
+    return redis;
+  }
+
+  /** Start (again) on the same port; resolves once it answers. */
+  async resume(): Promise<void> {
+    this.child = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    for (let i = 0; i < 100 && !(await answers(this.url)); i++) await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+
+  async stop(): Promise<void> {
+    const child = this.child;
+    if (!child || child.exitCode !== null) return;
+    await new Promise((resolve) => {
+      child.once('exit', resolve);
+      child.kill('SIGKILL');
+    });
+  }
+}

@@ -1,0 +1,75 @@
+/**
+ * The access log, captured from a real gateway's log file: exactly one line per request with the
+ * documented fields, trace context carried to the worker, and no key (nor its digest) in any line.
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { digestKey } from '../../src/auth/keys';
+import { startTestGateway } from '../helpers/gateway';
+import { basic, bearer, chatBody, request, type RawResponse } from '../helpers/http';
+import { startWorker, type WorkerProcess } from '../helpers/processes';
+
+let worker: WorkerProcess;
+let dir: string;
+
+beforeAll(async () => {
+  worker = await startWorker();
+  dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-log-'));
+});
+afterAll(async () => {
+  await worker?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+test('one access line per request, with its fields, and never a key', async () => {
+  const logFile = path.join(dir, 'chatgate.log');
+  const started = await startTestGateway({ providers: { mock: { workers: [worker.url] } }, log: { level: 'info', destination: logFile } });
+  const { key, id } = await started.issueKey({ name: 'logged', rateLimit: { requestsPerMinute: 3 } });
+  const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+  const sent: Array<[RawResponse, number, string | null]> = [];
+  const send = async (expected: number, code: string | null, headers: Record<string, string>, body = chatBody()) => {
+    const response = await request(started.url, { ca: started.ca, headers, body });
+    expect(response.status).toBe(expected);
+    sent.push([response, expected, code]);
+  };
+  await send(200, null, { ...bearer(key), traceparent: `00-${traceId}-00f067aa0ba902b7-01`, tracestate: 'vendor=1' });
+  await send(200, null, basic(key), chatBody({ stream: true }));
+  await send(401, 'missing_api_key', {});
+  await send(401, 'invalid_api_key', bearer('cgk_' + 'Z'.repeat(43)));
+  await send(400, 'invalid_body', bearer(key), chatBody({ messages: [] }));
+  await send(429, 'rate_limit_exceeded', bearer(key));
+  await started.stop(); // flushes the log
+
+  const lines = readFileSync(logFile, 'utf8').trim().split('\n');
+  for (const line of lines) {
+    expect(line).not.toContain(key);
+    expect(line).not.toContain(digestKey(key));
+  }
+  const access = lines.map((line) => JSON.parse(line)).filter((entry) => entry.log === 'access' && entry.msg === 'request');
+  expect(access).toHaveLength(sent.length);
+  for (const [response, status, code] of sent) {
+    const matching = access.filter((entry) => entry.requestId === response.headers['x-request-id']);
+    expect(matching).toHaveLength(1);
+    expect(matching[0]).toMatchObject({ status, method: 'POST', path: '/v1/chat/completions', client: '127.0.0.1' });
+    expect(matching[0].code).toBe(code ?? undefined);
+    expect(typeof matching[0].durationMs).toBe('number');
+    expect(matching[0].traceId).toMatch(/^[0-9a-f]{32}$/);
+  }
+  const [first, streamed] = access;
+  expect(first).toMatchObject({ keyId: id, keyName: 'logged', provider: 'mock', model: 'mock/echo', stream: false, completionTokens: 16, traceId, completed: true });
+  expect(first.promptTokens).toBeGreaterThan(0);
+  expect(first.worker).toBe(`127.0.0.1:${worker.port}`);
+  expect(first.upstreamFirstByteMs).toBeGreaterThanOrEqual(0);
+  expect(streamed).toMatchObject({ stream: true, completionTokens: 16 });
+
+  // The worker got the same trace, with the gateway's span as parent, and the client's tracestate.
+  const seen = (await worker.requests()).find((r) => r.headers['x-request-id'] === sent[0]![0].headers['x-request-id'])!;
+  expect(seen.headers.traceparent).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`));
+  expect(seen.headers.traceparent).not.toContain('00f067aa0ba902b7');
+  expect(seen.headers.tracestate).toBe('vendor=1');
+  // A request without trace context starts a new trace.
+  const other = (await worker.requests()).find((r) => r.headers['x-request-id'] === sent[1]![0].headers['x-request-id'])!;
+  expect(other.headers.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
+  expect(other.headers.traceparent).not.toContain(traceId);
+});

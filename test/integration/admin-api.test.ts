@@ -1,0 +1,105 @@
+/** The admin API on the admin listener: token guard, key lifecycle, validation, and never a digest. */
+import { gatewayWithWorker } from '../helpers/fixture';
+import { startTestGateway } from '../helpers/gateway';
+import { bearer, chatBody, request, type RawResponse } from '../helpers/http';
+import { eventually } from '../helpers/processes';
+
+const TOKEN = 'admin-token-for-tests-0123456789';
+const f = gatewayWithWorker({ admin: { host: '127.0.0.1', port: 0, token: TOKEN }, auth: { createFirstKey: false, lastUsedFlushMs: 100 } });
+
+const admin = (method: string, path: string, body?: unknown, token: string | null = TOKEN) =>
+  request(f.gw.adminUrl, {
+    method,
+    path: `/admin/api${path}`,
+    headers: { ...(token === null ? {} : { authorization: `Bearer ${token}` }), 'content-type': 'application/json' },
+    body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+  });
+
+const chat = (key: string) => request(f.gw.url, { ca: f.gw.ca, headers: bearer(key), body: chatBody() });
+
+function noSecrets(response: RawResponse) {
+  expect(response.body).not.toMatch(/"digest"/);
+}
+
+test('a missing, wrong or Basic token gets 401; the right one gets in', async () => {
+  for (const token of [null, 'wrong-token-wrong-token', TOKEN.slice(0, -1), '']) {
+    const response = await admin('GET', '/keys', undefined, token);
+    expect(response.status).toBe(401);
+    expect(response.json().error.code).toBe('invalid_admin_token');
+  }
+  const basic = await request(f.gw.adminUrl, { method: 'GET', path: '/admin/api/keys', headers: { authorization: `Basic ${Buffer.from(`${TOKEN}:`).toString('base64')}` } });
+  expect(basic.status).toBe(401);
+  expect((await admin('GET', '/keys')).status).toBe(200);
+});
+
+test('the admin API is not on the public listener', async () => {
+  const response = await request(f.gw.url, { ca: f.gw.ca, method: 'GET', path: '/admin/api/keys', headers: { authorization: `Bearer ${TOKEN}` } });
+  expect(response.status).toBe(404);
+});
+
+test('create (the key once), get, list, patch, rotate, revoke: each takes effect on the public listener', async () => {
+  const created = await admin('POST', '/keys', { name: 'ci bot', models: ['mock/*'], expiresAt: '2099-12-31T00:00:00Z' });
+  expect(created.status).toBe(201);
+  const record = created.json<{ id: string; key: string; name: string; models: string[]; expiresAt: string; prefix: string }>();
+  expect(record).toMatchObject({ name: 'ci bot', models: ['mock/*'], expiresAt: '2099-12-31T00:00:00.000Z' });
+  expect(record.key.startsWith(record.prefix)).toBe(true);
+  noSecrets(created);
+  expect((await chat(record.key)).status).toBe(200);
+
+  const fetched = await admin('GET', `/keys/${record.id}`);
+  expect(fetched.json<{ key?: string }>().key).toBeUndefined();
+  expect(fetched.body).not.toContain(record.key);
+  const listed = await admin('GET', '/keys');
+  expect(listed.json<{ data: Array<{ id: string }> }>().data.map((k) => k.id)).toContain(record.id);
+  expect(listed.body).not.toContain(record.key);
+  noSecrets(listed);
+
+  const patched = await admin('PATCH', `/keys/${record.id}`, { models: ['other/*'] });
+  expect(patched.json<{ models: string[] }>().models).toEqual(['other/*']);
+  expect((await chat(record.key)).status).toBe(403); // takes effect at once: the change left the cache
+
+  const rotated = await admin('POST', `/keys/${record.id}/rotate`);
+  const fresh = rotated.json<{ id: string; key: string; models: string[] }>();
+  expect(fresh).toMatchObject({ id: record.id, models: ['other/*'] });
+  await admin('PATCH', `/keys/${record.id}`, { models: [] });
+  expect((await chat(record.key)).status).toBe(401);
+  expect((await chat(fresh.key)).status).toBe(200);
+
+  const revoked = await admin('POST', `/keys/${record.id}/revoke`);
+  expect(revoked.json<{ revokedAt: string | null }>().revokedAt).not.toBeNull();
+  expect((await chat(fresh.key)).status).toBe(401);
+});
+
+test('last use is recorded in batches and shown', async () => {
+  const { key, id } = (await admin('POST', '/keys', { name: 'used' })).json<{ key: string; id: string }>();
+  expect((await admin('GET', `/keys/${id}`)).json<{ lastUsedAt: string | null }>().lastUsedAt).toBeNull();
+  await chat(key);
+  const lastUsedAt = await eventually(async () => (await admin('GET', `/keys/${id}`)).json<{ lastUsedAt: string | null }>().lastUsedAt ?? undefined);
+  expect(Date.parse(lastUsedAt)).toBeGreaterThan(Date.now() - 60_000);
+});
+
+test.each([
+  ['a body that is not JSON', 'POST', '/keys', '{"name":', 400, 'invalid_json', null],
+  ['no name', 'POST', '/keys', {}, 400, 'invalid_body', 'name'],
+  ['models not a list', 'POST', '/keys', { name: 'x', models: 'mock/*' }, 400, 'invalid_body', 'models'],
+  ['a date that is not one', 'POST', '/keys', { name: 'x', expiresAt: 'soon' }, 400, 'invalid_body', 'expiresAt'],
+  ['an unknown id', 'GET', '/keys/key_nope', undefined, 404, 'key_not_found', 'id'],
+  ['revoking an unknown id', 'POST', '/keys/key_nope/revoke', undefined, 404, 'key_not_found', 'id'],
+  ['an unknown route', 'GET', '/nothing', undefined, 404, 'not_found', null],
+])('%s', async (_name, method, path, body, status, code, param) => {
+  const response = await admin(method, path, body);
+  expect({ status: response.status, code: response.json().error.code, param: response.json().error.param }).toEqual({ status, code, param });
+});
+
+test('with no admin token configured, the admin API and console are off, not open', async () => {
+  const closed = await startTestGateway({ providers: { mock: { workers: ['http://127.0.0.1:9'] } }, upstream: { health: { enabled: false } } });
+  try {
+    for (const path of ['/admin/api/keys', '/admin/']) {
+      const response = await request(closed.adminUrl, { method: 'GET', path });
+      expect(response.status).toBe(404);
+      expect(response.json().error.code).toBe('admin_api_disabled');
+    }
+  } finally {
+    await closed.stop();
+  }
+});

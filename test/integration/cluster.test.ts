@@ -1,0 +1,106 @@
+/**
+ * Cluster mode: two serving processes behind the same port, the primary adding up their metrics,
+ * and a killed serving process replaced while serving goes on.
+ */
+import https from 'node:https';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { issueKey } from '../../src/auth/issue';
+import { FileKeyStore } from '../../src/auth/store/file';
+import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
+import { bearer, chatBody } from '../helpers/http';
+import { sample, scrape } from '../helpers/metrics';
+import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+
+let worker: WorkerProcess;
+let dir: string;
+let gateway: GatewayProcess;
+let key: string;
+
+beforeAll(async () => {
+  worker = await startWorker();
+  dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-cluster-'));
+  const keyFile = path.join(dir, 'keys.json');
+  ({ key } = await issueKey(new FileKeyStore(keyFile), { name: 'cluster' }));
+  gateway = await startGatewayProcess(dir, 'cluster', { server: { processes: 2 }, keyStore: { type: 'file', path: keyFile }, providers: { mock: { workers: [worker.url] } } });
+}, 30_000);
+afterAll(async () => {
+  if (gateway) await stopProcess(gateway.child);
+  await worker?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const agent = new https.Agent({ keepAlive: true, maxSockets: 10 });
+afterAll(() => agent.destroy());
+
+function call(options: { fresh?: boolean } = {}): Promise<number> {
+  return new Promise((resolve) => {
+    const req = https.request(
+      `${gateway.url}/v1/chat/completions`,
+      { method: 'POST', ca: gateway.ca, servername: 'localhost', agent: options.fresh ? false : agent, headers: bearer(key) },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      },
+    );
+    req.on('error', () => resolve(0));
+    req.setTimeout(5000, () => {
+      req.destroy();
+      resolve(-1); // no answer at all: a connection the cluster lost
+    });
+    req.end(chatBody());
+  });
+}
+
+const pidsStarted = () => gateway.log.filter((line) => line.msg === 'serving process started').map((line) => line.pid as number);
+
+test('1,000 requests over two processes: the primary counts exactly 1,000, none lost or doubled', async () => {
+  expect(pidsStarted()).toHaveLength(2);
+  const statuses: number[] = [];
+  await Promise.all(
+    Array.from({ length: 10 }, async () => {
+      for (let i = 0; i < 100; i++) statuses.push(await call());
+    }),
+  );
+  expect(statuses.filter((s) => s === 200)).toHaveLength(1000);
+  const answeredBy = new Map<unknown, number>();
+  for (const line of gateway.log) if (line.log === 'access') answeredBy.set(line.pid, (answeredBy.get(line.pid) ?? 0) + 1);
+  expect([...answeredBy.values()].every((count) => count >= 300)).toBe(true); // both processes serve
+  const metrics = await scrape(gateway.adminUrl);
+  expect(sample(metrics, 'chatgate_requests_total{provider="mock",status="200"}')).toBe(1000);
+  expect(sample(metrics, `chatgate_worker_up{provider="mock",worker="127.0.0.1:${worker.port}"}`)).toBe(1);
+  const readiness = (await (await fetch(`${gateway.adminUrl}/readyz`)).json()) as { checks: { processes: unknown } };
+  expect(readiness.checks.processes).toEqual({ wanted: 2, running: 2, ready: 2 });
+});
+
+test('a serving process killed: it is replaced, and serving never stops', async () => {
+  const [victim] = pidsStarted();
+  let running = true;
+  const calls: Array<{ startedAt: number; status: number }> = [];
+  const load = Promise.all(
+    Array.from({ length: 3 }, async () => {
+      while (running) {
+        const startedAt = Date.now();
+        calls.push({ startedAt, status: await call({ fresh: true }) });
+      }
+    }),
+  );
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  process.kill(victim!, 'SIGKILL');
+  await eventually(() => (pidsStarted().length === 3 ? true : undefined), 10_000);
+  const replacedAt = Date.now();
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  running = false;
+  await load;
+
+  expect(calls.length).toBeGreaterThan(20);
+  // At most what the killed process held: the connection it was serving (reset), and one the primary
+  // was handing to it at that instant (unanswered until the client's timeout, here 5 s).
+  expect(calls.filter((c) => c.status !== 200).length).toBeLessThanOrEqual(2);
+  const afterReplacement = calls.filter((c) => c.startedAt >= replacedAt);
+  expect(afterReplacement.length).toBeGreaterThanOrEqual(10);
+  expect(afterReplacement.every((c) => c.status === 200)).toBe(true);
+  const readiness = (await (await fetch(`${gateway.adminUrl}/readyz`)).json()) as { checks: { processes: unknown } };
+  expect(readiness.checks.processes).toEqual({ wanted: 2, running: 2, ready: 2 });
+}, 30_000);

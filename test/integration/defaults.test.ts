@@ -1,0 +1,82 @@
+/**
+ * A newcomer's first minutes: `chatgate serve` with no configuration, in an empty directory, on the
+ * embedded defaults (ports 8443, 9464 and 9100 for the mock worker). The printed curl line works as
+ * printed; a second start reuses the certificate and the key store and prints no key.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { X509Certificate } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { CLI, eventually, stopProcess } from '../helpers/processes';
+
+let cwd: string;
+
+beforeAll(() => {
+  cwd = mkdtempSync(path.join(os.tmpdir(), 'chatgate-defaults-'));
+});
+afterAll(() => rmSync(cwd, { recursive: true, force: true }));
+
+async function serveDefaults(): Promise<{ child: ChildProcess; banner: () => string }> {
+  const env = { ...process.env };
+  delete env.CHATGATE_CONFIG;
+  const child = spawn(process.execPath, [CLI, 'serve'], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+  child.stdout!.resume();
+  await eventually(() => (stderr.includes('chatgate is serving') || child.exitCode !== null ? true : undefined), 15000);
+  if (child.exitCode !== null) throw new Error(`chatgate serve exited: ${stderr}`);
+  return { child, banner: () => stderr };
+}
+
+function sh(command: string): { status: number | null; stdout: string } {
+  const result = spawnSync('bash', ['-c', command], { encoding: 'utf8', timeout: 15000 });
+  return { status: result.status, stdout: result.stdout };
+}
+
+test('first start: a dev certificate, one key printed once, and a curl line that works as printed', async () => {
+  const { child, banner } = await serveDefaults();
+  try {
+    const text = banner();
+    const curlLine = text.split('\n').find((line) => line.trim().startsWith('curl -k https://localhost:8443/'))!.trim();
+    const key = /Bearer (cgk_[A-Za-z0-9_-]{43})/.exec(curlLine)![1]!;
+
+    const answer = sh(curlLine + ' -s');
+    expect(answer.status).toBe(0);
+    expect(JSON.parse(answer.stdout).choices[0].message.content).toMatch(/^echo: Hello!/);
+
+    // The same over plain HTTP fails and says why.
+    const plain = sh(curlLine.replace('curl -k https://', 'curl -s http://'));
+    expect(JSON.parse(plain.stdout).error.code).toBe('https_required');
+
+    // Basic auth and streaming, as the README shows them.
+    const viaBasic = sh(`curl -sk https://localhost:8443/v1/chat/completions -u '${key}:' -d '{"model":"mock/echo","stream":true,"messages":[{"role":"user","content":"Hi"}]}'`);
+    expect(viaBasic.stdout.trimEnd().endsWith('data: [DONE]')).toBe(true);
+    expect(JSON.parse(sh('curl -sk https://localhost:8443/v1/chat/completions -d "{}"').stdout).error.code).toBe('missing_api_key');
+
+    // What it printed about the certificate is true, and the store holds no clear key.
+    const certFile = path.join(cwd, 'data', 'tls', 'cert.pem');
+    expect(text).toContain(new X509Certificate(readFileSync(certFile)).fingerprint256);
+    expect(statSync(path.join(cwd, 'data', 'tls', 'key.pem')).mode & 0o077).toBe(0);
+    expect(readFileSync(path.join(cwd, 'data', 'keys.json'), 'utf8')).not.toContain(key);
+    expect((await fetch('http://127.0.0.1:9464/readyz')).status).toBe(200);
+  } finally {
+    await stopProcess(child);
+  }
+  expect(child.exitCode).toBe(0);
+  // The mock worker went with it.
+  await eventually(async () => ((await fetch('http://127.0.0.1:9100/health').catch(() => 'gone')) === 'gone' ? true : undefined));
+});
+
+test('second start: same certificate, no new key printed', async () => {
+  const fingerprintBefore = new X509Certificate(readFileSync(path.join(cwd, 'data', 'tls', 'cert.pem'))).fingerprint256;
+  const { child, banner } = await serveDefaults();
+  try {
+    expect(banner()).toContain(fingerprintBefore);
+    expect(banner()).not.toMatch(/cgk_/);
+    expect(existsSync(path.join(cwd, 'data', 'keys.json'))).toBe(true);
+  } finally {
+    await stopProcess(child, 'SIGINT');
+  }
+  expect(child.exitCode).toBe(0);
+});

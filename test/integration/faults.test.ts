@@ -1,0 +1,229 @@
+/**
+ * Pools under fault, with real worker processes killed (SIGKILL), frozen (SIGSTOP) and restarted:
+ * retries only where safe, ejection and re-admission, timeouts, broken streams, overload, readiness.
+ */
+import { startTestGateway, type TestGateway } from '../helpers/gateway';
+import { bearer, chatBody, openaiClient, request, type RawResponse } from '../helpers/http';
+import { scrape, sample } from '../helpers/metrics';
+import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+
+const FAST_HEALTH = {
+  health: { intervalMs: 200, timeoutMs: 200, healthyThreshold: 1, unhealthyThreshold: 1 },
+  ejection: { consecutiveFailures: 1, baseMs: 300, maxMs: 1000 },
+};
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('one of three workers killed under steady load', () => {
+  let workers: WorkerProcess[];
+  let gw: TestGateway;
+  let key: string;
+
+  beforeAll(async () => {
+    workers = await Promise.all([0, 1, 2].map(() => startWorker({ latencyMs: 30 })));
+    gw = await startTestGateway({ upstream: FAST_HEALTH, providers: { mock: { workers: workers.map((w) => w.url) } } });
+    ({ key } = await gw.issueKey());
+  });
+  afterAll(async () => {
+    await gw?.stop();
+    await Promise.all(workers.map((w) => w.stop()));
+  });
+
+  test('only requests the dead worker had received fail; it is ejected, and re-admitted when it is back', async () => {
+    const victim = workers[1]!;
+    const results: Array<{ id: string; startedAt: number; response: RawResponse }> = [];
+    let sent = 0;
+    let running = true;
+    const client = async () => {
+      while (running) {
+        const id = `load-${sent++}`;
+        const startedAt = Date.now();
+        results.push({ id, startedAt, response: await request(gw.url, { ca: gw.ca, headers: { ...bearer(key), 'x-request-id': id }, body: chatBody() }) });
+      }
+    };
+    const load = Promise.all([client(), client(), client()]);
+
+    await sleep(600);
+    const killedAt = Date.now();
+    victim.child.kill('SIGKILL');
+    await new Promise((resolve) => victim.child.once('exit', resolve));
+    await sleep(600);
+    const ejections = sample(await scrape(gw.adminUrl), `chatgate_worker_ejections_total{provider="mock",worker="127.0.0.1:${victim.port}"}`);
+    const revived = await startWorker({ latencyMs: 30, port: victim.port });
+    workers[1] = revived;
+    await eventually(() => (revived.received.length > 0 ? true : undefined), 5000);
+    running = false;
+    await load;
+
+    const failures = results.filter((r) => r.response.status !== 200);
+    expect(results.length).toBeGreaterThan(50);
+    for (const failure of failures) {
+      expect(failure.response.json().error.code).toBe('upstream_unavailable');
+      // Either the dead worker had read it, or it went out on a pooled connection to the worker while
+      // the dying process's connections were still closing (the kernel takes some milliseconds to
+      // send their FINs): sent, so possibly received, so not retried.
+      if (!victim.received.includes(failure.id)) expect(failure.startedAt - killedAt).toBeLessThan(100);
+    }
+    expect(failures.length).toBeLessThanOrEqual(3); // at most one in flight per client
+    expect(ejections).toBeGreaterThanOrEqual(1);
+  });
+});
+
+describe('faults on small pools', () => {
+  let workers: WorkerProcess[];
+  let gw: TestGateway;
+  let key: string;
+  let restrictedKey: string;
+
+  beforeAll(async () => {
+    workers = await Promise.all([0, 1, 2, 3, 4, 5, 6].map(() => startWorker({ tokensPerSecond: 20 })));
+    const [frozen, pairA, pairB, streamer, single, downA, sleepy] = workers.map((w) => w.url);
+    gw = await startTestGateway({
+      upstream: FAST_HEALTH,
+      providers: {
+        frozen: { workers: [frozen], upstream: { firstByteTimeoutMs: 500 } },
+        pair: { workers: [pairA, pairB] },
+        streamer: { workers: [streamer] },
+        single: { workers: [{ url: single, maxConcurrent: 1 }], upstream: { queue: { size: 1, timeoutMs: 1000 } } },
+        down: { workers: [downA] },
+        named: { workers: [pairA], models: ['alpha', 'beta/gamma'] },
+        sleepy: { workers: [sleepy], upstream: { idleTimeoutMs: 300 } },
+      },
+    });
+    ({ key } = await gw.issueKey());
+    ({ key: restrictedKey } = await gw.issueKey({ name: 'pair only', models: ['pair/*', 'named/beta/*'] }));
+  });
+  afterAll(async () => {
+    await gw?.stop();
+    await Promise.all(workers.map((w) => w.stop()));
+  });
+
+  const send = (model: string, headers: Record<string, string> = {}) =>
+    request(gw.url, { ca: gw.ca, headers: { ...bearer(key), ...headers }, body: chatBody({ model }) });
+
+  test('a worker that accepts connections and never answers: 504 within the first-byte timeout, then ejected', async () => {
+    const frozen = workers[0]!;
+    frozen.child.kill('SIGSTOP');
+    try {
+      const started = Date.now();
+      const response = await send('frozen/echo');
+      const elapsed = Date.now() - started;
+      expect(response.status).toBe(504);
+      expect(response.json().error.code).toBe('upstream_timeout');
+      expect(elapsed).toBeGreaterThanOrEqual(450);
+      expect(elapsed).toBeLessThan(1500);
+      const metrics = await scrape(gw.adminUrl);
+      const worker = `provider="frozen",worker="127.0.0.1:${frozen.port}"`;
+      expect(sample(metrics, `chatgate_worker_ejections_total{${worker}}`)).toBeGreaterThanOrEqual(1);
+      expect(sample(metrics, `chatgate_worker_up{${worker}}`)).toBe(0);
+      expect(sample(metrics, `chatgate_upstream_timeouts_total{${worker},phase="first_byte"}`)).toBe(1);
+      // Ejected, and the only worker: refused at once rather than sent to a worker known to be stuck.
+      const next = await send('frozen/echo');
+      expect(next.status).toBe(503);
+      expect(next.json().error.code).toBe('upstream_unavailable');
+      expect(next.headers['retry-after']).toBe('1');
+    } finally {
+      frozen.child.kill('SIGCONT');
+    }
+  });
+
+  test('nothing is retried once the request reached a worker', async () => {
+    const [, a, b] = workers;
+    const before = a!.received.length + b!.received.length;
+    const reset = await send('pair/echo', { 'x-mock-fail': 'reset' });
+    expect(reset.status).toBe(502);
+    expect(reset.json().error.code).toBe('upstream_unavailable');
+    const failing = await send('pair/echo', { 'x-mock-fail': 'status-500' });
+    expect(failing.status).toBe(500);
+    await sleep(100);
+    expect(a!.received.length + b!.received.length - before).toBe(2);
+  });
+
+  test('a stream cut by a worker kill: the openai client sees an error, not a hang', async () => {
+    const streamer = workers[3]!;
+    const client = openaiClient(gw.url, key, gw.ca);
+    const stream = await client.chat.completions.create({ model: 'streamer/echo', stream: true, messages: [{ role: 'user', content: 'long answer' }] }, { headers: { 'x-mock-tokens': '100' } });
+    const outcome = await Promise.race([
+      (async () => {
+        let chunks = 0;
+        try {
+          for await (const chunk of stream) {
+            if (chunk.choices[0]?.delta.content && ++chunks === 2) streamer.child.kill('SIGKILL');
+          }
+          return `ended normally after ${chunks} chunks`;
+        } catch (err) {
+          return `error: ${(err as { error?: { code?: string } }).error?.code ?? String(err)}`;
+        }
+      })(),
+      sleep(10_000).then(() => 'hang'),
+    ]);
+    expect(outcome).toBe('error: upstream_unavailable');
+  });
+
+  test('a worker silent mid-stream past idleTimeoutMs: the stream ends with an SSE error event, upstream_timeout', async () => {
+    const response = await request(gw.url, {
+      ca: gw.ca,
+      headers: { ...bearer(key), 'x-mock-tokens-per-second': '1', 'x-mock-tokens': '5' },
+      body: chatBody({ model: 'sleepy/echo', stream: true }),
+    });
+    expect(response.status).toBe(200);
+    const events = response.body.split('\n\n').filter(Boolean);
+    expect(events.length).toBeGreaterThanOrEqual(2);
+    expect(JSON.parse(events.at(-1)!.replace('event: error\ndata: ', ''))).toMatchObject({ error: { code: 'upstream_timeout', type: 'api_error' } });
+    const worker = `provider="sleepy",worker="127.0.0.1:${workers[6]!.port}"`;
+    expect(sample(await scrape(gw.adminUrl), `chatgate_upstream_timeouts_total{${worker},phase="idle"}`)).toBe(1);
+  });
+
+  test('all workers down: 503 in well under 100 ms, and /readyz says not ready', async () => {
+    const down = workers[5]!;
+    await stopProcess(down.child, 'SIGKILL');
+    const readiness = await eventually(async () => {
+      const answer = await fetch(`${gw.adminUrl}/readyz`);
+      const body = (await answer.json()) as { checks: { providers: Record<string, boolean> } };
+      return body.checks.providers.down === false ? { status: answer.status, providers: body.checks.providers } : undefined;
+    });
+    expect(readiness.status).toBe(503);
+    expect(readiness.providers.single).toBe(true); // the other pools are not affected
+
+    const started = performance.now();
+    const response = await send('down/echo');
+    const elapsed = performance.now() - started;
+    expect(response.status).toBe(503);
+    expect(response.json().error.code).toBe('upstream_unavailable');
+    expect(elapsed).toBeLessThan(100);
+  });
+
+  test('a worker at maxConcurrent queues the next request, and a full queue answers 503 upstream_overloaded', async () => {
+    const slow = { 'x-mock-latency-ms': '300', 'x-mock-tokens-per-second': '100000' };
+    const first = send('single/echo', slow);
+    await sleep(50);
+    const queued = send('single/echo', slow);
+    await sleep(50);
+    const overflow = await send('single/echo', slow);
+    expect(overflow.status).toBe(503);
+    expect(overflow.json().error.code).toBe('upstream_overloaded');
+    expect(Number(overflow.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    expect((await first).status).toBe(200);
+    expect((await queued).status).toBe(200); // served once the first finished
+
+    const long = send('single/echo', { 'x-mock-latency-ms': '1500', 'x-mock-tokens-per-second': '100000' });
+    await sleep(50);
+    const waitedTooLong = await send('single/echo');
+    expect(waitedTooLong.status).toBe(503);
+    expect(waitedTooLong.json().error.code).toBe('upstream_overloaded');
+    expect((await long).status).toBe(200);
+  });
+
+  test('GET /v1/models lists, for the calling key, the prefixed models it may use (openai client)', async () => {
+    const all = (await openaiClient(gw.url, key, gw.ca).models.list()).data.map((m) => m.id);
+    expect(all).toEqual(expect.arrayContaining(['pair/echo', 'pair/mock-1', 'named/alpha', 'named/beta/gamma']));
+    const restricted = await openaiClient(gw.url, restrictedKey, gw.ca).models.list();
+    expect(restricted.data.map((m) => m.id).sort()).toEqual(['named/beta/gamma', 'pair/echo', 'pair/mock-1']);
+    expect(restricted.data.every((m) => m.object === 'model' && typeof m.created === 'number')).toBe(true);
+    const one = await openaiClient(gw.url, restrictedKey, gw.ca).models.retrieve('named/beta/gamma');
+    expect(one.id).toBe('named/beta/gamma');
+    const hidden = await request(gw.url, { ca: gw.ca, method: 'GET', path: '/v1/models/named/alpha', headers: bearer(restrictedKey) });
+    expect(hidden.status).toBe(404);
+    expect((await request(gw.url, { ca: gw.ca, method: 'GET', path: '/v1/models' })).status).toBe(401);
+  });
+});

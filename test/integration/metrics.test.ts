@@ -1,0 +1,64 @@
+/**
+ * The admin listener: Prometheus metrics that move with traffic and pass promtool's checks,
+ * liveness and readiness.
+ */
+import { spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { gatewayWithWorker } from '../helpers/fixture';
+import { bearer, chatBody, request } from '../helpers/http';
+import { sample, scrape } from '../helpers/metrics';
+
+const f = gatewayWithWorker();
+
+const scrapeGateway = () => scrape(f.gw.adminUrl);
+
+test('/metrics is the Prometheus text format', async () => {
+  const response = await fetch(`${f.gw.adminUrl}/metrics`);
+  expect(response.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
+});
+
+test('request, auth and cache metrics count what happened', async () => {
+  const before = await scrapeGateway();
+  for (let i = 0; i < 3; i++) expect((await request(f.gw.url, { ca: f.gw.ca, headers: bearer(f.key), body: chatBody() })).status).toBe(200);
+  expect((await request(f.gw.url, { ca: f.gw.ca, body: chatBody() })).status).toBe(401);
+  expect((await request(f.gw.url, { ca: f.gw.ca, headers: bearer('cgk_' + 'B'.repeat(43)), body: chatBody() })).status).toBe(401);
+  const after = await scrapeGateway();
+
+  const delta = (series: string) => sample(after, series) - sample(before, series);
+  expect(delta('chatgate_requests_total{provider="mock",status="200"}')).toBe(3);
+  expect(delta('chatgate_requests_total{provider="none",status="401"}')).toBe(2);
+  expect(delta('chatgate_auth_failures_total{reason="missing"}')).toBe(1);
+  expect(delta('chatgate_auth_failures_total{reason="unknown"}')).toBe(1);
+  expect(delta('chatgate_errors_total{code="invalid_api_key"}')).toBe(1);
+  expect(delta('chatgate_key_cache_hits_total') + delta('chatgate_key_cache_misses_total')).toBe(4);
+  expect(delta('chatgate_key_cache_hits_total')).toBeGreaterThanOrEqual(2);
+  expect(delta('chatgate_upstream_time_to_first_byte_seconds_count{provider="mock"}')).toBe(3);
+  expect(delta('chatgate_gateway_overhead_seconds_count{provider="mock"}')).toBe(3);
+  expect(delta('chatgate_request_duration_seconds_count{provider="mock"}')).toBe(3);
+  expect(sample(after, 'chatgate_requests_in_flight')).toBe(0);
+  expect(after).toMatch(/^process_cpu_seconds_total /m);
+  expect(after).not.toContain(f.key);
+});
+
+test('the exposition passes promtool check metrics (lint included)', async () => {
+  const text = await scrapeGateway();
+  const result = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
+  expect(result.error).toBeUndefined(); // promtool is installed (.ci/run installs Debian's prometheus)
+  expect({ status: result.status, output: result.stdout + result.stderr }).toEqual({ status: 0, output: '' });
+});
+
+test('/healthz says alive; /readyz says ready, and not ready when the f.key store cannot be read', async () => {
+  expect(await (await fetch(`${f.gw.adminUrl}/healthz`)).json()).toEqual({ status: 'ok' });
+  const ready = await fetch(`${f.gw.adminUrl}/readyz`);
+  expect(ready.status).toBe(200);
+  expect(await ready.json()).toEqual({ status: 'ready', checks: { accepting: true, keyStore: true, providers: { mock: true } } });
+
+  writeFileSync(f.gw.keyFile, 'this is not a f.key file');
+  const broken = await fetch(`${f.gw.adminUrl}/readyz`);
+  expect(broken.status).toBe(503);
+  expect(await broken.json()).toEqual(expect.objectContaining({ status: 'not_ready', checks: expect.objectContaining({ keyStore: false }) }));
+  // ... and a request that needs the store gets a 503 in the OpenAI shape, not a hang or a stack trace.
+  const refused = await request(f.gw.url, { ca: f.gw.ca, headers: bearer('cgk_' + 'C'.repeat(43)), body: chatBody() });
+  expect(refused.status).toBe(503);
+  expect(refused.json().error.code).toBe('key_store_unavailable');
+});

@@ -1,0 +1,60 @@
+/** The mock worker speaks enough of the OpenAI API for SDKs, demos and benchmarks: tested as a process. */
+import { startWorker, type WorkerProcess } from '../helpers/processes';
+
+let worker: WorkerProcess;
+
+beforeAll(async () => {
+  worker = await startWorker({ tokensPerSecond: 1000 });
+});
+afterAll(() => worker?.stop());
+
+const post = (body: unknown, headers: Record<string, string> = {}) =>
+  fetch(`${worker.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+
+test('/health and /v1/models answer in the OpenAI shapes', async () => {
+  expect(await (await fetch(`${worker.url}/health`)).json()).toEqual({ status: 'ok' });
+  const models = (await (await fetch(`${worker.url}/v1/models`)).json()) as { object: string; data: Array<{ id: string; object: string }> };
+  expect(models.object).toBe('list');
+  expect(models.data.map((m) => m.id)).toContain('echo');
+  expect(models.data.every((m) => m.object === 'model')).toBe(true);
+});
+
+test('a JSON completion echoes the last user message, with usage and finish_reason', async () => {
+  const answer = (await (await post({ model: 'echo', messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: 'one two' }] })).json()) as {
+    choices: Array<{ message: { content: string }; finish_reason: string }>;
+    usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+  };
+  expect(answer.choices[0]!.message.content).toMatch(/^echo: one two/);
+  expect(answer.choices[0]!.finish_reason).toBe('stop');
+  expect(answer.usage.completion_tokens).toBe(16);
+  expect(answer.usage.total_tokens).toBe(answer.usage.prompt_tokens + answer.usage.completion_tokens);
+  const short = (await (await post({ model: 'echo', max_tokens: 3, messages: [{ role: 'user', content: 'a b c d e' }] })).json()) as typeof answer;
+  expect(short.usage.completion_tokens).toBe(3);
+  expect(short.choices[0]!.finish_reason).toBe('length');
+});
+
+test('a stream sends role, content and finish chunks, a usage chunk only when asked, then [DONE]', async () => {
+  const events = async (body: object) =>
+    (await (await post(body, { 'x-mock-tokens': '4' })).text())
+      .split('\n\n')
+      .filter(Boolean)
+      .map((event) => event.replace(/^data: /, ''));
+  const withUsage = await events({ model: 'echo', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'hi' }] });
+  expect(withUsage.at(-1)).toBe('[DONE]');
+  const chunks = withUsage.slice(0, -1).map((e) => JSON.parse(e));
+  expect(chunks[0].choices[0].delta.role).toBe('assistant');
+  expect(chunks.filter((c) => c.choices[0]?.delta?.content).length).toBe(4);
+  expect(chunks.at(-2).choices[0].finish_reason).toBe('stop');
+  expect(chunks.at(-1)).toEqual(expect.objectContaining({ choices: [], usage: expect.objectContaining({ completion_tokens: 4 }) }));
+
+  const withoutUsage = await events({ model: 'echo', stream: true, messages: [{ role: 'user', content: 'hi' }] });
+  expect(withoutUsage.some((e) => e.includes('"usage"'))).toBe(false);
+});
+
+test('it records what it received, and a failure mode answers 500 on request', async () => {
+  await worker.clear();
+  expect((await post({ model: 'echo', messages: [] }, { 'x-mock-fail': 'status-500' })).status).toBe(500);
+  const [seen] = await worker.requests();
+  expect(seen).toEqual(expect.objectContaining({ method: 'POST', url: '/v1/chat/completions', outcome: 'completed' }));
+  expect(JSON.parse(seen!.body)).toEqual({ model: 'echo', messages: [] });
+});

@@ -1,0 +1,88 @@
+/**
+ * Graceful shutdown of a real gateway process: SIGTERM (and SIGINT) while 20 streams are open. New
+ * connections are refused, /readyz says not ready, every open stream completes, the exit code is 0.
+ */
+import https from 'node:https';
+import { mkdtempSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { issueKey } from '../../src/auth/issue';
+import { FileKeyStore } from '../../src/auth/store/file';
+import { bearer, chatBody } from '../helpers/http';
+import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
+import { eventually, startWorker, type WorkerProcess } from '../helpers/processes';
+
+let worker: WorkerProcess;
+let dir: string;
+
+beforeAll(async () => {
+  worker = await startWorker({ tokensPerSecond: 10 });
+  dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-shutdown-'));
+});
+afterAll(async () => {
+  await worker?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+interface Running extends GatewayProcess {
+  key: string;
+}
+
+async function startGateway(name: string): Promise<Running> {
+  const keyFile = path.join(dir, `${name}-keys.json`);
+  const { key } = await issueKey(new FileKeyStore(keyFile), { name });
+  const gateway = await startGatewayProcess(dir, name, {
+    keyStore: { type: 'file', path: keyFile },
+    providers: { mock: { workers: [worker.url] } },
+    shutdown: { drainTimeoutMs: 15_000 },
+  });
+  return { ...gateway, key };
+}
+
+function openStream(gateway: Running): Promise<{ firstChunk: Promise<void>; text: Promise<string> }> {
+  return new Promise((resolve, reject) => {
+    const req = https.request(
+      `https://127.0.0.1:${gateway.port}/v1/chat/completions`,
+      { method: 'POST', ca: gateway.ca, servername: 'localhost', agent: false, headers: { ...bearer(gateway.key), 'x-mock-tokens': '15' } },
+      (res) => {
+        let text = '';
+        let gotFirst: () => void;
+        const firstChunk = new Promise<void>((r) => (gotFirst = r));
+        res.on('data', (chunk: Buffer) => {
+          text += chunk.toString('utf8');
+          gotFirst();
+        });
+        resolve({ firstChunk, text: new Promise((r) => res.on('end', () => r(text))) });
+      },
+    );
+    req.on('error', reject);
+    req.end(chatBody({ stream: true }));
+  });
+}
+
+function connects(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect(port, '127.0.0.1', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.on('error', () => resolve(false));
+  });
+}
+
+test.each(['SIGTERM', 'SIGINT'] as const)('%s during 20 open streams: all complete, new connections refused, exit 0', async (signal) => {
+  const gateway = await startGateway(signal.toLowerCase());
+  const streams = await Promise.all(Array.from({ length: 20 }, () => openStream(gateway)));
+  await Promise.all(streams.map((s) => s.firstChunk));
+
+  const exited = new Promise<number | null>((resolve) => gateway.child.once('exit', (code) => resolve(code)));
+  gateway.child.kill(signal);
+  await eventually(async () => ((await connects(gateway.port)) ? undefined : true));
+  const readiness = await fetch(`${gateway.adminUrl}/readyz`);
+  expect(readiness.status).toBe(503);
+
+  const texts = await Promise.all(streams.map((s) => s.text));
+  for (const text of texts) expect(text.trimEnd().endsWith('data: [DONE]')).toBe(true);
+  expect(await exited).toBe(0);
+});

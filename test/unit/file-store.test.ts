@@ -1,0 +1,95 @@
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { issueKey, publicView } from '../../src/auth/issue';
+import { digestKey, generateKey } from '../../src/auth/keys';
+import { FileKeyStore } from '../../src/auth/store/file';
+
+let dir: string;
+let file: string;
+beforeEach(() => {
+  dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-store-'));
+  file = path.join(dir, 'nested', 'keys.json');
+});
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+test('a missing file is an empty store', async () => {
+  const store = new FileKeyStore(file);
+  expect(await store.list()).toEqual([]);
+  expect(await store.findByDigest(digestKey(generateKey()))).toBeUndefined();
+  await expect(store.ping()).resolves.toBeUndefined();
+});
+
+test('issued keys are found by digest and listed', async () => {
+  const store = new FileKeyStore(file);
+  const first = await issueKey(store, { name: 'ci', models: ['mock/*'], expiresAt: new Date('2099-01-01T00:00:00Z') });
+  const second = await issueKey(store, { name: 'other' });
+  expect(first.record).toMatchObject({ name: 'ci', models: ['mock/*'], expiresAt: '2099-01-01T00:00:00.000Z', revokedAt: null });
+  expect(await store.findByDigest(digestKey(first.key))).toEqual(first.record);
+  expect(await store.findByDigest(digestKey(second.key))).toEqual(second.record);
+  expect(await store.findByDigest(digestKey(generateKey()))).toBeUndefined();
+  expect(await store.list()).toEqual([first.record, second.record]);
+  expect(await new FileKeyStore(file).list()).toEqual([first.record, second.record]); // it is on disk
+});
+
+test('the file holds digests only, readable by its owner only', async () => {
+  const store = new FileKeyStore(file);
+  const { key, record } = await issueKey(store, { name: 'ci' });
+  const text = readFileSync(file, 'utf8');
+  expect(text).not.toContain(key);
+  expect(text).not.toContain(key.slice(record.prefix.length)); // not even the secret part
+  expect(text).toContain(record.digest);
+  expect(statSync(file).mode & 0o777).toBe(0o600);
+  expect(statSync(path.dirname(file)).mode & 0o077).toBe(0);
+  expect(publicView(record)).not.toHaveProperty('digest');
+});
+
+test('a revocation made through another instance (the CLI) is seen by a running one', async () => {
+  const gateway = new FileKeyStore(file);
+  const cli = new FileKeyStore(file);
+  const { key, record } = await issueKey(cli, { name: 'k' });
+  expect((await gateway.findByDigest(digestKey(key)))?.revokedAt).toBeNull();
+  expect(await cli.revoke(record.id, new Date('2030-01-01T00:00:00Z'))).toMatchObject({ revokedAt: '2030-01-01T00:00:00.000Z' });
+  expect((await gateway.findByDigest(digestKey(key)))?.revokedAt).toBe('2030-01-01T00:00:00.000Z');
+  expect(statSync(file).mode & 0o777).toBe(0o600);
+  expect(await cli.revoke('key_unknown', new Date())).toBeUndefined();
+});
+
+test('a second revocation keeps the first time', async () => {
+  const store = new FileKeyStore(file);
+  const { record } = await issueKey(store, { name: 'k' });
+  await store.revoke(record.id, new Date('2030-01-01T00:00:00Z'));
+  expect(await store.revoke(record.id, new Date('2031-01-01T00:00:00Z'))).toMatchObject({ revokedAt: '2030-01-01T00:00:00.000Z' });
+});
+
+test('a file that is not a key file makes reads (and readiness) fail', async () => {
+  const store = new FileKeyStore(file);
+  await issueKey(store, { name: 'k' });
+  writeFileSync(file, '{"something": "else"}');
+  await expect(store.ping()).rejects.toThrow(/not a chatgate key file/);
+  writeFileSync(file, 'not json');
+  await expect(store.ping()).rejects.toThrow();
+  await expect(store.list()).rejects.toThrow();
+});
+
+// The gateway writes the file too (batched usage, every auth.lastUsedFlushMs), while the CLI or the
+// admin API revokes keys in it. Each write reads the file, changes it and replaces it: two writers at
+// once must not undo each other, or a revocation can silently disappear.
+test('concurrent writes through two instances lose nothing (a revocation survives a usage flush)', async () => {
+  const gateway = new FileKeyStore(file);
+  const cli = new FileKeyStore(file);
+  const issued = [];
+  for (let i = 0; i < 5; i++) issued.push((await issueKey(cli, { name: `k${i}` })).record);
+  const uses = new Map(issued.map((record) => [record.id, { at: new Date('2030-01-01T00:00:00Z'), requests: 1, promptTokens: 2, completionTokens: 3 }]));
+
+  const writes = await Promise.allSettled([
+    ...issued.map((record) => cli.revoke(record.id, new Date('2030-01-01T00:00:00Z'))),
+    gateway.recordUse(uses),
+  ]);
+  expect(writes.map((write) => (write.status === 'rejected' ? `rejected: ${(write.reason as Error).message}` : 'ok'))).toEqual(Array(6).fill('ok'));
+
+  const after = await new FileKeyStore(file).list();
+  expect(after.map((record) => [record.name, record.revokedAt, record.usage.requests])).toEqual(
+    issued.map((record) => [record.name, '2030-01-01T00:00:00.000Z', 1]),
+  );
+});

@@ -1,0 +1,66 @@
+import { Readable } from 'node:stream';
+import { JsonUsageMeter, SseUsageMeter, usageInTail, usageOf, type TokenUsage } from '../../src/usage';
+
+async function run(meter: NodeJS.ReadWriteStream, chunks: string[]): Promise<string> {
+  let out = '';
+  meter.on('data', (chunk: Buffer | string) => (out += chunk.toString()));
+  const done = new Promise((resolve) => meter.on('end', resolve));
+  Readable.from(chunks.map((c) => Buffer.from(c))).pipe(meter);
+  await done;
+  return out;
+}
+
+const event = (payload: unknown) => `data: ${JSON.stringify(payload)}\n\n`;
+const content = (text: string) => event({ object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content: text } }] });
+const usageChunk = event({ object: 'chat.completion.chunk', choices: [], usage: { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 } });
+
+test('usageOf reads an OpenAI usage object and nothing else', () => {
+  expect(usageOf({ prompt_tokens: 5, completion_tokens: 2 })).toEqual({ promptTokens: 5, completionTokens: 2 });
+  for (const odd of [null, 3, {}, { prompt_tokens: '5', completion_tokens: 2 }, { prompt_tokens: -1, completion_tokens: 2 }]) expect(usageOf(odd)).toBeUndefined();
+});
+
+test('usageInTail finds the last usage object, nested details included', () => {
+  const answer = JSON.stringify({ choices: [{ message: { content: '"usage": {"prompt_tokens": 99}' } }], usage: { prompt_tokens: 12, completion_tokens: 4, prompt_tokens_details: { cached_tokens: 0 } } });
+  expect(usageInTail(answer)).toEqual({ promptTokens: 12, completionTokens: 4 });
+  expect(usageInTail('{"usage": {"prompt_tokens": 1,')).toBeUndefined();
+  expect(usageInTail('{"choices": []}')).toBeUndefined();
+});
+
+test('a JSON answer passes through unchanged and its usage is reported once', async () => {
+  const seen: TokenUsage[] = [];
+  const body = JSON.stringify({ id: 'x', choices: [], usage: { prompt_tokens: 20, completion_tokens: 30 } });
+  const out = await run(new JsonUsageMeter((u) => seen.push(u)), [body.slice(0, 10), body.slice(10, 25), body.slice(25)]);
+  expect(out).toBe(body);
+  expect(seen).toEqual([{ promptTokens: 20, completionTokens: 30 }]);
+});
+
+test('a stream: events split across chunks come out whole; the usage chunk is read and kept when the client asked', async () => {
+  const seen: TokenUsage[] = [];
+  const stream = content('Hel') + content('lo') + usageChunk + 'data: [DONE]\n\n';
+  const out = await run(new SseUsageMeter(false, (u) => seen.push(u)), [stream.slice(0, 7), stream.slice(7, 90), stream.slice(90)]);
+  expect(out).toBe(stream);
+  expect(seen).toEqual([{ promptTokens: 7, completionTokens: 3 }]);
+});
+
+test('a stream: the usage chunk the gateway asked for is read and dropped', async () => {
+  const seen: TokenUsage[] = [];
+  const out = await run(new SseUsageMeter(true, (u) => seen.push(u)), [content('a'), usageChunk, 'data: [DONE]\n\n']);
+  expect(out).toBe(content('a') + 'data: [DONE]\n\n');
+  expect(seen).toEqual([{ promptTokens: 7, completionTokens: 3 }]);
+});
+
+test('a stream: CRLF events, comments and an unfinished last event pass through', async () => {
+  const out = await run(new SseUsageMeter(true, () => undefined), [': keep-alive\r\n\r\n', 'data: {"a":1}\r\n\r\n', 'data: {"b"']);
+  expect(out).toBe(': keep-alive\r\n\r\ndata: {"a":1}\r\n\r\ndata: {"b"');
+});
+
+test('a stream that never ends an event is passed on, not held in memory without bound', async () => {
+  const huge = 'data: ' + 'x'.repeat(1_100_000);
+  let firstOut = 0;
+  const meter = new SseUsageMeter(true, () => undefined);
+  meter.on('data', (chunk: Buffer | string) => (firstOut ||= chunk.length));
+  meter.write(Buffer.from(huge));
+  await new Promise((resolve) => setImmediate(resolve));
+  expect(firstOut).toBe(huge.length);
+  meter.end();
+});
