@@ -28,10 +28,16 @@ export function limitRate(limiter: RateLimiter, metrics: Metrics): RequestHandle
       metrics.rateLimited.inc({ reason });
       throw errors.rateLimited(reason, answer.retryAfterMs);
     }
-    if (limits.maxConcurrent) res.once('close', () => limiter.release(key.id, slot));
+    if (limits.maxConcurrent) whenClosed(res, () => limiter.release(key.id, slot));
     context.limits = limits;
     next();
   };
+}
+
+/** A client that left while admission was awaited has closed the response already: no 'close' will come. */
+function whenClosed(res: Response, then: () => void): void {
+  if (res.destroyed) then();
+  else res.once('close', then);
 }
 
 function setQuotaHeaders(res: Response, quota: Quota): void {
