@@ -5,6 +5,7 @@
  * the client had not). Either way the client gets each byte as soon as it is complete.
  */
 import { Transform, type TransformCallback } from 'node:stream';
+import { StringDecoder } from 'node:string_decoder';
 
 export interface TokenUsage {
   promptTokens: number;
@@ -19,8 +20,12 @@ const MAX_PENDING_EVENT = 1024 * 1024;
 export function usageOf(value: unknown): TokenUsage | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
   const { prompt_tokens: prompt, completion_tokens: completion } = value as Record<string, unknown>;
-  if (typeof prompt !== 'number' || typeof completion !== 'number' || prompt < 0 || completion < 0) return undefined;
+  if (!isCount(prompt) || !isCount(completion)) return undefined;
   return { promptTokens: prompt, completionTokens: completion };
+}
+
+function isCount(value: unknown): value is number {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0;
 }
 
 /** Pure: the last `"usage": {...}` object in the text, read without parsing the rest. */
@@ -43,38 +48,70 @@ export function usageInTail(tail: string): TokenUsage | undefined {
   return undefined;
 }
 
+/**
+ * Reports an answer's usage once: the last seen (vLLM's continuous usage stats repeat a growing
+ * total in every chunk), at the end or when the answer is cut short. A listener that throws is not
+ * allowed to break the answer's stream.
+ */
+class UsageReport {
+  private last: TokenUsage | undefined;
+  private reported = false;
+
+  constructor(private readonly onUsage: (usage: TokenUsage) => void) {}
+
+  saw(usage: TokenUsage | undefined): void {
+    if (usage) this.last = usage;
+  }
+
+  report(): void {
+    if (this.reported || !this.last) return;
+    this.reported = true;
+    try {
+      this.onUsage(this.last);
+    } catch {
+      // accounting must never cost the client its answer
+    }
+  }
+}
+
 export class JsonUsageMeter extends Transform {
   private tail = '';
+  private readonly decoder = new StringDecoder('utf8');
+  private readonly usage: UsageReport;
 
-  constructor(private readonly onUsage: (usage: TokenUsage) => void) {
+  constructor(onUsage: (usage: TokenUsage) => void) {
     super();
+    this.usage = new UsageReport(onUsage);
   }
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, done: TransformCallback): void {
-    this.tail = (this.tail + chunk.toString('utf8')).slice(-JSON_TAIL_BYTES);
+    this.tail = (this.tail + this.decoder.write(chunk)).slice(-JSON_TAIL_BYTES);
     done(null, chunk);
   }
 
   override _flush(done: TransformCallback): void {
-    const usage = usageInTail(this.tail);
-    if (usage) this.onUsage(usage);
+    this.usage.saw(usageInTail(this.tail + this.decoder.end()));
+    this.usage.report();
     done();
   }
 }
 
 export class SseUsageMeter extends Transform {
   private pending = '';
+  private readonly decoder = new StringDecoder('utf8');
+  private readonly usage: UsageReport;
 
   /** @param dropUsageChunk the client did not ask for the usage chunk: the gateway did, for itself. */
   constructor(
     private readonly dropUsageChunk: boolean,
-    private readonly onUsage: (usage: TokenUsage) => void,
+    onUsage: (usage: TokenUsage) => void,
   ) {
     super();
+    this.usage = new UsageReport(onUsage);
   }
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, done: TransformCallback): void {
-    this.pending += chunk.toString('utf8');
+    this.pending += this.decoder.write(chunk);
     let out = '';
     for (let end = eventEnd(this.pending); end !== -1; end = eventEnd(this.pending)) {
       const event = this.pending.slice(0, end);
@@ -89,7 +126,15 @@ export class SseUsageMeter extends Transform {
   }
 
   override _flush(done: TransformCallback): void {
+    this.pending += this.decoder.end();
+    this.usage.report();
     done(null, this.pending === '' ? undefined : this.pending);
+  }
+
+  /** Cut short (client gone, worker failed): what was used so far is still charged. */
+  override _destroy(err: Error | null, done: (err: Error | null) => void): void {
+    this.usage.report();
+    done(err);
   }
 
   private isDroppedUsageChunk(event: string): boolean {
@@ -106,7 +151,7 @@ export class SseUsageMeter extends Transform {
       return false;
     }
     const usage = usageOf(payload.usage);
-    if (usage) this.onUsage(usage);
+    this.usage.saw(usage);
     return Boolean(usage) && this.dropUsageChunk && Array.isArray(payload.choices) && payload.choices.length === 0;
   }
 }

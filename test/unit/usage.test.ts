@@ -64,3 +64,62 @@ test('a stream that never ends an event is passed on, not held in memory without
   expect(firstOut).toBe(huge.length);
   meter.end();
 });
+
+test('a character split between two chunks arrives whole, in a stream and in a JSON answer', async () => {
+  const stream = content('héllo 👋 世界') + 'data: [DONE]\n\n';
+  const bytes = Buffer.from(stream);
+  const cut = bytes.indexOf(Buffer.from('👋')) + 2; // inside the emoji's four bytes
+  let out = '';
+  const meter = new SseUsageMeter(true, () => undefined);
+  meter.on('data', (chunk: Buffer | string) => (out += chunk.toString()));
+  const ended = new Promise((resolve) => meter.on('end', resolve));
+  meter.write(bytes.subarray(0, cut));
+  meter.end(bytes.subarray(cut));
+  await ended;
+  expect(out).toBe(stream);
+
+  const seen: TokenUsage[] = [];
+  const answer = Buffer.from(JSON.stringify({ choices: [{ message: { content: '世界' } }], usage: { prompt_tokens: 1, completion_tokens: 2 } }));
+  const json = new JsonUsageMeter((u) => seen.push(u));
+  json.resume();
+  const done = new Promise((resolve) => json.on('end', resolve));
+  const inside = answer.indexOf(Buffer.from('界')) + 1;
+  json.write(answer.subarray(0, inside));
+  json.end(answer.subarray(inside));
+  await done;
+  expect(seen).toEqual([{ promptTokens: 1, completionTokens: 2 }]);
+});
+
+test('usage that is not a finite count is ignored', () => {
+  expect(usageOf({ prompt_tokens: Infinity, completion_tokens: 2 })).toBeUndefined();
+  expect(usageOf({ prompt_tokens: 1, completion_tokens: NaN })).toBeUndefined();
+  expect(usageInTail('{"usage": {"prompt_tokens": 1e999, "completion_tokens": 2}}')).toBeUndefined();
+});
+
+test('continuous usage stats (a growing total in every chunk) are charged once, with the last total', async () => {
+  const seen: TokenUsage[] = [];
+  const withUsage = (text: string, completion: number) =>
+    event({ object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content: text } }], usage: { prompt_tokens: 7, completion_tokens: completion } });
+  await run(new SseUsageMeter(false, (u) => seen.push(u)), [withUsage('a', 1), withUsage('b', 2), withUsage('c', 3), 'data: [DONE]\n\n']);
+  expect(seen).toEqual([{ promptTokens: 7, completionTokens: 3 }]);
+});
+
+test('a stream cut short is charged what it used so far', async () => {
+  const seen: TokenUsage[] = [];
+  const meter = new SseUsageMeter(false, (u) => seen.push(u));
+  meter.resume();
+  meter.write(Buffer.from(event({ choices: [{ index: 0, delta: { content: 'a' } }], usage: { prompt_tokens: 7, completion_tokens: 1 } })));
+  await new Promise((resolve) => setImmediate(resolve));
+  meter.destroy();
+  await new Promise((resolve) => meter.on('close', resolve));
+  expect(seen).toEqual([{ promptTokens: 7, completionTokens: 1 }]);
+});
+
+test('a usage listener that throws does not break the answer', async () => {
+  const throwing = () => {
+    throw new Error('metrics broke');
+  };
+  expect(await run(new SseUsageMeter(false, throwing), [content('a'), usageChunk, 'data: [DONE]\n\n'])).toBe(content('a') + usageChunk + 'data: [DONE]\n\n');
+  const body = JSON.stringify({ choices: [], usage: { prompt_tokens: 1, completion_tokens: 1 } });
+  expect(await run(new JsonUsageMeter(throwing), [body])).toBe(body);
+});
