@@ -31,6 +31,11 @@ const DROPPED_REQUEST_HEADERS = new Set([
   'authorization',
   'proxy-authorization',
   'cookie',
+  // Other ways clients send OpenAI or Azure credentials and account identity: theirs, not the upstream's.
+  'api-key',
+  'x-api-key',
+  'openai-organization',
+  'openai-project',
   'connection',
   'keep-alive',
   'proxy-connection',
@@ -132,10 +137,9 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
     attempt.context.worker = attempt.state.worker.label;
     attempt.context.firstByteAt = now();
     metrics.upstreamTimeToFirstByte.observe({ provider: attempt.target.provider.name }, (now() - required(attempt.context.dispatchedAt, 'dispatch time')) / 1000);
-    prepareResponseHeaders(upstreamResponse.headers);
     const status = upstreamResponse.statusCode ?? 502;
     res.statusCode = status;
-    for (const [name, value] of Object.entries(upstreamResponse.headers)) {
+    for (const [name, value] of Object.entries(clientResponseHeaders(upstreamResponse.headers))) {
       // Our x-ratelimit-* describe the caller's key; a hosted API's describe the gateway's account.
       if (value === undefined || (name.startsWith('x-ratelimit-') && res.hasHeader(name))) continue;
       res.setHeader(name, value);
@@ -171,6 +175,7 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
     const target = required(context.target, 'target');
     const { pool, settings } = target.provider;
     const tried = new Set<WorkerState>();
+    let staleRetried = false;
 
     res.on('close', () => {
       if (res.writableFinished) return;
@@ -195,9 +200,19 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
       const options = { target: state.worker.proxyTarget, agent: state.worker.agent, buffer: Readable.from([target.body]) };
       proxy.web(req, res, options, (err: Error) => {
         if (attempt.answering) return; // a failure mid-answer is handled where the answer is relayed
-        settle(attempt, res.destroyed ? 'neutral' : 'failure');
+        const stale = !staleRetried && isStalePooledConnection(attempt, err);
+        settle(attempt, res.destroyed || stale ? 'neutral' : 'failure');
         if (!attempt.timedOut) dropIdleConnections(attempt.state.worker.agent);
         if (res.destroyed) return;
+        if (stale) {
+          // The worker closed a kept-alive connection as we reused it, and never read the request:
+          // retry once, the same worker allowed, on a fresh connection.
+          staleRetried = true;
+          tried.delete(state);
+          metrics.retries.inc(labels(attempt));
+          pool.acquire(tried).then(attemptOn, (noneLeft: GatewayError) => next(withCause(upstreamFailure(attempt), err, noneLeft)));
+          return;
+        }
         if (!attempt.connected && tried.size <= settings.retries) {
           metrics.retries.inc(labels(attempt));
           pool.acquire(tried).then(attemptOn, (noneLeft: GatewayError) => next(withCause(upstreamFailure(attempt), err, noneLeft)));
@@ -218,6 +233,16 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
  */
 function dropIdleConnections(agent: Agent): void {
   for (const sockets of Object.values(agent.freeSockets)) for (const socket of sockets ?? []) socket.destroy();
+}
+
+/**
+ * A reset (RST) on a reused connection before any answer: the worker's kernel threw our bytes away
+ * unread, so the worker cannot have started on the request. A mere hang-up (FIN, "socket hang up")
+ * does not say that: a worker that read the request and then died looks the same, so it is not here.
+ */
+function isStalePooledConnection(attempt: Attempt, err: Error): boolean {
+  const { code, syscall } = err as NodeJS.ErrnoException;
+  return Boolean(attempt.upstreamRequest?.reusedSocket) && !attempt.timedOut && code === 'ECONNRESET' && syscall !== undefined;
 }
 
 function upstreamFailure(attempt: Attempt): GatewayError {
@@ -271,7 +296,9 @@ function forwardedFor(req: Request): string {
   return [...req.ips, req.socket.remoteAddress].filter(Boolean).join(', ');
 }
 
-function prepareResponseHeaders(headers: IncomingHttpHeaders): void {
+/** A copy: the worker's own headers stay as they came, for the agent (it reads Keep-Alive: timeout= from them). */
+function clientResponseHeaders(workerHeaders: IncomingHttpHeaders): IncomingHttpHeaders {
+  const headers = { ...workerHeaders };
   for (const name of DROPPED_RESPONSE_HEADERS) delete headers[name];
   const workerRequestId = headers['x-request-id'];
   delete headers['x-request-id'];
@@ -281,4 +308,5 @@ function prepareResponseHeaders(headers: IncomingHttpHeaders): void {
     headers['cache-control'] = 'no-cache';
     headers['x-accel-buffering'] = 'no';
   }
+  return headers;
 }

@@ -82,10 +82,16 @@ function effectiveSettings(defaults: UpstreamSettings, own: ProviderConfig['upst
   };
 }
 
+/**
+ * An idle pooled connection is closed after this long. Node's agent also honours a worker's
+ * "Keep-Alive: timeout=N" (closing a second early) only when it is below this value.
+ */
+const IDLE_CONNECTION_MS = 30_000;
+
 function createWorker(entry: ProviderConfig['workers'][number], maxSockets: number): Worker {
   const { url: base, weight, maxConcurrent } = typeof entry === 'string' ? { url: entry, weight: 1, maxConcurrent: undefined } : entry;
   const url = new URL(base.endsWith('/') ? base : base + '/');
-  const options = { keepAlive: true, maxSockets, maxFreeSockets: Math.min(maxSockets, 64), scheduling: 'lifo' as const };
+  const options = { keepAlive: true, maxSockets, maxFreeSockets: Math.min(maxSockets, 64), scheduling: 'lifo' as const, timeout: IDLE_CONNECTION_MS };
   const chatCompletions = new URL('v1/chat/completions', url);
   const hostname = chatCompletions.hostname.replace(/^\[(.*)\]$/, '$1');
   const path = url.pathname.replace(/\/$/, '');

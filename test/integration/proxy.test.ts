@@ -98,6 +98,10 @@ test('client credentials, cookies, hop-by-hop headers and the query string stay 
       ...bearer(key),
       cookie: `session=${key}`,
       'proxy-authorization': `Basic ${key}`,
+      'api-key': key,
+      'x-api-key': key,
+      'openai-organization': 'org-client',
+      'openai-project': 'proj_client',
       connection: 'keep-alive, x-hop',
       'x-hop': 'drop me',
       'keep-alive': 'timeout=5',
@@ -116,6 +120,7 @@ test('client credentials, cookies, hop-by-hop headers and the query string stay 
   expect(headers.authorization).toBe(`Bearer ${UPSTREAM_SECRET}`);
   expect(headers.cookie).toBeUndefined();
   expect(headers['proxy-authorization']).toBeUndefined();
+  for (const name of ['api-key', 'x-api-key', 'openai-organization', 'openai-project']) expect(headers[name]).toBeUndefined();
   expect(headers['x-hop']).toBeUndefined();
   expect(headers['keep-alive']).toBeUndefined();
   expect(headers['x-custom']).toBe('kept');
