@@ -157,7 +157,7 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
     const { idleTimeoutMs } = attempt.target.provider.settings;
     arm(attempt, 'idle', idleTimeoutMs);
     upstreamResponse.on('data', () => attempt.timer?.refresh());
-    upstreamResponse.on('end', () => settle(attempt, (upstreamResponse.statusCode ?? 500) >= 500 ? 'failure' : 'success'));
+    upstreamResponse.on('end', () => settle(attempt, outcomeOfAnswer(upstreamResponse.statusCode ?? 502)));
     upstreamResponse.on('close', () => {
       if (upstreamResponse.complete || attempt.settled) return;
       settle(attempt, 'failure');
@@ -233,6 +233,15 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
  */
 function dropIdleConnections(agent: Agent): void {
   for (const sockets of Object.values(agent.freeSockets)) for (const socket of sockets ?? []) socket.destroy();
+}
+
+/**
+ * Only answers that speak of the worker's state count against it. A plain 500 can be caused by the
+ * request itself, and any key holder could then eject healthy workers with a few crafted requests.
+ */
+function outcomeOfAnswer(status: number): Outcome {
+  if (status === 502 || status === 503 || status === 504) return 'failure';
+  return status >= 500 ? 'neutral' : 'success';
 }
 
 /**

@@ -12,6 +12,7 @@ const FAST_HEALTH = {
   ejection: { consecutiveFailures: 1, baseMs: 300, maxMs: 1000 },
 };
 
+const sum = (values: number[]) => values.reduce((total, value) => total + value, 0);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('one of three workers killed under steady load', () => {
@@ -133,10 +134,16 @@ describe('faults on small pools', () => {
     const reset = await send('pair/echo', { 'x-mock-fail': 'reset' });
     expect(reset.status).toBe(502);
     expect(reset.json().error.code).toBe('upstream_unavailable');
+    const pairEjections = async () =>
+      sum(await Promise.all([a!, b!].map(async (w) => sample(await scrape(gw.adminUrl), `chatgate_worker_ejections_total{provider="pair",worker="127.0.0.1:${w.port}"}`))));
+    const ejectionsBefore500 = await pairEjections();
     const failing = await send('pair/echo', { 'x-mock-fail': 'status-500' });
     expect(failing.status).toBe(500);
     await sleep(100);
     expect(a!.received.length + b!.received.length - before).toBe(2);
+    // A 500 may be this request's own doing (any key holder could send such requests): it does not
+    // count against the worker. 502, 503, 504, resets and timeouts do.
+    expect(await pairEjections()).toBe(ejectionsBefore500);
   });
 
   test('a stream cut by a worker kill: the openai client sees an error, not a hang', async () => {
