@@ -46,6 +46,7 @@ async function main(argv: string[]): Promise<number> {
 async function serve(args: string[]): Promise<number> {
   const { values } = parse(args, { config: { type: 'string' } });
   const running = await (await gateway()).startGateway(configFileFrom(values.config));
+  process.on('SIGHUP', () => void running.reload());
   // The first SIGTERM or SIGINT starts the drain; later ones (a terminal's Ctrl-C reaches every
   // process of a cluster, and the primary then asks too) change nothing.
   await new Promise<void>((resolve) => {

@@ -11,7 +11,7 @@ import { AggregatorRegistry } from 'prom-client';
 import { createAdminApp, type Readiness } from './admin/app';
 import type { Config } from './config';
 import type { Logger } from './log';
-import { banner, prepareOnce, type Gateway } from './main';
+import { banner, prepareOnce, reloadConfig, type Gateway } from './main';
 import { createMetrics } from './metrics';
 import { openAdminListener } from './server';
 
@@ -21,7 +21,7 @@ type PrimaryMessages = { type: 'chatgate:readiness'; id: number; answer: Readine
 const RESTART_DELAYS_MS = [100, 500, 1000, 5000];
 const READINESS_TIMEOUT_MS = 1000;
 
-export async function startPrimary(config: Config, log: Logger, out: NodeJS.WritableStream, configFile = process.env.CHATGATE_CONFIG_FILE): Promise<Gateway> {
+export async function startPrimary(config: Config, log: Logger, out: NodeJS.WritableStream, configFile: string): Promise<Gateway> {
   const { tls, keyStore, firstKey, mockWorker } = await prepareOnce(config, log);
   const wanted = config.server.processes;
   const workers = new Set<Worker>();
@@ -97,6 +97,12 @@ export async function startPrimary(config: Config, log: Logger, out: NodeJS.Writ
       adminAddress: admin.address,
       drain: async () => ({ cut: 0 }),
       closeAdmin: () => admin.close(),
+    },
+    async reload() {
+      // Checked here once, so a bad file is refused with one log line; each serving process then reloads.
+      if (!configFile || !reloadConfig(configFile, config, log)) return false;
+      for (const worker of workers) worker.process.kill('SIGHUP');
+      return true;
     },
     async shutdown() {
       stopping = true;

@@ -8,6 +8,7 @@
  * each serving process (`role: worker`) runs the request path on the shared public ports.
  */
 import cluster from 'node:cluster';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { AggregatorRegistry } from 'prom-client';
@@ -37,6 +38,8 @@ import { buildProviders, closeProviders, type Provider, type ProviderTable } fro
 export interface Gateway {
   readonly config: Config;
   readonly listeners: Listeners;
+  /** SIGHUP: re-read the config file; true when the new one took effect, false when it was refused. */
+  reload(): Promise<boolean>;
   shutdown(): Promise<void>;
 }
 
@@ -45,10 +48,27 @@ export type Tls = TlsMaterial & { fingerprint: string; certFile: string };
 export async function startGateway(configFile: string, out: NodeJS.WritableStream = process.stderr): Promise<Gateway> {
   const config = loadConfig(configFile);
   const log = createLogger(config.log.level, destinationOf(config.log.destination));
-  if (cluster.isWorker) return startServing(config, log, 'worker');
+  if (cluster.isWorker) return startServing(config, configFile, log, 'worker');
   if (config.server.processes > 1) return startPrimary(config, log, out, configFile);
-  return startServing(config, log, 'single', out);
+  return startServing(config, configFile, log, 'single', out);
 }
+
+/** The new config, or undefined (logged) when it does not load: the running one is kept. */
+export function reloadConfig(configFile: string, running: Config, log: Logger): Config | undefined {
+  let next: Config;
+  try {
+    next = loadConfig(configFile);
+  } catch (err) {
+    log.error({ err: (err as Error).message }, 'config reload refused: the running config is kept');
+    return undefined;
+  }
+  const restartOnly = RESTART_ONLY_SETTINGS.filter((name) => JSON.stringify(next[name]) !== JSON.stringify(running[name]));
+  if (restartOnly.length > 0) log.warn({ settings: restartOnly }, 'these settings change only on restart; the running values are kept');
+  return next;
+}
+
+/** What a reload leaves alone: listeners, TLS, stores, process model. Providers, upstream settings and limits are reloaded. */
+const RESTART_ONLY_SETTINGS = ['listen', 'tls', 'plainHttp', 'admin', 'dataDir', 'keyStore', 'server', 'mockWorker', 'log', 'limits', 'trustedProxies', 'auth'] as const satisfies ReadonlyArray<keyof Config>;
 
 /** What exists once per deployment, made by the single or primary process before serving starts. */
 export async function prepareOnce(config: Config, log: Logger) {
@@ -59,11 +79,12 @@ export async function prepareOnce(config: Config, log: Logger) {
   return { tls, keyStore, firstKey, mockWorker };
 }
 
-async function startServing(config: Config, log: Logger, role: 'single' | 'worker', out: NodeJS.WritableStream = process.stderr): Promise<Gateway> {
+async function startServing(config: Config, configFile: string, log: Logger, role: 'single' | 'worker', out: NodeJS.WritableStream = process.stderr): Promise<Gateway> {
   const once = role === 'single' ? await prepareOnce(config, log) : { tls: await tlsMaterial(config), keyStore: await openStore(config, log), firstKey: undefined, mockWorker: undefined };
   const { tls, keyStore, firstKey, mockWorker } = once;
   const metrics = createMetrics();
-  const serving = await buildServing(config, log, metrics, keyStore);
+  const lasting = await buildLastingParts(config, log, metrics, keyStore);
+  let serving = await buildServing(config, log, metrics, lasting);
   let accepting = true;
   const readiness = async (): Promise<Readiness> => {
     const checks = {
@@ -80,7 +101,7 @@ async function startServing(config: Config, log: Logger, role: 'single' | 'worke
   const listeners = await openListeners(
     config,
     {
-      publicApp: serving.publicApp,
+      publicApp: (req, res) => serving.handle(req, res),
       adminApp:
         role === 'single'
           ? createAdminApp({ metrics, log, keyStore, adminToken: config.admin.token, exposition: () => metrics.registry.metrics(), readiness })
@@ -94,7 +115,7 @@ async function startServing(config: Config, log: Logger, role: 'single' | 'worke
       },
     },
   );
-  if (role === 'worker') answerPrimary(metrics, readiness, serving.keyCache, listeners.publicAddress.port);
+  if (role === 'worker') answerPrimary(metrics, readiness, lasting.keyCache, listeners.publicAddress.port);
 
   log.info(
     {
@@ -110,14 +131,28 @@ async function startServing(config: Config, log: Logger, role: 'single' | 'worke
   );
   if (role === 'single') out.write(banner(config, listeners.publicAddress.port, listeners.adminAddress!, tls, firstKey?.key));
 
+  let reloading = Promise.resolve(true);
   return {
     config,
     listeners,
+    reload() {
+      reloading = reloading.then(async () => {
+        const next = reloadConfig(configFile, config, log);
+        if (!next) return false;
+        const previous = serving;
+        serving = await buildServing(next, log, metrics, lasting);
+        log.info({ providers: [...serving.providers.keys()] }, 'config reloaded');
+        void previous.retire(config.shutdown.drainTimeoutMs);
+        return true;
+      });
+      return reloading;
+    },
     async shutdown() {
       accepting = false;
       log.info({ deadlineMs: config.shutdown.drainTimeoutMs }, 'draining');
       const { cut } = await listeners.drain(config.shutdown.drainTimeoutMs);
-      await serving.close();
+      await serving.retire(0);
+      await lasting.close();
       await listeners.closeAdmin();
       await mockWorker?.stop();
       await keyStore.close();
@@ -127,8 +162,35 @@ async function startServing(config: Config, log: Logger, role: 'single' | 'worke
   };
 }
 
-/** The request path and what feeds it: providers, health, key cache, limits, usage, proxy. */
-async function buildServing(config: Config, log: Logger, metrics: Metrics, keyStore: KeyStore) {
+/** What outlives a config reload: the key cache, usage recording, the rate limit counters. */
+async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, keyStore: KeyStore) {
+  const keyCache = new KeyCache(
+    keyStore,
+    { size: config.auth.cacheSize, ttlMs: config.auth.cacheTtlMs, negativeSize: config.auth.negativeCacheSize, negativeTtlMs: config.auth.negativeCacheTtlMs },
+    { hit: () => metrics.keyCacheHits.inc(), miss: () => metrics.keyCacheMisses.inc() },
+  );
+  keyStore.onChange((digests) => (digests ? digests.forEach((digest) => keyCache.invalidate(digest)) : keyCache.clear()));
+  const usage = new UsageRecorder(keyStore, (err) => log.warn({ err: (err as Error).message }, 'could not record key usage'));
+  usage.start(config.auth.lastUsedFlushMs);
+  const rateLimitStore = await openRateLimitStore(config, log);
+  return {
+    keyCache,
+    usage,
+    rateLimitStore,
+    async close() {
+      await usage.stop();
+      await rateLimitStore.close();
+    },
+  };
+}
+
+type LastingParts = Awaited<ReturnType<typeof buildLastingParts>>;
+
+/**
+ * The request path for one config: providers and their health checks, limits, proxy, the app. A
+ * reload builds a new one; the old one finishes the requests it had, then is retired.
+ */
+async function buildServing(config: Config, log: Logger, metrics: Metrics, lasting: LastingParts) {
   const providers = buildProviders(config, {
     ejected: (provider, state, forMs) => {
       metrics.ejections.inc({ provider, worker: state.worker.label });
@@ -141,15 +203,8 @@ async function buildServing(config: Config, log: Logger, metrics: Metrics, keySt
   });
   await health.start();
 
-  const keyCache = new KeyCache(
-    keyStore,
-    { size: config.auth.cacheSize, ttlMs: config.auth.cacheTtlMs, negativeSize: config.auth.negativeCacheSize, negativeTtlMs: config.auth.negativeCacheTtlMs },
-    { hit: () => metrics.keyCacheHits.inc(), miss: () => metrics.keyCacheMisses.inc() },
-  );
-  keyStore.onChange((digests) => (digests ? digests.forEach((digest) => keyCache.invalidate(digest)) : keyCache.clear()));
-  const usage = new UsageRecorder(keyStore, (err) => log.warn({ err: (err as Error).message }, 'could not record key usage'));
-  usage.start(config.auth.lastUsedFlushMs);
-  const limiter = new RateLimiter(await openRateLimitStore(config, log), config.rateLimit, {
+  const { keyCache, usage } = lasting;
+  const limiter = new RateLimiter(lasting.rateLimitStore, config.rateLimit, {
     storeFailed: (err) => {
       metrics.rateLimitStoreErrors.inc();
       log.debug({ err: (err as Error).message }, 'rate limit store error');
@@ -168,16 +223,29 @@ async function buildServing(config: Config, log: Logger, metrics: Metrics, keySt
     },
   });
   const publicApp = createPublicApp({ config, metrics, log, keyCache, providers, proxy, limiter, onKeyUsed: (record) => usage.used(record.id) });
+  let inFlight = 0;
+  let drained: (() => void) | undefined;
   return {
     providers,
     keyCache,
-    publicApp,
-    async close() {
+    handle(req: IncomingMessage, res: ServerResponse) {
+      inFlight++;
+      res.once('close', () => {
+        if (--inFlight === 0) drained?.();
+      });
+      publicApp(req, res);
+    },
+    /** Once its last request has ended (or the deadline passed), close what only this config used. */
+    async retire(deadlineMs: number) {
+      if (inFlight > 0) {
+        await new Promise<void>((resolve) => {
+          drained = resolve;
+          setTimeout(resolve, deadlineMs).unref();
+        });
+      }
       health.stop();
       proxy.close();
       closeProviders(providers);
-      await usage.stop();
-      await limiter.close();
     },
   };
 }

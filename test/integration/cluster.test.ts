@@ -3,9 +3,10 @@
  * and a killed serving process replaced while serving goes on.
  */
 import https from 'node:https';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import YAML from 'yaml';
 import { issueKey } from '../../src/auth/issue';
 import { FileKeyStore } from '../../src/auth/store/file';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
@@ -17,11 +18,12 @@ let worker: WorkerProcess;
 let dir: string;
 let gateway: GatewayProcess;
 let key: string;
+let keyFile: string;
 
 beforeAll(async () => {
   worker = await startWorker();
   dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-cluster-'));
-  const keyFile = path.join(dir, 'keys.json');
+  keyFile = path.join(dir, 'keys.json');
   ({ key } = await issueKey(new FileKeyStore(keyFile), { name: 'cluster' }));
   gateway = await startGatewayProcess(dir, 'cluster', { server: { processes: 2 }, keyStore: { type: 'file', path: keyFile }, providers: { mock: { workers: [worker.url] } } });
 }, 30_000);
@@ -34,7 +36,7 @@ afterAll(async () => {
 const agent = new https.Agent({ keepAlive: true, maxSockets: 10 });
 afterAll(() => agent.destroy());
 
-function call(options: { fresh?: boolean } = {}): Promise<number> {
+function call(options: { fresh?: boolean; model?: string } = {}): Promise<number> {
   return new Promise((resolve) => {
     const req = https.request(
       `${gateway.url}/v1/chat/completions`,
@@ -49,7 +51,7 @@ function call(options: { fresh?: boolean } = {}): Promise<number> {
       req.destroy();
       resolve(-1); // no answer at all: a connection the cluster lost
     });
-    req.end(chatBody());
+    req.end(chatBody(options.model ? { model: options.model } : {}));
   });
 }
 
@@ -103,4 +105,22 @@ test('a serving process killed: it is replaced, and serving never stops', async 
   expect(afterReplacement.every((c) => c.status === 200)).toBe(true);
   const readiness = (await (await fetch(`${gateway.adminUrl}/readyz`)).json()) as { checks: { processes: unknown } };
   expect(readiness.checks.processes).toEqual({ wanted: 2, running: 2, ready: 2 });
+}, 30_000);
+
+test('SIGHUP to the primary reloads every serving process; a bad file is refused by the primary alone', async () => {
+  const configFile = path.join(dir, 'cluster.yaml');
+  const running = YAML.parse(readFileSync(configFile, 'utf8')) as Record<string, unknown>;
+  const reloaded = () => gateway.log.filter((line) => line.msg === 'config reloaded').length;
+
+  writeFileSync(configFile, YAML.stringify({ ...running, providers: { mock: { workers: [worker.url] }, extra: { workers: [worker.url] } } }));
+  gateway.child.kill('SIGHUP');
+  await eventually(() => (reloaded() === 2 ? true : undefined), 10_000);
+  const statuses = await Promise.all(Array.from({ length: 20 }, () => call({ fresh: true, model: 'extra/echo' })));
+  expect(statuses).toEqual(Array(20).fill(200));
+
+  writeFileSync(configFile, YAML.stringify({ ...running, server: { processes: 'many' } }));
+  gateway.child.kill('SIGHUP');
+  await eventually(() => (gateway.log.some((line) => line.msg === 'config reload refused: the running config is kept') ? true : undefined), 10_000);
+  expect(gateway.log.filter((line) => line.msg === 'config reload refused: the running config is kept')).toHaveLength(1); // the serving processes were not asked
+  expect(await call({ model: 'extra/echo' })).toBe(200);
 }, 30_000);

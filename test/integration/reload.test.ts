@@ -1,0 +1,73 @@
+/**
+ * SIGHUP re-reads the config file: providers, workers and limits change while requests in flight
+ * finish on the workers they started on; a bad file is refused with a log line and the old config kept.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import YAML from 'yaml';
+import { issueKey } from '../../src/auth/issue';
+import { FileKeyStore } from '../../src/auth/store/file';
+import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
+import { bearer, chatBody, request } from '../helpers/http';
+import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+
+let slowWorker: WorkerProcess;
+let newWorker: WorkerProcess;
+let dir: string;
+let gateway: GatewayProcess;
+let key: string;
+let keyFile: string;
+
+const configFile = () => path.join(dir, 'reload.yaml');
+const base = () => ({ listen: { host: '127.0.0.1', port: gateway.port }, admin: { host: '127.0.0.1', port: Number(new URL(gateway.adminUrl).port) }, dataDir: path.join(dir, 'reload'), auth: { createFirstKey: false }, keyStore: { type: 'file', path: keyFile } });
+
+beforeAll(async () => {
+  [slowWorker, newWorker] = await Promise.all([startWorker({ latencyMs: 800 }), startWorker()]);
+  dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-reload-'));
+  keyFile = path.join(dir, 'keys.json');
+  ({ key } = await issueKey(new FileKeyStore(keyFile), { name: 'reload' }));
+  gateway = await startGatewayProcess(dir, 'reload', { keyStore: { type: 'file', path: keyFile }, providers: { mock: { workers: [slowWorker.url] } } });
+}, 30_000);
+afterAll(async () => {
+  if (gateway) await stopProcess(gateway.child);
+  await Promise.all([slowWorker?.stop(), newWorker?.stop()]);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const send = (model = 'mock/echo') => request(gateway.url, { ca: gateway.ca, headers: bearer(key), body: chatBody({ model }) });
+const logged = (msg: string) => gateway.log.filter((line) => line.msg === msg);
+
+async function hangUp(): Promise<void> {
+  const before = logged('config reloaded').length + logged('config reload refused: the running config is kept').length;
+  gateway.child.kill('SIGHUP');
+  await eventually(() => (logged('config reloaded').length + logged('config reload refused: the running config is kept').length > before ? true : undefined), 10_000);
+}
+
+test('new providers, workers and limits take effect; requests in flight finish where they started; a bad file changes nothing', async () => {
+  const inFlight = Promise.all(Array.from({ length: 5 }, () => send()));
+  await eventually(() => (slowWorker.received.length === 5 ? true : undefined), 5000);
+
+  writeFileSync(configFile(), YAML.stringify({ ...base(), rateLimit: { requestsPerMinute: 3 }, providers: { mock: { workers: [newWorker.url] }, extra: { workers: [newWorker.url] } } }));
+  await hangUp();
+  expect(logged('config reloaded')).toHaveLength(1);
+
+  expect((await inFlight).map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
+  expect(slowWorker.received).toHaveLength(5);
+
+  expect((await send()).status).toBe(200);
+  expect((await send('extra/echo')).status).toBe(200);
+  expect(newWorker.received).toHaveLength(2);
+  expect(slowWorker.received).toHaveLength(5);
+
+  writeFileSync(configFile(), YAML.stringify({ ...base(), providers: { mock: { workers: ['not a url'] } } }));
+  await hangUp();
+  const [refused] = logged('config reload refused: the running config is kept');
+  expect(String(refused!.err)).toContain('providers.mock.workers');
+
+  expect((await send('extra/echo')).status).toBe(200); // the kept config: extra still exists...
+  const limited = await send();
+  expect(limited.status).toBe(429); // ...and so does its limit of 3 requests a minute
+  expect(limited.json().error.code).toBe('rate_limit_exceeded');
+  expect(newWorker.received).toHaveLength(3);
+}, 30_000);
