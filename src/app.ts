@@ -26,6 +26,7 @@ import type { RateLimiter } from './ratelimit/limiter';
 import { route } from './route';
 import { continueTrace } from './trace';
 import { requireHttps } from './transport';
+import type { SpanExport } from './tracing';
 import type { ProviderTable } from './upstream/providers';
 
 export const CHAT_COMPLETIONS_PATH = '/v1/chat/completions';
@@ -40,15 +41,16 @@ export interface PublicAppDeps {
   proxy: ReturnType<typeof createProxy>;
   limiter: RateLimiter;
   onKeyUsed?: (record: KeyRecord) => void;
+  spans?: SpanExport;
 }
 
-export function createPublicApp({ config, metrics, log, keyCache, providers, proxy, limiter, onKeyUsed }: PublicAppDeps): express.Express {
+export function createPublicApp({ config, metrics, log, keyCache, providers, proxy, limiter, onKeyUsed, spans }: PublicAppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.disable('etag');
   app.set('trust proxy', config.trustedProxies.length > 0 ? [...config.trustedProxies] : false);
 
-  app.use(observeRequests(metrics, config.log.access ? log.child({ log: 'access' }) : undefined));
+  app.use(observeRequests(metrics, config.log.access ? log.child({ log: 'access' }) : undefined, spans));
   app.use(helmet());
   app.use(assignRequestId);
   app.use(continueTrace);

@@ -168,6 +168,13 @@ const schema = z.strictObject({
       access: z.boolean().default(true),
     })
     .prefault({}),
+  tracing: z
+    .strictObject({
+      /** OTLP/HTTP traces endpoint (…/v1/traces); absent: no spans are exported. */
+      otlpEndpoint: workerUrl.optional(),
+      serviceName: z.string().min(1).default('chatgate'),
+    })
+    .prefault({}),
 });
 
 /** What `upstream` holds once defaults are filled in (spelt out: zod cannot infer it through upstreamSettings). */

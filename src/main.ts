@@ -27,6 +27,7 @@ import { createLogger, destinationOf, type Logger } from './log';
 import { createMetrics, type Metrics } from './metrics';
 import { startMockWorkerProcess, type MockWorkerProcess } from './mock-worker/process';
 import { createProxy } from './proxy';
+import { createSpanExport } from './tracing';
 import { RateLimiter } from './ratelimit/limiter';
 import { MemoryRateLimitStore } from './ratelimit/memory';
 import { RedisRateLimitStore } from './ratelimit/redis';
@@ -68,7 +69,7 @@ export function reloadConfig(configFile: string, running: Config, log: Logger): 
 }
 
 /** What a reload leaves alone: listeners, TLS, stores, process model. Providers, upstream settings and limits are reloaded. */
-const RESTART_ONLY_SETTINGS = ['listen', 'tls', 'plainHttp', 'admin', 'dataDir', 'keyStore', 'server', 'mockWorker', 'log', 'limits', 'trustedProxies', 'auth'] as const satisfies ReadonlyArray<keyof Config>;
+const RESTART_ONLY_SETTINGS = ['listen', 'tls', 'plainHttp', 'admin', 'dataDir', 'keyStore', 'server', 'mockWorker', 'log', 'limits', 'trustedProxies', 'auth', 'tracing'] as const satisfies ReadonlyArray<keyof Config>;
 
 /** What exists once per deployment, made by the single or primary process before serving starts. */
 export async function prepareOnce(config: Config, log: Logger) {
@@ -173,13 +174,16 @@ async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, 
   const usage = new UsageRecorder(keyStore, (err) => log.warn({ err: (err as Error).message }, 'could not record key usage'));
   usage.start(config.auth.lastUsedFlushMs);
   const rateLimitStore = await openRateLimitStore(config, log);
+  const spans = createSpanExport(config.tracing);
   return {
     keyCache,
     usage,
     rateLimitStore,
+    spans,
     async close() {
       await usage.stop();
       await rateLimitStore.close();
+      await spans?.shutdown().catch((err: Error) => log.warn({ err: err.message }, 'could not export the last spans'));
     },
   };
 }
@@ -222,7 +226,7 @@ async function buildServing(config: Config, log: Logger, metrics: Metrics, lasti
       if (context.limits?.tokensPerMinute) limiter.debitTokens(key.id, context.limits.tokensPerMinute, tokens.promptTokens + tokens.completionTokens);
     },
   });
-  const publicApp = createPublicApp({ config, metrics, log, keyCache, providers, proxy, limiter, onKeyUsed: (record) => usage.used(record.id) });
+  const publicApp = createPublicApp({ config, metrics, log, keyCache, providers, proxy, limiter, onKeyUsed: (record) => usage.used(record.id), spans: lasting.spans });
   let inFlight = 0;
   let drained: (() => void) | undefined;
   return {

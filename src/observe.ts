@@ -1,17 +1,18 @@
 /**
  * The first stage: open the request context and, when the answer is over (finished or cut), count it
- * and write its access log line. Stages record their own outcomes on the context; this one reports the
+ * and write its access log line (and its span, when spans are exported). Stages record their own outcomes on the context; this one reports the
  * request as a whole. The line names the key by id and name, never the key.
  */
 import type { RequestHandler } from 'express';
 import { contextOf, createContext, type RequestContext } from './context';
 import type { Logger } from './log';
 import type { Metrics } from './metrics';
+import type { SpanExport } from './tracing';
 
 /** Status recorded for a request whose client left before any answer was sent (nginx's convention). */
 const CLIENT_CLOSED_REQUEST = 499;
 
-export function observeRequests(metrics: Metrics, accessLog: Logger | undefined, now: () => number = () => performance.now()): RequestHandler {
+export function observeRequests(metrics: Metrics, accessLog: Logger | undefined, spans?: SpanExport, now: () => number = () => performance.now()): RequestHandler {
   return function observeRequest(req, res, next) {
     createContext(res, now());
     metrics.inFlight.inc();
@@ -23,6 +24,7 @@ export function observeRequests(metrics: Metrics, accessLog: Logger | undefined,
       metrics.requests.inc({ provider: context.provider, status: String(status) });
       metrics.requestDuration.observe({ provider: context.provider }, seconds);
       accessLog?.info(accessLine(context, req.method, req.path, req.ip, status, seconds, res.writableFinished), 'request');
+      spans?.record(context, { method: req.method, path: req.path, status, endedAt: now() });
     });
     next();
   };

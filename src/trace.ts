@@ -11,6 +11,8 @@ export interface TraceContext {
   traceId: string;
   /** The gateway's span: the parent of the worker's. */
   spanId: string;
+  /** The client's span, when it sent a valid traceparent. */
+  parentSpanId: string | undefined;
   flags: string;
   tracestate: string | undefined;
 }
@@ -19,13 +21,13 @@ const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(
 const ALL_ZERO = /^0+$/;
 
 /** Pure: the trace a request continues (its trace id and flags), or undefined to start a new one. */
-export function parseTraceparent(header: string | undefined): { traceId: string; flags: string } | undefined {
+export function parseTraceparent(header: string | undefined): { traceId: string; parentId: string; flags: string } | undefined {
   const match = typeof header === 'string' ? TRACEPARENT.exec(header.trim()) : null;
   if (!match) return undefined;
   const [, version, traceId, parentId, flags] = match as unknown as [string, string, string, string, string];
   if (version === 'ff' || ALL_ZERO.test(traceId) || ALL_ZERO.test(parentId)) return undefined;
   if (version === '00' && header!.trim().length !== 55) return undefined;
-  return { traceId, flags };
+  return { traceId, parentId, flags };
 }
 
 export function traceparentOf(trace: TraceContext): string {
@@ -38,6 +40,7 @@ export const continueTrace: RequestHandler = function continueTrace(req, res, ne
   contextOf(res).trace = {
     traceId: incoming?.traceId ?? randomBytes(16).toString('hex'),
     spanId: randomBytes(8).toString('hex'),
+    parentSpanId: incoming?.parentId,
     flags: incoming?.flags ?? '01',
     tracestate,
   };

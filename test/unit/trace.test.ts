@@ -24,5 +24,5 @@ test('a future version may carry more fields', () => {
 });
 
 test('the outgoing header names the gateway span as parent', () => {
-  expect(traceparentOf({ traceId: 'a'.repeat(32), spanId: 'b'.repeat(16), flags: '01', tracestate: undefined })).toBe(`00-${'a'.repeat(32)}-${'b'.repeat(16)}-01`);
+  expect(traceparentOf({ traceId: 'a'.repeat(32), spanId: 'b'.repeat(16), parentSpanId: 'c'.repeat(16), flags: '01', tracestate: undefined })).toBe(`00-${'a'.repeat(32)}-${'b'.repeat(16)}-01`);
 });
