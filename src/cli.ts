@@ -184,5 +184,8 @@ main(process.argv.slice(2)).then(
       process.stderr.write(`chatgate: ${err instanceof Error ? err.message : String(err)}\n`);
       process.exitCode = 1;
     }
+    // A start-up that failed half way may leave open what it had opened (store connections, the
+    // mock worker's IPC channel) and keep the process alive; the mock worker exits when we do.
+    process.exit();
   },
 );
