@@ -6,21 +6,9 @@ import { createMetrics } from '../../src/metrics';
 import { limitRate } from '../../src/ratelimit/limit-rate';
 import { RateLimiter } from '../../src/ratelimit/limiter';
 import { MemoryRateLimitStore } from '../../src/ratelimit/memory';
-import { NO_USAGE, type KeyRecord } from '../../src/auth/store/types';
+import { keyRecord } from '../fakes/key-record';
 
-const key: KeyRecord = {
-  id: 'key_1',
-  name: 'k',
-  digest: 'd',
-  prefix: 'p',
-  createdAt: '2026-01-01T00:00:00.000Z',
-  revokedAt: null,
-  expiresAt: null,
-  models: [],
-  lastUsedAt: null,
-  rateLimit: { requestsPerMinute: null, tokensPerMinute: null, maxConcurrent: 1 },
-  usage: NO_USAGE,
-};
+const key = keyRecord({ requestsPerMinute: null, tokensPerMinute: null, maxConcurrent: 1 });
 
 /** A store that answers admissions late (a slow Redis) and counts the slots it holds. */
 class SlowStore extends MemoryRateLimitStore {

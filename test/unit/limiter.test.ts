@@ -1,21 +1,9 @@
 import { RateLimiter } from '../../src/ratelimit/limiter';
 import type { RateLimitStore } from '../../src/ratelimit/store';
 import { formatDuration } from '../../src/ratelimit/limit-rate';
-import { NO_OWN_LIMITS, NO_USAGE, type KeyRecord } from '../../src/auth/store/types';
+import { keyRecord } from '../fakes/key-record';
 
-const key = (rateLimit = NO_OWN_LIMITS): KeyRecord => ({
-  id: 'key_1',
-  name: 'k',
-  digest: 'd',
-  prefix: 'p',
-  createdAt: '2026-01-01T00:00:00.000Z',
-  revokedAt: null,
-  expiresAt: null,
-  models: [],
-  lastUsedAt: null,
-  rateLimit,
-  usage: NO_USAGE,
-});
+const key = keyRecord;
 
 const failingStore: RateLimitStore = {
   admit: () => Promise.reject(new Error('redis down')),

@@ -1,0 +1,18 @@
+import { NO_OWN_LIMITS, NO_USAGE, type KeyRecord, type KeyLimits } from '../../src/auth/store/types';
+
+/** A stored key as the stages see it, for tests that need one without a store. */
+export function keyRecord(rateLimit: KeyLimits = NO_OWN_LIMITS): KeyRecord {
+  return {
+    id: 'key_1',
+    name: 'k',
+    digest: 'd',
+    prefix: 'p',
+    createdAt: '2026-01-01T00:00:00.000Z',
+    revokedAt: null,
+    expiresAt: null,
+    models: [],
+    lastUsedAt: null,
+    rateLimit,
+    usage: NO_USAGE,
+  };
+}
