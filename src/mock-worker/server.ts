@@ -35,13 +35,18 @@ const MAX_RECORDED = 1000;
 const DEFAULT_TOKENS = 16;
 
 export function createMockWorker(options: MockWorkerOptions): http.Server {
+  return http.createServer(mockWorkerHandler(options));
+}
+
+/** The worker's request listener, for any server (the benchmark also serves it over HTTPS). */
+export function mockWorkerHandler(options: MockWorkerOptions): http.RequestListener {
   const recorded: RecordedRequest[] = [];
   const record = (entry: RecordedRequest) => {
     recorded.push(entry);
     if (recorded.length > MAX_RECORDED) recorded.shift();
   };
 
-  return http.createServer((req, res) => {
+  return (req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
@@ -65,7 +70,7 @@ export function createMockWorker(options: MockWorkerOptions): http.Server {
       }
       json(res, 404, { error: { message: `mock worker: no route ${req.method} ${path}`, type: 'invalid_request_error', param: null, code: 'not_found' } });
     });
-  });
+  };
 }
 
 function chatCompletion(req: http.IncomingMessage, res: http.ServerResponse, body: string, options: MockWorkerOptions): void {

@@ -1,0 +1,138 @@
+/**
+ * The load generator, run as its own process so its CPU is not the gateway's. One task per run, given
+ * as JSON in argv; the result is one JSON line on stdout (streams also print {"plateau":true} when every
+ * stream is open, so the runner can read the gateway's memory then).
+ *   saturate   autocannon, many keep-alive connections, as fast as they go: requests/s
+ *   rate       open loop at a fixed rate: latency percentiles measured from the scheduled send time
+ *   sequential one request at a time on one connection: per-request latency
+ *   streams    N concurrent SSE streams: time to first token, time between tokens, intact or not
+ */
+import https from 'node:https';
+import autocannon from 'autocannon';
+
+export interface Target {
+  url: string;
+  ca: string;
+  headers: Record<string, string>;
+  body: string;
+}
+
+export type Task =
+  | { kind: 'saturate'; target: Target; connections: number; seconds: number }
+  | { kind: 'rate'; target: Target; rate: number; seconds: number }
+  | { kind: 'sequential'; target: Target; count: number }
+  | { kind: 'streams'; target: Target; streams: number };
+
+export function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+const summary = (samples: number[]) => {
+  const sorted = [...samples].sort((a, b) => a - b);
+  return { count: sorted.length, p50: percentile(sorted, 50), p99: percentile(sorted, 99), p999: percentile(sorted, 99.9), mean: sorted.reduce((a, b) => a + b, 0) / (sorted.length || 1) };
+};
+
+function send(target: Target, agent: https.Agent, onChunk?: (at: number) => void): Promise<{ status: number; text: string }> {
+  return new Promise((resolve) => {
+    const req = https.request(target.url, { method: 'POST', agent, ca: target.ca, servername: 'localhost', headers: { ...target.headers, 'content-type': 'application/json' } }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        onChunk?.(performance.now());
+        text += chunk;
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+      res.on('error', () => resolve({ status: 0, text }));
+    });
+    req.on('error', () => resolve({ status: 0, text: '' }));
+    req.end(target.body);
+  });
+}
+
+async function saturate(task: Extract<Task, { kind: 'saturate' }>) {
+  const result = await autocannon({
+    url: task.target.url,
+    method: 'POST',
+    headers: { ...task.target.headers, 'content-type': 'application/json' },
+    body: task.target.body,
+    connections: task.connections,
+    duration: task.seconds,
+    tlsOptions: { ca: task.target.ca, servername: 'localhost' },
+  });
+  return { requestsPerSecond: result.requests.average, requests: result.requests.total, non2xx: result.non2xx, errors: result.errors + result.timeouts };
+}
+
+async function atRate(task: Extract<Task, { kind: 'rate' }>) {
+  const agent = new https.Agent({ keepAlive: true, maxSockets: 64 });
+  const total = Math.round(task.rate * task.seconds);
+  const started = performance.now();
+  const latencies: number[] = [];
+  let failures = 0;
+  const pending: Array<Promise<void>> = [];
+  for (let i = 0; i < total; i++) {
+    const due = started + (i * 1000) / task.rate;
+    const wait = due - performance.now();
+    if (wait > 1) await new Promise((resolve) => setTimeout(resolve, wait));
+    pending.push(
+      send(task.target, agent).then(({ status }) => {
+        if (status === 200) latencies.push(performance.now() - due);
+        else failures++;
+      }),
+    );
+  }
+  await Promise.all(pending);
+  agent.destroy();
+  return { ...summary(latencies), failures };
+}
+
+async function sequential(task: Extract<Task, { kind: 'sequential' }>) {
+  const agent = new https.Agent({ keepAlive: true, maxSockets: 1 });
+  const latencies: number[] = [];
+  let failures = 0;
+  for (let i = 0; i < task.count + 50; i++) {
+    const began = performance.now();
+    const { status } = await send(task.target, agent);
+    if (i < 50) continue; // warm-up: connection, JIT
+    if (status === 200) latencies.push(performance.now() - began);
+    else failures++;
+  }
+  agent.destroy();
+  return { ...summary(latencies), failures };
+}
+
+async function streams(task: Extract<Task, { kind: 'streams' }>) {
+  const agent = new https.Agent({ keepAlive: true, maxSockets: Infinity });
+  const firstToken: number[] = [];
+  const betweenTokens: number[] = [];
+  let open = 0;
+  let intact = 0;
+  const all = Array.from({ length: task.streams }, async () => {
+    const began = performance.now();
+    let last: number | undefined;
+    const { status, text } = await send(task.target, agent, (at) => {
+      if (last === undefined) {
+        firstToken.push(at - began);
+        if (++open === task.streams) process.stdout.write(JSON.stringify({ plateau: true }) + '\n');
+      } else betweenTokens.push(at - last);
+      last = at;
+    });
+    if (status === 200 && text.trimEnd().endsWith('data: [DONE]')) intact++;
+  });
+  await Promise.all(all);
+  agent.destroy();
+  return { streams: task.streams, intact, firstTokenMs: summary(firstToken), betweenTokensMs: summary(betweenTokens) };
+}
+
+const runners = { saturate, rate: atRate, sequential, streams } as const;
+
+if (require.main === module) {
+  const task = JSON.parse(process.argv[2]!) as Task;
+  (runners[task.kind] as (task: Task) => Promise<unknown>)(task).then(
+    (result) => process.stdout.write(JSON.stringify({ result }) + '\n'),
+    (err: Error) => {
+      process.stderr.write(`${err.stack}\n`);
+      process.exit(1);
+    },
+  );
+}

@@ -1,0 +1,332 @@
+/**
+ * `npm run bench`: the gateway against the floor and the ceilings of its stack, on this machine, in
+ * one run. Servers and the load generator are separate processes; rounds alternate the order of the
+ * targets, and each figure is the median of its rounds. `--smoke` runs everything briefly (CI).
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import readline from 'node:readline';
+import { Client } from 'pg';
+import YAML from 'yaml';
+import { KeyCache } from '../src/auth/cache';
+import { issueKey } from '../src/auth/issue';
+import { FileKeyStore } from '../src/auth/store/file';
+import { PostgresKeyStore } from '../src/auth/store/postgres';
+import type { KeyStore } from '../src/auth/store/types';
+import { loadOrCreateDevCertificate } from '../src/dev-certificate';
+import type { Target, Task } from './load';
+
+const SMOKE = process.argv.includes('--smoke');
+const PLAN = SMOKE
+  ? { rounds: 1, saturateSeconds: 1, rateSeconds: 1, rate: 100, sequential: 100, streams: [50], authIterations: 2_000 }
+  : { rounds: 3, saturateSeconds: 5, rateSeconds: 4, rate: 500, sequential: 1000, streams: [1000, 5000], authIterations: 200_000 };
+const ROOT = path.join(__dirname, '..', '..', '..'); // dist/bench/bench -> repository
+const CLI = path.join(ROOT, 'dist', 'cli.js');
+const HERE = __dirname;
+const CHAT_BODY = JSON.stringify({ model: 'bench/echo', messages: [{ role: 'user', content: 'Say hello to the benchmark.' }] });
+const progress = (line: string) => process.stderr.write(`[bench] ${line}\n`);
+
+interface Server {
+  name: string;
+  child: ChildProcess;
+  url: string;
+  headers: Record<string, string>;
+}
+
+async function main() {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-bench-'));
+  const children: ChildProcess[] = [];
+  try {
+    const tls = await loadOrCreateDevCertificate(path.join(dir, 'tls'));
+    const keyFile = path.join(tls.certFile, '..', 'key.pem');
+    const serverArgs = (role: string, upstream = '') => [path.join(HERE, 'servers.js'), role, tls.certFile, keyFile, upstream];
+
+    progress('starting the mock worker, the bare proxies and chatgate (1 and 2 processes)');
+    const worker = await startJsonProcess(serverArgs('worker'), children);
+    const upstream = `http://127.0.0.1:${worker.ports.http}`;
+    const { key } = await issueKey(new FileKeyStore(path.join(dir, 'keys.json')), { name: 'bench' });
+    const auth = { authorization: `Bearer ${key}` };
+    const servers: Server[] = [
+      { name: 'direct', child: worker.child, url: `https://127.0.0.1:${worker.ports.https}/v1/chat/completions`, headers: {} },
+      { name: 'bare proxy', ...(await proxyServer(serverArgs('bare', upstream), children)) },
+      { name: 'bare Express', ...(await proxyServer(serverArgs('express', upstream), children)) },
+      { name: 'chatgate', ...(await chatgate(dir, 'one', 1, upstream, keyFile, tls.certFile, children)), headers: auth },
+      { name: 'chatgate ×2', ...(await chatgate(dir, 'two', 2, upstream, keyFile, tls.certFile, children)), headers: auth },
+    ];
+    const ca = readFileSync(tls.certFile, 'utf8');
+    const target = (server: Server, body = CHAT_BODY, extra: Record<string, string> = {}): Target => ({ url: server.url, ca, headers: { ...server.headers, ...extra }, body });
+
+    const rounds: Record<string, Array<Record<string, number>>> = Object.fromEntries(servers.map((s) => [s.name, []]));
+    for (let round = 1; round <= PLAN.rounds; round++) {
+      const order = round % 2 === 1 ? servers : [...servers].reverse();
+      for (const server of order) {
+        progress(`round ${round}/${PLAN.rounds}: ${server.name}`);
+        const cpuBefore = cpuSeconds(server.child.pid!);
+        const saturated = await load<{ requestsPerSecond: number; requests: number; non2xx: number; errors: number }>({ kind: 'saturate', target: target(server), connections: 64, seconds: PLAN.saturateSeconds });
+        const cpuPerRequestUs = ((cpuSeconds(server.child.pid!) - cpuBefore) / Math.max(saturated.requests, 1)) * 1e6;
+        const rssMiB = rssKiB(server.child.pid!) / 1024;
+        const rated = await load<{ p50: number; p99: number; p999: number; failures: number }>({ kind: 'rate', target: target(server), rate: PLAN.rate, seconds: PLAN.rateSeconds });
+        const sequential = await load<{ p50: number; mean: number; failures: number }>({ kind: 'sequential', target: target(server), count: PLAN.sequential });
+        const failures = saturated.non2xx + saturated.errors + rated.failures + sequential.failures;
+        rounds[server.name]!.push({ rps: saturated.requestsPerSecond, p50: rated.p50, p99: rated.p99, p999: rated.p999, seqP50: sequential.p50, seqMean: sequential.mean, cpuPerRequestUs, rssMiB, failures });
+      }
+    }
+    const figures = Object.fromEntries(Object.entries(rounds).map(([name, list]) => [name, medianOf(list)]));
+
+    const streamFigures = [];
+    for (const n of PLAN.streams) {
+      const streamBody = JSON.stringify({ model: 'bench/echo', stream: true, messages: [{ role: 'user', content: 'Stream to the benchmark.' }] });
+      const pacing = { 'x-mock-tokens': '20', 'x-mock-tokens-per-second': '10' };
+      progress(`${n} concurrent streams, direct`);
+      const direct = await load<StreamResult>({ kind: 'streams', target: target(servers[0]!, streamBody, pacing), streams: n });
+      const gateway = servers[3]!;
+      const idleKiB = rssKiB(gateway.child.pid!);
+      let plateauKiB = idleKiB;
+      progress(`${n} concurrent streams, chatgate`);
+      const through = await load<StreamResult>({ kind: 'streams', target: target(gateway, streamBody, pacing), streams: n }, () => (plateauKiB = rssKiB(gateway.child.pid!)));
+      streamFigures.push({
+        streams: n,
+        intact: through.intact,
+        directIntact: direct.intact,
+        kibPerStream: (plateauKiB - idleKiB) / n,
+        addedFirstTokenP50Ms: through.firstTokenMs.p50 - direct.firstTokenMs.p50,
+        addedFirstTokenP99Ms: through.firstTokenMs.p99 - direct.firstTokenMs.p99,
+        betweenTokensP50Ms: through.betweenTokensMs.p50,
+        betweenTokensP99Ms: through.betweenTokensMs.p99,
+        directBetweenTokensP99Ms: direct.betweenTokensMs.p99,
+      });
+    }
+
+    progress('key check cost (in this process)');
+    const authFigures = await authCost(dir);
+
+    const results = { at: new Date().toISOString(), smoke: SMOKE, machine: machine(), plan: PLAN, figures, streams: streamFigures, auth: authFigures };
+    const resultsDir = path.join(ROOT, 'bench', 'results');
+    mkdirSync(resultsDir, { recursive: true });
+    const file = path.join(resultsDir, `${results.at.replace(/[:.]/g, '-')}${SMOKE ? '-smoke' : ''}.json`);
+    writeFileSync(file, JSON.stringify(results, null, 2) + '\n');
+    process.stdout.write(report(results) + `\nfigures written to ${path.relative(process.cwd(), file)}\n`);
+  } finally {
+    await Promise.all(children.map(stop));
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+interface StreamResult {
+  intact: number;
+  firstTokenMs: { p50: number; p99: number };
+  betweenTokensMs: { p50: number; p99: number };
+}
+
+function load<T>(task: Task, onPlateau?: () => void): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [path.join(HERE, 'load.js'), JSON.stringify(task)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let result: T | undefined;
+    readline.createInterface({ input: child.stdout! }).on('line', (line) => {
+      const message = JSON.parse(line) as { plateau?: boolean; result?: T };
+      if (message.plateau) onPlateau?.();
+      if (message.result) result = message.result;
+    });
+    child.on('exit', (code) => (result !== undefined ? resolve(result) : reject(new Error(`load generator exited with ${code}`))));
+  });
+}
+
+function startJsonProcess(args: string[], children: ChildProcess[]): Promise<{ child: ChildProcess; ports: Record<string, number> }> {
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
+  children.push(child);
+  return new Promise((resolve, reject) => {
+    readline.createInterface({ input: child.stdout! }).once('line', (line) => resolve({ child, ports: (JSON.parse(line) as { ports: Record<string, number> }).ports }));
+    child.once('exit', (code) => reject(new Error(`${args[1]} exited with ${code}`)));
+  });
+}
+
+async function proxyServer(args: string[], children: ChildProcess[]) {
+  const { child, ports } = await startJsonProcess(args, children);
+  return { child, url: `https://127.0.0.1:${ports.https}/v1/chat/completions`, headers: {} };
+}
+
+/** chatgate as operators run it (`chatgate serve --config`), access log on, written to /dev/null. */
+async function chatgate(dir: string, name: string, processes: number, upstream: string, keyFile: string, certFile: string, children: ChildProcess[]) {
+  const port = await freePort();
+  const configFile = path.join(dir, `${name}.yaml`);
+  writeFileSync(
+    configFile,
+    YAML.stringify({
+      listen: { host: '127.0.0.1', port },
+      admin: { host: '127.0.0.1', port: await freePort() },
+      tls: { cert: certFile, key: keyFile },
+      dataDir: path.join(dir, name),
+      keyStore: { type: 'file', path: path.join(dir, 'keys.json') },
+      auth: { createFirstKey: false },
+      server: { processes },
+      log: { level: 'info', destination: '/dev/null' },
+      providers: { bench: { workers: [upstream] } },
+    }),
+  );
+  // CHATGATE_BENCH_PROFILE=DIR writes a CPU profile of each chatgate process there (--cpu-prof).
+  const profile = process.env.CHATGATE_BENCH_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.CHATGATE_BENCH_PROFILE}`] : [];
+  const child = spawn(process.execPath, [...profile, CLI, 'serve', '--config', configFile], { stdio: ['ignore', 'ignore', 'inherit'] });
+  children.push(child);
+  await waitForPort(port);
+  if (processes > 1) await new Promise((resolve) => setTimeout(resolve, 1500)); // every serving process up
+  return { child, url: `https://127.0.0.1:${port}/v1/chat/completions` };
+}
+
+async function authCost(dir: string) {
+  const measure = async (store: KeyStore) => {
+    const { key, record } = await issueKey(store, { name: 'auth-bench' });
+    const cache = new KeyCache(store, { size: 1000, ttlMs: 60_000, negativeSize: 1000, negativeTtlMs: 5000 }, { hit: () => undefined, miss: () => undefined });
+    await cache.lookup(key);
+    let began = process.hrtime.bigint();
+    for (let i = 0; i < PLAN.authIterations; i++) await cache.lookup(key);
+    const hitUs = Number(process.hrtime.bigint() - began) / 1000 / PLAN.authIterations;
+    const misses = Math.max(200, PLAN.authIterations / 200);
+    began = process.hrtime.bigint();
+    for (let i = 0; i < misses; i++) {
+      cache.invalidate(record.digest);
+      await cache.lookup(key);
+    }
+    const missUs = Number(process.hrtime.bigint() - began) / 1000 / misses;
+    await store.revoke(record.id, new Date());
+    return { hitUs, missUs };
+  };
+  const file = new FileKeyStore(path.join(dir, 'auth-keys.json'));
+  const figures: Record<string, { hitUs: number; missUs: number } | string> = { file: await measure(file) };
+  const url = process.env.CHATGATE_BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/chatgate_bench';
+  try {
+    const admin = new Client({ connectionString: url.replace(/\/[^/]*$/, '/postgres'), connectionTimeoutMillis: 2000 });
+    await admin.connect();
+    await admin.query('CREATE DATABASE chatgate_bench').catch(() => undefined); // already there
+    await admin.end();
+    const postgres = await PostgresKeyStore.open(url);
+    figures.postgres = await measure(postgres);
+    await postgres.close();
+  } catch (err) {
+    figures.postgres = `not measured: ${(err as Error).message}`;
+  }
+  return figures;
+}
+
+function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    child.once('exit', () => resolve());
+    child.kill('SIGTERM');
+  });
+}
+
+function medianOf(list: Array<Record<string, number>>): Record<string, number> {
+  return Object.fromEntries(
+    Object.keys(list[0]!).map((name) => {
+      const sorted = list.map((entry) => entry[name]!).sort((a, b) => a - b);
+      return [name, sorted[Math.floor(sorted.length / 2)]!];
+    }),
+  );
+}
+
+/** CPU seconds (user + system) of a process and its descendants, from /proc. */
+function cpuSeconds(pid: number): number {
+  return processTree(pid).reduce((total, id) => {
+    const fields = readProc(id, 'stat').split(') ')[1]?.split(' ') ?? [];
+    return total + (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (USER_HZ 100)
+  }, 0);
+}
+
+function rssKiB(pid: number): number {
+  return processTree(pid).reduce((total, id) => total + Number(/VmRSS:\s+(\d+)/.exec(readProc(id, 'status'))?.[1] ?? 0), 0);
+}
+
+function processTree(pid: number): number[] {
+  const children = spawnSync('ps', ['-o', 'pid=', '--ppid', String(pid)], { encoding: 'utf8' }).stdout.split('\n').map(Number).filter(Boolean);
+  return [pid, ...children.flatMap(processTree)];
+}
+
+function readProc(pid: number, file: string): string {
+  try {
+    return readFileSync(`/proc/${pid}/${file}`, 'utf8');
+  } catch {
+    return '';
+  }
+}
+
+function freePort(): Promise<number> {
+  const server = net.createServer();
+  return new Promise((resolve) =>
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    }),
+  );
+}
+
+async function waitForPort(port: number): Promise<void> {
+  for (let tries = 0; tries < 200; tries++) {
+    const open = await new Promise<boolean>((resolve) => {
+      const socket = net.connect(port, '127.0.0.1', () => resolve(true));
+      socket.on('error', () => resolve(false));
+      socket.setTimeout(500, () => resolve(false));
+    }).then((ok) => ok);
+    if (open) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`nothing listens on ${port}`);
+}
+
+function machine() {
+  return { cpus: os.cpus().length, cpu: os.cpus()[0]?.model, memoryGiB: Math.round(os.totalmem() / 2 ** 30), node: process.version, platform: `${os.type()} ${os.release()}` };
+}
+
+function report(results: { figures: Record<string, Record<string, number>>; streams: Array<Record<string, number>>; auth: Record<string, unknown>; machine: ReturnType<typeof machine>; smoke: boolean }): string {
+  const f = results.figures;
+  const direct = f['direct']!;
+  const rows = Object.entries(f).map(([name, x]) => [
+    name,
+    x.rps!.toFixed(0),
+    `${x.p50!.toFixed(2)} / ${x.p99!.toFixed(2)} / ${x.p999!.toFixed(2)}`,
+    `${(x.p99! - direct.p99!).toFixed(2)}`,
+    `${x.seqP50!.toFixed(3)}`,
+    `${(x.seqP50! - direct.seqP50!).toFixed(3)}`,
+    x.cpuPerRequestUs!.toFixed(0),
+    x.rssMiB!.toFixed(0),
+    String(x.failures),
+  ]);
+  const header = ['target', 'req/s (saturated)', `p50 / p99 / p99.9 ms @${PLAN.rate}/s`, 'added p99 ms', 'sequential p50 ms', 'added seq. p50 ms', 'CPU µs/req', 'RSS MiB', 'failures'];
+  const ratio = (a: string, b: string) => (f[a]!.rps! / f[b]!.rps!).toFixed(2);
+  const lines = [
+    `chatgate benchmark${results.smoke ? ' (smoke run: figures are not meaningful)' : ''}: ${results.machine.cpus} × ${results.machine.cpu}, Node ${results.machine.node}`,
+    '',
+    table([header, ...rows]),
+    '',
+    `throughput ratios: chatgate/bare Express ${ratio('chatgate', 'bare Express')}×, chatgate/bare proxy ${ratio('chatgate', 'bare proxy')}×, chatgate/direct ${ratio('chatgate', 'direct')}×, chatgate ×2/chatgate ${ratio('chatgate ×2', 'chatgate')}×`,
+    '',
+    table([
+      ['streams', 'intact (chatgate / direct)', 'KiB per open stream', 'added first token p50 / p99 ms', 'between tokens p50 / p99 ms (direct p99)'],
+      ...results.streams.map((s) => [
+        String(s.streams),
+        `${s.intact} / ${s.directIntact}`,
+        s.kibPerStream!.toFixed(1),
+        `${s.addedFirstTokenP50Ms!.toFixed(2)} / ${s.addedFirstTokenP99Ms!.toFixed(2)}`,
+        `${s.betweenTokensP50Ms!.toFixed(1)} / ${s.betweenTokensP99Ms!.toFixed(1)} (${s.directBetweenTokensP99Ms!.toFixed(1)})`,
+      ]),
+    ]),
+    '',
+    `key check: ${Object.entries(results.auth)
+      .map(([store, x]) => (typeof x === 'string' ? `${store} ${x}` : `${store} store: cache hit ${(x as { hitUs: number }).hitUs.toFixed(2)} µs, miss ${(x as { missUs: number }).missUs.toFixed(1)} µs`))
+      .join('; ')}`,
+  ];
+  return lines.join('\n') + '\n';
+}
+
+function table(rows: string[][]): string {
+  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
+  const line = (row: string[]) => '| ' + row.map((cell, column) => cell.padEnd(widths[column]!)).join(' | ') + ' |';
+  return [line(rows[0]!), '|' + widths.map((w) => '-'.repeat(w + 2)).join('|') + '|', ...rows.slice(1).map(line)].join('\n');
+}
+
+main().catch((err: Error) => {
+  process.stderr.write(`bench failed: ${err.stack}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,56 @@
+/**
+ * The benchmark's servers, each in its own process: `worker` (the mock worker over HTTP for the
+ * proxies and over HTTPS for direct calls), `bare` (Node https + http-proxy, nothing else) and
+ * `express` (Express 5 + helmet + http-proxy, no auth or validation). Each prints {"ports":...} once
+ * it listens.
+ */
+import http from 'node:http';
+import https from 'node:https';
+import { readFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import express from 'express';
+import helmet from 'helmet';
+import httpProxy from 'http-proxy';
+import { mockWorkerHandler } from '../src/mock-worker/server';
+
+const [role, certFile, keyFile, upstream] = process.argv.slice(2) as [string, string, string, string | undefined];
+const tls = { cert: readFileSync(certFile), key: readFileSync(keyFile) };
+
+function listen(server: http.Server): Promise<number> {
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)));
+}
+
+function proxyTo(target: string) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+  const proxy = httpProxy.createProxyServer({ target, agent, ignorePath: true });
+  proxy.on('error', (_err, _req, res) => {
+    if ('writeHead' in res && !res.headersSent) res.writeHead(502);
+    res.end();
+  });
+  return (req: http.IncomingMessage, res: http.ServerResponse) => proxy.web(req, res);
+}
+
+async function main(): Promise<Record<string, number>> {
+  if (role === 'worker') {
+    const handler = mockWorkerHandler({ latencyMs: 0, tokensPerSecond: 1_000_000 });
+    return { http: await listen(http.createServer({ keepAliveTimeout: 60_000 }, handler)), https: await listen(https.createServer({ ...tls, keepAliveTimeout: 60_000 }, handler)) };
+  }
+  const target = `${upstream}/v1/chat/completions`;
+  if (role === 'bare') return { https: await listen(https.createServer({ ...tls, keepAliveTimeout: 60_000 }, proxyTo(target))) };
+  if (role === 'express') {
+    const app = express();
+    app.use(helmet());
+    app.post('/v1/chat/completions', proxyTo(target));
+    return { https: await listen(https.createServer({ ...tls, keepAliveTimeout: 60_000 }, app)) };
+  }
+  throw new Error(`unknown role ${role}`);
+}
+
+main().then(
+  (ports) => process.stdout.write(JSON.stringify({ ports }) + '\n'),
+  (err: Error) => {
+    process.stderr.write(`${err.message}\n`);
+    process.exit(1);
+  },
+);
+process.on('disconnect', () => process.exit(0));
