@@ -44,13 +44,18 @@ export interface PublicAppDeps {
   spans?: SpanExport;
 }
 
+/** Access lines are built field by field from the context (no headers): redaction has nothing to do there, and it halves their cost. */
+function accessLogger(log: Logger): Logger {
+  return log.child({ log: 'access' }, { redact: { paths: [] } });
+}
+
 export function createPublicApp({ config, metrics, log, keyCache, providers, proxy, limiter, onKeyUsed, spans }: PublicAppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.disable('etag');
   app.set('trust proxy', config.trustedProxies.length > 0 ? [...config.trustedProxies] : false);
 
-  app.use(observeRequests(metrics, config.log.access ? log.child({ log: 'access' }) : undefined, spans));
+  app.use(observeRequests(metrics, config.log.access ? accessLogger(log) : undefined, spans));
   app.use(helmet());
   app.use(assignRequestId);
   app.use(continueTrace);

@@ -15,7 +15,7 @@
  */
 import type { Agent, ClientRequest, IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { Readable, type Transform } from 'node:stream';
+import type { Readable, Transform } from 'node:stream';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import httpProxy from 'http-proxy';
 import { contextOf, required, type RequestContext } from './context';
@@ -156,7 +156,20 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
 
     const { idleTimeoutMs } = attempt.target.provider.settings;
     arm(attempt, 'idle', idleTimeoutMs);
-    upstreamResponse.on('data', () => attempt.timer?.refresh());
+    if (stream) {
+      const firstToken = metrics.streamFirstToken.labels(attempt.target.provider.name);
+      const interToken = metrics.streamInterToken.labels(attempt.target.provider.name);
+      let lastChunkAt: number | undefined;
+      upstreamResponse.on('data', () => {
+        attempt.timer?.refresh();
+        const at = now();
+        if (lastChunkAt === undefined) firstToken.observe((at - required(attempt.context.dispatchedAt, 'dispatch time')) / 1000);
+        else interToken.observe((at - lastChunkAt) / 1000);
+        lastChunkAt = at;
+      });
+    } else {
+      upstreamResponse.on('data', () => attempt.timer?.refresh());
+    }
     upstreamResponse.on('end', () => settle(attempt, outcomeOfAnswer(upstreamResponse.statusCode ?? 502)));
     upstreamResponse.on('close', () => {
       if (upstreamResponse.complete || attempt.settled) return;
@@ -197,7 +210,7 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
       tried.add(state);
       const attempt: Attempt = { context, target, state, connected: false, answering: false, settled: false };
       attempts.set(res, attempt);
-      const options = { target: state.worker.proxyTarget, agent: state.worker.agent, buffer: Readable.from([target.body]) };
+      const options = { target: state.worker.proxyTarget, agent: state.worker.agent, buffer: wholeBody(target.body) };
       proxy.web(req, res, options, (err: Error) => {
         if (attempt.answering) return; // a failure mid-answer is handled where the answer is relayed
         const stale = !staleRetried && isStalePooledConnection(attempt, err);
@@ -225,6 +238,15 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
   };
 
   return { handle, close: () => proxy.close() };
+}
+
+/**
+ * http-proxy sends the body with `options.buffer.pipe(upstreamRequest)`. The body is already whole in
+ * memory, so it is written in one call, without a Readable per request (test/integration/proxy.test.ts
+ * checks the worker receives it intact).
+ */
+function wholeBody(body: Buffer): Readable {
+  return { pipe: (upstreamRequest: ClientRequest) => upstreamRequest.end(body) } as unknown as Readable;
 }
 
 /**
