@@ -8,6 +8,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 export const NO_PROVIDER = 'none';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
+const INTER_TOKEN_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5];
 const OVERHEAD_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
 
 const LINT_FAILING_DEFAULT_METRICS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
@@ -57,6 +58,20 @@ export function createMetrics() {
       help: 'Time from sending the request to a worker to its response headers, by provider.',
       labelNames: ['provider'] as const,
       buckets: LATENCY_BUCKETS,
+      registers,
+    }),
+    streamFirstToken: new Histogram({
+      name: 'chatgate_stream_time_to_first_token_seconds',
+      help: "Streams: time from sending the request to a worker to the first SSE chunk of its answer (a chunk carries about one token), by provider.",
+      labelNames: ['provider'] as const,
+      buckets: LATENCY_BUCKETS,
+      registers,
+    }),
+    streamInterToken: new Histogram({
+      name: 'chatgate_stream_inter_token_seconds',
+      help: 'Streams: time between consecutive SSE chunks from a worker, as relayed, by provider.',
+      labelNames: ['provider'] as const,
+      buckets: INTER_TOKEN_BUCKETS,
       registers,
     }),
     gatewayOverhead: new Histogram({

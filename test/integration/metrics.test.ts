@@ -40,6 +40,23 @@ test('request, auth and cache metrics count what happened', async () => {
   expect(after).not.toContain(f.key);
 });
 
+test('a stream is measured chunk by chunk: time to its first token, and between tokens', async () => {
+  const before = await scrapeGateway();
+  const tokens = 6;
+  const streamed = await request(f.gw.url, { ca: f.gw.ca, headers: { ...bearer(f.key), 'x-mock-tokens': String(tokens), 'x-mock-tokens-per-second': '50' }, body: chatBody({ stream: true }) });
+  expect(streamed.status).toBe(200);
+  const after = await scrapeGateway();
+  const delta = (series: string) => sample(after, series) - sample(before, series);
+  expect(delta('chatgate_stream_time_to_first_token_seconds_count{provider="mock"}')).toBe(1);
+  // The worker paces one token per 20 ms: the gaps between chunks are seen as such, not as ~0.
+  const gaps = delta('chatgate_stream_inter_token_seconds_count{provider="mock"}');
+  expect(gaps).toBeGreaterThanOrEqual(tokens - 1);
+  expect(delta('chatgate_stream_inter_token_seconds_bucket{provider="mock",le="0.01"}')).toBeLessThan(gaps);
+  const nonStream = await request(f.gw.url, { ca: f.gw.ca, headers: bearer(f.key), body: chatBody() });
+  expect(nonStream.status).toBe(200);
+  expect(sample(await scrapeGateway(), 'chatgate_stream_time_to_first_token_seconds_count{provider="mock"}')).toBe(sample(after, 'chatgate_stream_time_to_first_token_seconds_count{provider="mock"}'));
+});
+
 test('the exposition passes promtool check metrics (lint included)', async () => {
   const text = await scrapeGateway();
   const result = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
