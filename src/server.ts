@@ -10,10 +10,10 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
-import type { RequestListener } from 'node:http';
+import type { RequestListener, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import type { Config } from './config';
-import { errors } from './errors';
+import { errors, type GatewayError } from './errors';
 
 /** How often node checks headersTimeout/requestTimeout against open connections. */
 const TIMEOUT_CHECK_INTERVAL_MS = 1000;
@@ -57,6 +57,7 @@ export async function openListeners(
     apps.publicApp,
   );
   secureServer.on('connection', (socket: Socket) => track(sockets, socket));
+  secureServer.on('clientError', answerClientError);
   secureServer.on('tlsClientError', (err: NodeJS.ErrnoException, tlsSocket: TLSSocket) => {
     if (err.code === 'ERR_SSL_HTTP_REQUEST' && refusePlainHttp(tlsSocket)) events.plainHttpRefused(tlsSocket.remoteAddress);
   });
@@ -67,6 +68,7 @@ export async function openListeners(
   if (config.plainHttp) {
     plainServer = http.createServer({ ...timeouts, noDelay: true }, apps.publicApp);
     plainServer.on('connection', (socket: Socket) => track(sockets, socket));
+    plainServer.on('clientError', answerClientError);
     plainAddress = await listen(plainServer, config.plainHttp.port, config.plainHttp.host);
   }
   const admin = apps.adminApp ? await openAdminListener(config, apps.adminApp) : undefined;
@@ -109,15 +111,40 @@ export async function openAdminListener(config: Pick<Config, 'admin'>, app: Requ
 function refusePlainHttp(tlsSocket: TLSSocket): boolean {
   const raw = (tlsSocket as TLSSocket & { _parent?: Socket })._parent;
   if (!raw || raw.destroyed || !raw.writable) return false;
-  const body = JSON.stringify(errors.httpsRequired().toBody());
-  raw.end(
-    'HTTP/1.1 403 Forbidden\r\n' +
-      'Content-Type: application/json; charset=utf-8\r\n' +
-      `Content-Length: ${Buffer.byteLength(body)}\r\n` +
-      'Connection: close\r\n\r\n' +
-      body,
-  );
+  raw.end(rawErrorResponse(errors.httpsRequired(), 'Forbidden'));
   return true;
+}
+
+/**
+ * A request Node's HTTP parser refused (broken framing, headers too large, too slow) never reaches the
+ * app; its answer is still the OpenAI error body, then the connection closes (its framing is unknown).
+ */
+function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
+  // A parse error in a body (bad chunk framing) comes after the request reached the app: its answer
+  // has not started, so this one goes out instead, and the app's later attempt meets a closed socket.
+  const answer = (socket as Socket & { _httpMessage?: ServerResponse })._httpMessage;
+  if (!socket.writable || answer?.headersSent) {
+    socket.destroy();
+    return;
+  }
+  const [error, reason] =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? [errors.headersTooLarge(), 'Request Header Fields Too Large']
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [errors.requestTimeout(), 'Request Timeout']
+        : [errors.malformedRequest(), 'Bad Request'];
+  socket.end(rawErrorResponse(error, reason));
+}
+
+function rawErrorResponse(error: GatewayError, reason: string): string {
+  const body = JSON.stringify(error.toBody());
+  return (
+    `HTTP/1.1 ${error.status} ${reason}\r\n` +
+    'Content-Type: application/json; charset=utf-8\r\n' +
+    `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+    'Connection: close\r\n\r\n' +
+    body
+  );
 }
 
 function track(sockets: Set<Socket>, socket: Socket): void {

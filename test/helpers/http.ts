@@ -1,5 +1,6 @@
 /** Clients for tests: raw HTTPS requests that trust the gateway's dev certificate, and the official openai client. */
 import https from 'node:https';
+import tls from 'node:tls';
 import http from 'node:http';
 import OpenAI from 'openai';
 import { Agent, fetch as undiciFetch } from 'undici';
@@ -57,5 +58,24 @@ export function openaiClient(baseUrl: string, apiKey: string, ca: string): OpenA
     apiKey,
     maxRetries: 0,
     fetch: ((input: unknown, init?: Record<string, unknown>) => undiciFetch(input as string, { ...init, dispatcher } as never)) as never,
+  });
+}
+
+/** Send raw bytes over TLS and collect what comes back until the server closes (or a bound passes). */
+export async function rawExchange(target: { url: string; ca: string }, payload: string): Promise<{ head: string; closed: boolean }> {
+  const port = Number(new URL(target.url).port);
+  return new Promise((resolve, reject) => {
+    const socket = tls.connect({ port, host: '127.0.0.1', ca: target.ca, servername: 'localhost' }, () => socket.write(payload));
+    let text = '';
+    const bound = setTimeout(() => {
+      socket.destroy();
+      resolve({ head: text, closed: false });
+    }, 5000);
+    socket.on('data', (chunk) => (text += chunk.toString('utf8')));
+    socket.on('close', () => {
+      clearTimeout(bound);
+      resolve({ head: text, closed: true });
+    });
+    socket.on('error', reject);
   });
 }

@@ -5,7 +5,7 @@
  */
 import net from 'node:net';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
-import { basic, bearer, chatBody, request, type RawResponse } from '../helpers/http';
+import { basic, bearer, chatBody, rawExchange, request, type RawResponse } from '../helpers/http';
 import { eventually, startWorker, type WorkerProcess } from '../helpers/processes';
 
 let worker: WorkerProcess;
@@ -221,24 +221,4 @@ async function unusedPort(): Promise<number> {
   const { port } = server.address() as net.AddressInfo;
   await new Promise((resolve) => server.close(resolve));
   return port;
-}
-
-/** Send raw bytes over TLS and collect what comes back until the server closes (or a bound passes). */
-async function rawExchange(target: TestGateway, payload: string): Promise<{ head: string; closed: boolean }> {
-  const tls = await import('node:tls');
-  const port = Number(new URL(target.url).port);
-  return new Promise((resolve, reject) => {
-    const socket = tls.connect({ port, host: '127.0.0.1', ca: target.ca, servername: 'localhost' }, () => socket.write(payload));
-    let text = '';
-    const bound = setTimeout(() => {
-      socket.destroy();
-      resolve({ head: text, closed: false });
-    }, 5000);
-    socket.on('data', (chunk) => (text += chunk.toString('utf8')));
-    socket.on('close', () => {
-      clearTimeout(bound);
-      resolve({ head: text, closed: true });
-    });
-    socket.on('error', reject);
-  });
 }

@@ -4,7 +4,7 @@
  */
 import tls from 'node:tls';
 import { gatewayWithWorker } from '../helpers/fixture';
-import { bearer, chatBody, request } from '../helpers/http';
+import { bearer, chatBody, rawExchange, request } from '../helpers/http';
 
 const f = gatewayWithWorker({
   plainHttp: { host: '127.0.0.1', port: 0 },
@@ -47,6 +47,32 @@ test('a client that never finishes its headers gets 408 after headersTimeout, an
   expect((await request(f.gw.url, { ca: f.gw.ca, headers: bearer(f.key), body: chatBody() })).status).toBe(200);
   await new Promise((resolve) => slow.once('close', resolve));
   expect(answer).toMatch(/^HTTP\/1\.1 408 /);
+  expect(errorOf(answer).code).toBe('request_timeout');
+});
+
+/** The OpenAI error body of a raw HTTP answer. */
+function errorOf(answer: string): { message: string; type: string; param: string | null; code: string } {
+  return (JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) as { error: { message: string; type: string; param: string | null; code: string } }).error;
+}
+
+describe('requests the HTTP parser refuses get the OpenAI error body, the connection is closed, and nothing is proxied', () => {
+  const body = chatBody();
+  const head = (key: string) => `POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\n`;
+  const cases: Array<[string, (key: string) => string, number, string]> = [
+    ['Content-Length together with Transfer-Encoding (smuggling)', (key) => `${head(key)}Content-Length: ${body.length}\r\nTransfer-Encoding: chunked\r\n\r\n${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`, 400, 'malformed_request'],
+    ['two different Content-Lengths', (key) => `${head(key)}Content-Length: ${body.length}\r\nContent-Length: 5\r\n\r\n${body}`, 400, 'malformed_request'],
+    ['a header line without a colon', (key) => `${head(key)}this is not a header\r\nContent-Length: ${body.length}\r\n\r\n${body}`, 400, 'malformed_request'],
+    ['a broken chunked body', (key) => `${head(key)}Transfer-Encoding: chunked\r\n\r\nzz\r\n${body}\r\n0\r\n\r\n`, 400, 'malformed_request'],
+    ['headers over 16 KiB', (key) => `${head(key)}X-Padding: ${'a'.repeat(20_000)}\r\nContent-Length: ${body.length}\r\n\r\n${body}`, 431, 'request_headers_too_large'],
+  ];
+  test.each(cases)('%s', async (_name, payload, status, code) => {
+    const { head: answer, closed } = await rawExchange(f.gw, payload(f.key));
+    expect(answer.slice(0, 12)).toBe(`HTTP/1.1 ${status}`);
+    expect(errorOf(answer)).toMatchObject({ type: 'invalid_request_error', code, param: null });
+    expect(answer).not.toContain(f.key);
+    expect(closed).toBe(true);
+    expect(await f.worker.requests()).toEqual([]);
+  });
 });
 
 test('TLS below 1.2 is refused', async () => {
