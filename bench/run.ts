@@ -163,12 +163,14 @@ async function chatgate(dir: string, name: string, processes: number, upstream: 
       auth: { createFirstKey: false },
       server: { processes },
       log: { level: 'info', destination: '/dev/null' },
+      // Thousands of concurrent streams need as many connections to the worker (the default, 256, queues the rest).
+      upstream: { maxSocketsPerWorker: 8192 },
       providers: { bench: { workers: [upstream] } },
     }),
   );
   // CHATGATE_BENCH_PROFILE=DIR writes a CPU profile of each chatgate process there (--cpu-prof).
   const profile = process.env.CHATGATE_BENCH_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.CHATGATE_BENCH_PROFILE}`] : [];
-  const child = spawn(process.execPath, [...profile, CLI, 'serve', '--config', configFile], { stdio: ['ignore', 'ignore', 'inherit'] });
+  const child = spawn(process.execPath, [...profile, CLI, 'serve', '--config', configFile], { stdio: ['ignore', 'ignore', 'ignore'] });
   children.push(child);
   await waitForPort(port);
   if (processes > 1) await new Promise((resolve) => setTimeout(resolve, 1500)); // every serving process up
