@@ -102,7 +102,11 @@ const schema = z.strictObject({
       host: host.default('127.0.0.1'),
       port: port.default(9464),
       /** Guards /admin/api and the console. Absent: both are off. */
-      token: z.string().min(16, 'must be at least 16 characters').optional(),
+      token: z
+        .string()
+        .min(16, 'must be at least 16 characters')
+        .regex(/^[A-Za-z0-9\-._~+/]+=*$/, 'must be letters, digits and - . _ ~ + / only (it is sent as a Bearer token; a space or # could never match)')
+        .optional(),
     })
     .prefault({}),
   trustedProxies,

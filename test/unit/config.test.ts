@@ -89,6 +89,7 @@ test.each([
   ['a bad provider name', { providers: { 'bad name': { workers: ['http://x:1'] } } }, 'bad name'],
   ['an unknown key store type', { ...minimal, keyStore: { type: 'mysql' } }, 'keyStore'],
   ['a short admin token', { ...minimal, admin: { token: 'short' } }, 'admin.token'],
+  ['an admin token no Bearer header can carry', { ...minimal, admin: { token: 'correct horse battery staple' } }, 'admin.token'],
   ['redis limits without a url', { ...minimal, rateLimit: { store: 'redis' } }, 'rateLimit.url'],
   ['a log level that does not exist', { ...minimal, log: { level: 'verbose' } }, 'log.level'],
 ])('%s is refused, naming the field', (_name, document, named) => {
