@@ -3,6 +3,8 @@
  * the error handler turns it into the OpenAI error body. Anything that is not a GatewayError is an
  * internal fault: the client gets a generic 500 that carries the request id and nothing internal.
  */
+import { withoutKeys } from './auth/keys';
+
 export type ErrorType =
   | 'invalid_request_error'
   | 'permission_error'
@@ -55,7 +57,7 @@ export const errors = {
   invalidApiKey: () =>
     invalid(401, 'invalid_api_key', 'Incorrect API key provided, or the key is revoked or expired.', null, challenge),
   modelNotAllowed: (model: string) =>
-    new GatewayError(403, 'permission_error', 'model_not_allowed', `This API key may not use the model '${model}'.`, 'model'),
+    new GatewayError(403, 'permission_error', 'model_not_allowed', `This API key may not use the model '${withoutKeys(model)}'.`, 'model'),
   invalidJson: (reason: string) => invalid(400, 'invalid_json', `The request body is not valid JSON: ${reason}.`),
   invalidBody: (param: string | null, message: string) => invalid(400, 'invalid_body', message, param),
   unsupportedContentEncoding: () =>
@@ -67,9 +69,9 @@ export const errors = {
   headersTooLarge: () => invalid(431, 'request_headers_too_large', 'The request headers are larger than the server accepts.'),
   requestTimeout: () => invalid(408, 'request_timeout', 'The request was not received in time.'),
   modelNotFound: (model: string) =>
-    invalid(404, 'model_not_found', `The model '${model}' does not exist: its provider is not configured.`, 'model'),
+    invalid(404, 'model_not_found', `The model '${withoutKeys(model)}' does not exist: its provider is not configured.`, 'model'),
   routeNotFound: (method: string, path: string) =>
-    new GatewayError(404, 'invalid_request_error', 'not_found', `Unknown request URL: ${method} ${path}.`),
+    new GatewayError(404, 'invalid_request_error', 'not_found', `Unknown request URL: ${method} ${withoutKeys(path)}.`),
   methodNotAllowed: (method: string, allowed: string) =>
     new GatewayError(405, 'invalid_request_error', 'method_not_allowed', `Method ${method} is not allowed here; use ${allowed}.`, null, {
       Allow: allowed,

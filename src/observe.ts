@@ -4,6 +4,7 @@
  * request as a whole. The line names the key by id and name, never the key.
  */
 import type { RequestHandler } from 'express';
+import { withoutKeys } from './auth/keys';
 import { contextOf, createContext, type RequestContext } from './context';
 import type { Logger } from './log';
 import type { Metrics } from './metrics';
@@ -38,9 +39,9 @@ function accessLine(context: RequestContext, method: string, path: string, clien
     keyName: context.key?.name,
     client,
     method,
-    path,
+    path: withoutKeys(path),
     provider: context.target?.provider.name,
-    model: context.chat?.model,
+    model: context.chat && withoutKeys(context.chat.model),
     worker: context.worker,
     status,
     code: context.errorCode,

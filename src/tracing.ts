@@ -8,6 +8,7 @@ import { ROOT_CONTEXT, SpanKind, SpanStatusCode, TraceFlags, trace, type Attribu
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BatchSpanProcessor, RandomIdGenerator, TracerProvider } from '@opentelemetry/sdk-trace';
+import { withoutKeys } from './auth/keys';
 import type { Config } from './config';
 import type { RequestContext } from './context';
 
@@ -57,7 +58,7 @@ export function createSpanExport(settings: Config['tracing']): SpanExport | unde
         : ROOT_CONTEXT;
       ids.traceId = traced.traceId;
       ids.spanId = traced.spanId;
-      const span = tracer.startSpan(`${request.method} ${request.path}`, { kind: SpanKind.SERVER, startTime: wallClock(context.arrivedAt), attributes: attributesOf(context, request) }, parent);
+      const span = tracer.startSpan(`${request.method} ${withoutKeys(request.path)}`, { kind: SpanKind.SERVER, startTime: wallClock(context.arrivedAt), attributes: attributesOf(context, request) }, parent);
       ids.traceId = ids.spanId = undefined;
       if (request.status >= 500) span.setStatus({ code: SpanStatusCode.ERROR, message: context.errorCode });
       span.end(wallClock(request.endedAt));
@@ -70,7 +71,7 @@ export function createSpanExport(settings: Config['tracing']): SpanExport | unde
 function attributesOf(context: RequestContext, request: FinishedRequest): Attributes {
   const attributes: Attributes = {
     'http.request.method': request.method,
-    'url.path': request.path,
+    'url.path': withoutKeys(request.path),
     'http.response.status_code': request.status,
     'chatgate.request_id': context.requestId,
   };
@@ -79,7 +80,7 @@ function attributesOf(context: RequestContext, request: FinishedRequest): Attrib
     'chatgate.provider': context.target?.provider.name,
     'chatgate.worker': context.worker,
     'error.type': context.errorCode,
-    'gen_ai.request.model': context.chat?.model,
+    'gen_ai.request.model': context.chat && withoutKeys(context.chat.model),
     'gen_ai.usage.input_tokens': context.usage?.promptTokens,
     'gen_ai.usage.output_tokens': context.usage?.completionTokens,
   };

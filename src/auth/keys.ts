@@ -18,6 +18,12 @@ export function looksLikeKey(candidate: string): boolean {
   return KEY_PATTERN.test(candidate);
 }
 
+/** Anything in `text` that looks like a key (or most of one) replaced: for client text that is echoed or logged. */
+export function withoutKeys(text: string): string {
+  return text.replace(KEY_LIKE, `${KEY_PREFIX}[redacted]`);
+}
+const KEY_LIKE = /cgk_[A-Za-z0-9_-]{8,}/g;
+
 export function digestKey(key: string): string {
   return createHash('sha256').update(key, 'utf8').digest('hex');
 }

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { digestKey, displayPrefix, generateKey, KEY_PREFIX, looksLikeKey, newKeyId } from '../../src/auth/keys';
+import { digestKey, displayPrefix, generateKey, KEY_PREFIX, looksLikeKey, newKeyId, withoutKeys } from '../../src/auth/keys';
 
 test('keys have the cgk_ prefix and 43 base64url characters, and do not repeat', () => {
   const keys = Array.from({ length: 1000 }, generateKey);
@@ -62,4 +62,10 @@ test('key ids are distinct and do not look like keys', () => {
     expect(id).toMatch(/^key_[A-Za-z0-9_-]+$/);
     expect(looksLikeKey(id)).toBe(false);
   }
+});
+
+test('withoutKeys hides whole and partial keys in client text, and leaves the rest alone', () => {
+  const key = generateKey();
+  expect(withoutKeys(`model ${key}/m and ${key.slice(0, 20)}`)).toBe('model cgk_[redacted]/m and cgk_[redacted]');
+  expect(withoutKeys('mock/echo cgk_short')).toBe('mock/echo cgk_short');
 });
