@@ -50,6 +50,30 @@ test('a client that never finishes its headers gets 408 after headersTimeout, an
   expect(errorOf(answer).code).toBe('request_timeout');
 });
 
+test('slowloris: 500 connections trickling their headers are all cut, and normal requests are served meanwhile', async () => {
+  const port = Number(new URL(f.gw.url).port);
+  const slow = Array.from({ length: 500 }, () => {
+    let trickle: NodeJS.Timeout | undefined;
+    const socket = tls.connect({ port, host: '127.0.0.1', ca: f.gw.ca, servername: 'localhost' }, () => {
+      socket.write('POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Slow: ');
+      trickle = setInterval(() => socket.writable && socket.write('a'), 100); // a byte at a time, never finishing
+    });
+    socket.on('error', () => undefined);
+    let answer = '';
+    socket.on('data', (chunk) => (answer += chunk.toString('utf8')));
+    return { socket, closed: new Promise<string>((resolve) => socket.once('close', () => resolve(answer))).finally(() => clearInterval(trickle)) };
+  });
+  await new Promise((resolve) => setTimeout(resolve, 200)); // they are connected and trickling
+  const stillOpen = slow.filter(({ socket }) => !socket.destroyed).length;
+  const served: number[] = [];
+  for (let i = 0; i < 20; i++) served.push((await request(f.gw.url, { ca: f.gw.ca, headers: bearer(f.key), body: chatBody() })).status);
+  const answers = await Promise.all(slow.map(({ closed }) => closed));
+  expect(stillOpen).toBeGreaterThan(400); // the requests above were sent while the slow connections were open
+  expect(served).toEqual(Array(20).fill(200));
+  expect(answers).toHaveLength(500); // each was closed by the gateway (the test would time out otherwise)
+  expect(answers.filter((answer) => answer.startsWith('HTTP/1.1 408 ')).length).toBeGreaterThan(450); // a few may be cut in their TLS handshake, which has the same deadline
+}, 60_000);
+
 /** The OpenAI error body of a raw HTTP answer. */
 function errorOf(answer: string): { message: string; type: string; param: string | null; code: string } {
   return (JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) as { error: { message: string; type: string; param: string | null; code: string } }).error;
