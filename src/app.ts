@@ -2,7 +2,7 @@
  * The public Express app: the request path's stages in order, nothing else. It does not listen;
  * server.ts gives it sockets and supertest can drive it directly.
  *
- *   observe -> security headers -> request id -> trace context -> transport guard -> authenticate -> rate limit ->
+ *   observe -> security headers -> request id -> trace context -> transport guard (HTTPS, header count) -> authenticate -> rate limit ->
  *   read + validate body -> route -> proxy;  anything thrown -> the one error handler.
  * GET /v1/models shares the first stages and lists what the key may use.
  */
@@ -25,7 +25,7 @@ import { limitRate } from './ratelimit/limit-rate';
 import type { RateLimiter } from './ratelimit/limiter';
 import { route } from './route';
 import { continueTrace } from './trace';
-import { requireHttps } from './transport';
+import { limitHeaderCount, requireHttps } from './transport';
 import type { SpanExport } from './tracing';
 import type { ProviderTable } from './upstream/providers';
 
@@ -60,6 +60,7 @@ export function createPublicApp({ config, metrics, log, keyCache, providers, pro
   app.use(assignRequestId);
   app.use(continueTrace);
   app.use(requireHttps);
+  app.use(limitHeaderCount(config.limits.maxHeaders));
   const authenticateKey = authenticate({ cache: keyCache, onFailure: (reason) => metrics.authFailures.inc({ reason }), onSuccess: onKeyUsed });
   const models = modelLister(providers);
   app.get(MODELS_PATH, authenticateKey, models.list);

@@ -130,6 +130,7 @@ const schema = z.strictObject({
   limits: z
     .strictObject({
       maxBodyBytes: count.default(16 * 1024 * 1024),
+      maxHeaders: count.default(100),
       headersTimeoutMs: milliseconds.default(10_000),
       requestTimeoutMs: milliseconds.default(60_000),
       keepAliveTimeoutMs: milliseconds.default(5_000),

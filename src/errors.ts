@@ -66,7 +66,7 @@ export const errors = {
     invalid(413, 'request_too_large', `The request body is larger than the limit of ${limitBytes} bytes.`),
   badRequest: (message: string) => invalid(400, 'invalid_request', message),
   malformedRequest: () => invalid(400, 'malformed_request', 'The request is not valid HTTP/1.1 (its request line, headers or body framing).'),
-  headersTooLarge: () => invalid(431, 'request_headers_too_large', 'The request headers are larger than the server accepts.'),
+  headersTooLarge: () => invalid(431, 'request_headers_too_large', 'The request headers are larger, or more, than the server accepts.'),
   requestTimeout: () => invalid(408, 'request_timeout', 'The request was not received in time.'),
   modelNotFound: (model: string) =>
     invalid(404, 'model_not_found', `The model '${withoutKeys(model)}' does not exist: its provider is not configured.`, 'model'),

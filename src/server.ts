@@ -49,6 +49,7 @@ export async function openListeners(
     headersTimeout: config.limits.headersTimeoutMs,
     requestTimeout: config.limits.requestTimeoutMs,
     keepAliveTimeout: config.limits.keepAliveTimeoutMs,
+    maxHeadersCount: config.limits.maxHeaders + 1, // one over, so transport.ts sees the excess and refuses it
     connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS,
   };
   const sockets = new Set<Socket>();

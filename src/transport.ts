@@ -10,3 +10,14 @@ export const requireHttps: RequestHandler = function requireHttps(req, _res, nex
   if (!req.secure) throw errors.httpsRequired();
   next();
 };
+
+/**
+ * Node's parser keeps at most `maxHeadersCount` headers and silently drops the rest; the listeners
+ * keep one more than the limit, so a request over it is seen here and refused rather than trimmed.
+ */
+export function limitHeaderCount(maxHeaders: number): RequestHandler {
+  return function limitHeaders(req, _res, next) {
+    if (req.rawHeaders.length > 2 * maxHeaders) throw errors.headersTooLarge();
+    next();
+  };
+}

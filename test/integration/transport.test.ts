@@ -74,6 +74,15 @@ test('slowloris: 500 connections trickling their headers are all cut, and normal
   expect(answers.filter((answer) => answer.startsWith('HTTP/1.1 408 ')).length).toBeGreaterThan(450); // a few may be cut in their TLS handshake, which has the same deadline
 }, 60_000);
 
+test('more request headers than limits.maxHeaders (100) are refused with 431, not silently trimmed', async () => {
+  const extra = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`x-extra-${i}`, String(i)]));
+  const many = await request(f.gw.url, { ca: f.gw.ca, headers: { ...bearer(f.key), ...extra(150) }, body: chatBody() });
+  expect(many.status).toBe(431);
+  expect(many.json().error.code).toBe('request_headers_too_large');
+  expect((await request(f.gw.url, { ca: f.gw.ca, headers: { ...bearer(f.key), ...extra(90) }, body: chatBody() })).status).toBe(200);
+  expect(await f.worker.requests()).toHaveLength(1);
+});
+
 /** The OpenAI error body of a raw HTTP answer. */
 function errorOf(answer: string): { message: string; type: string; param: string | null; code: string } {
   return (JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) as { error: { message: string; type: string; param: string | null; code: string } }).error;
