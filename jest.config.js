@@ -1,4 +1,4 @@
-/** Tests run from TypeScript sources through swc; `npm test` type-checks them first (pretest). */
+/** Tests run from TypeScript sources through swc; `npm test` builds dist/ (the CLI the process tests spawn) and type-checks first. */
 module.exports = {
   testEnvironment: 'node',
   roots: ['<rootDir>/test'],
