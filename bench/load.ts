@@ -107,6 +107,7 @@ async function streams(task: Extract<Task, { kind: 'streams' }>) {
   const betweenTokens: number[] = [];
   let open = 0;
   let intact = 0;
+  const broken: Record<string, number> = {};
   const all = Array.from({ length: task.streams }, async () => {
     const began = performance.now();
     let last: number | undefined;
@@ -118,10 +119,14 @@ async function streams(task: Extract<Task, { kind: 'streams' }>) {
       last = at;
     });
     if (status === 200 && text.trimEnd().endsWith('data: [DONE]')) intact++;
+    else {
+      const why = status === 200 ? 'cut short' : `status ${status}${status >= 400 ? ` ${/"code":"([a-z_]+)"/.exec(text)?.[1] ?? ''}` : ''}`;
+      broken[why] = (broken[why] ?? 0) + 1;
+    }
   });
   await Promise.all(all);
   agent.destroy();
-  return { streams: task.streams, intact, firstTokenMs: summary(firstToken), betweenTokensMs: summary(betweenTokens) };
+  return { streams: task.streams, intact, broken, firstTokenMs: summary(firstToken), betweenTokensMs: summary(betweenTokens) };
 }
 
 const runners = { saturate, rate: atRate, sequential, streams } as const;

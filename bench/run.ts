@@ -20,6 +20,8 @@ import { loadOrCreateDevCertificate } from '../src/dev-certificate';
 import type { Target, Task } from './load';
 
 const SMOKE = process.argv.includes('--smoke');
+/** --streams: only the concurrent-stream runs (to look at them alone). */
+const STREAMS_ONLY = process.argv.includes('--streams');
 const PLAN = SMOKE
   ? { rounds: 1, saturateSeconds: 1, rateSeconds: 1, rate: 100, sequential: 100, streams: [50], authIterations: 2_000 }
   : { rounds: 3, saturateSeconds: 5, rateSeconds: 4, rate: 500, sequential: 1000, streams: [1000, 5000], authIterations: 200_000 };
@@ -60,7 +62,7 @@ async function main() {
     const target = (server: Server, body = CHAT_BODY, extra: Record<string, string> = {}): Target => ({ url: server.url, ca, headers: { ...server.headers, ...extra }, body });
 
     const rounds: Record<string, Array<Record<string, number>>> = Object.fromEntries(servers.map((s) => [s.name, []]));
-    for (let round = 1; round <= PLAN.rounds; round++) {
+    for (let round = 1; round <= (STREAMS_ONLY ? 0 : PLAN.rounds); round++) {
       const order = round % 2 === 1 ? servers : [...servers].reverse();
       for (const server of order) {
         progress(`round ${round}/${PLAN.rounds}: ${server.name}`);
@@ -74,9 +76,9 @@ async function main() {
         rounds[server.name]!.push({ rps: saturated.requestsPerSecond, p50: rated.p50, p99: rated.p99, p999: rated.p999, seqP50: sequential.p50, seqMean: sequential.mean, cpuPerRequestUs, rssMiB, failures });
       }
     }
-    const figures = Object.fromEntries(Object.entries(rounds).map(([name, list]) => [name, medianOf(list)]));
+    const figures = Object.fromEntries(Object.entries(rounds).filter(([, list]) => list.length > 0).map(([name, list]) => [name, medianOf(list)]));
 
-    const streamFigures = [];
+    const streamFigures: StreamFigure[] = [];
     for (const n of PLAN.streams) {
       const streamBody = JSON.stringify({ model: 'bench/echo', stream: true, messages: [{ role: 'user', content: 'Stream to the benchmark.' }] });
       const pacing = { 'x-mock-tokens': '20', 'x-mock-tokens-per-second': '10' };
@@ -90,6 +92,7 @@ async function main() {
       streamFigures.push({
         streams: n,
         intact: through.intact,
+        broken: through.broken,
         directIntact: direct.intact,
         kibPerStream: (plateauKiB - idleKiB) / n,
         addedFirstTokenP50Ms: through.firstTokenMs.p50 - direct.firstTokenMs.p50,
@@ -101,7 +104,7 @@ async function main() {
     }
 
     progress('key check cost (in this process)');
-    const authFigures = await authCost(dir);
+    const authFigures = STREAMS_ONLY ? {} : await authCost(dir);
 
     const results = { at: new Date().toISOString(), smoke: SMOKE, machine: machine(), plan: PLAN, figures, streams: streamFigures, auth: authFigures };
     const resultsDir = path.join(ROOT, 'bench', 'results');
@@ -117,6 +120,7 @@ async function main() {
 
 interface StreamResult {
   intact: number;
+  broken: Record<string, number>;
   firstTokenMs: { p50: number; p99: number };
   betweenTokensMs: { p50: number; p99: number };
 }
@@ -281,16 +285,29 @@ function machine() {
   return { cpus: os.cpus().length, cpu: os.cpus()[0]?.model, memoryGiB: Math.round(os.totalmem() / 2 ** 30), node: process.version, platform: `${os.type()} ${os.release()}` };
 }
 
-function report(results: { figures: Record<string, Record<string, number>>; streams: Array<Record<string, number>>; auth: Record<string, unknown>; machine: ReturnType<typeof machine>; smoke: boolean }): string {
+interface StreamFigure {
+  streams: number;
+  intact: number;
+  broken: Record<string, number>;
+  directIntact: number;
+  kibPerStream: number;
+  addedFirstTokenP50Ms: number;
+  addedFirstTokenP99Ms: number;
+  betweenTokensP50Ms: number;
+  betweenTokensP99Ms: number;
+  directBetweenTokensP99Ms: number;
+}
+
+function report(results: { figures: Record<string, Record<string, number>>; streams: StreamFigure[]; auth: Record<string, unknown>; machine: ReturnType<typeof machine>; smoke: boolean }): string {
   const f = results.figures;
-  const direct = f['direct']!;
+  const direct = f['direct'];
   const rows = Object.entries(f).map(([name, x]) => [
     name,
     x.rps!.toFixed(0),
     `${x.p50!.toFixed(2)} / ${x.p99!.toFixed(2)} / ${x.p999!.toFixed(2)}`,
-    `${(x.p99! - direct.p99!).toFixed(2)}`,
+    `${(x.p99! - direct!.p99!).toFixed(2)}`,
     `${x.seqP50!.toFixed(3)}`,
-    `${(x.seqP50! - direct.seqP50!).toFixed(3)}`,
+    `${(x.seqP50! - direct!.seqP50!).toFixed(3)}`,
     x.cpuPerRequestUs!.toFixed(0),
     x.rssMiB!.toFixed(0),
     String(x.failures),
@@ -300,18 +317,22 @@ function report(results: { figures: Record<string, Record<string, number>>; stre
   const lines = [
     `chatgate benchmark${results.smoke ? ' (smoke run: figures are not meaningful)' : ''}: ${results.machine.cpus} × ${results.machine.cpu}, Node ${results.machine.node}`,
     '',
-    table([header, ...rows]),
-    '',
-    `throughput ratios: chatgate/bare Express ${ratio('chatgate', 'bare Express')}×, chatgate/bare proxy ${ratio('chatgate', 'bare proxy')}×, chatgate/direct ${ratio('chatgate', 'direct')}×, chatgate ×2/chatgate ${ratio('chatgate ×2', 'chatgate')}×`,
-    '',
+    ...(direct
+      ? [
+          table([header, ...rows]),
+          '',
+          `throughput ratios: chatgate/bare Express ${ratio('chatgate', 'bare Express')}×, chatgate/bare proxy ${ratio('chatgate', 'bare proxy')}×, chatgate/direct ${ratio('chatgate', 'direct')}×, chatgate ×2/chatgate ${ratio('chatgate ×2', 'chatgate')}×`,
+          '',
+        ]
+      : []),
     table([
       ['streams', 'intact (chatgate / direct)', 'KiB per open stream', 'added first token p50 / p99 ms', 'between tokens p50 / p99 ms (direct p99)'],
       ...results.streams.map((s) => [
         String(s.streams),
-        `${s.intact} / ${s.directIntact}`,
-        s.kibPerStream!.toFixed(1),
-        `${s.addedFirstTokenP50Ms!.toFixed(2)} / ${s.addedFirstTokenP99Ms!.toFixed(2)}`,
-        `${s.betweenTokensP50Ms!.toFixed(1)} / ${s.betweenTokensP99Ms!.toFixed(1)} (${s.directBetweenTokensP99Ms!.toFixed(1)})`,
+        `${s.intact} / ${s.directIntact}${Object.keys(s.broken).length ? ` (others: ${JSON.stringify(s.broken)})` : ''}`,
+        s.kibPerStream.toFixed(1),
+        `${s.addedFirstTokenP50Ms.toFixed(2)} / ${s.addedFirstTokenP99Ms.toFixed(2)}`,
+        `${s.betweenTokensP50Ms.toFixed(1)} / ${s.betweenTokensP99Ms.toFixed(1)} (${s.directBetweenTokensP99Ms.toFixed(1)})`,
       ]),
     ]),
     '',
