@@ -89,7 +89,10 @@ function effectiveSettings(defaults: UpstreamSettings, own: ProviderConfig['upst
 const IDLE_CONNECTION_MS = 30_000;
 
 function createWorker(entry: ProviderConfig['workers'][number], maxSockets: number): Worker {
-  const { url: base, weight, maxConcurrent } = typeof entry === 'string' ? { url: entry, weight: 1, maxConcurrent: undefined } : entry;
+  const { url: base, weight, maxConcurrent: own } = typeof entry === 'string' ? { url: entry, weight: 1, maxConcurrent: undefined } : entry;
+  // Past its sockets the agent would hold requests in a queue of its own, without a deadline or a
+  // metric; capping concurrency at the sockets sends them to the pool's bounded, timed queue instead.
+  const maxConcurrent = Math.min(own ?? Infinity, maxSockets);
   const url = new URL(base.endsWith('/') ? base : base + '/');
   const options = { keepAlive: true, maxSockets, maxFreeSockets: Math.min(maxSockets, 64), scheduling: 'lifo' as const, timeout: IDLE_CONNECTION_MS };
   const chatCompletions = new URL('v1/chat/completions', url);

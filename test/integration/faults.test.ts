@@ -77,8 +77,8 @@ describe('faults on small pools', () => {
   let restrictedKey: string;
 
   beforeAll(async () => {
-    workers = await Promise.all([0, 1, 2, 3, 4, 5, 6].map(() => startWorker({ tokensPerSecond: 20 })));
-    const [frozen, pairA, pairB, streamer, single, downA, sleepy] = workers.map((w) => w.url);
+    workers = await Promise.all([0, 1, 2, 3, 4, 5, 6, 7].map(() => startWorker({ tokensPerSecond: 20 })));
+    const [frozen, pairA, pairB, streamer, single, downA, sleepy, sleepy2] = workers.map((w) => w.url);
     gw = await startTestGateway({
       upstream: FAST_HEALTH,
       providers: {
@@ -86,6 +86,7 @@ describe('faults on small pools', () => {
         pair: { workers: [pairA, pairB] },
         streamer: { workers: [streamer] },
         single: { workers: [{ url: single, maxConcurrent: 1 }], upstream: { queue: { size: 1, timeoutMs: 1000 } } },
+        narrow: { workers: [sleepy2], upstream: { maxSocketsPerWorker: 1, queue: { size: 1, timeoutMs: 300 } } },
         down: { workers: [downA] },
         named: { workers: [pairA], models: ['alpha', 'beta/gamma'] },
         sleepy: { workers: [sleepy], upstream: { idleTimeoutMs: 300 } },
@@ -219,6 +220,12 @@ describe('faults on small pools', () => {
     expect(waitedTooLong.status).toBe(503);
     expect(waitedTooLong.json().error.code).toBe('upstream_overloaded');
     expect((await long).status).toBe(200);
+  });
+
+  test('past maxSocketsPerWorker requests wait in the bounded, timed queue, not in an agent queue without a deadline', async () => {
+    const slow = { 'x-mock-latency-ms': '1000' };
+    const statuses = (await Promise.all([send('narrow/echo', slow), send('narrow/echo', slow), send('narrow/echo', slow)])).map((r) => r.status).sort();
+    expect(statuses).toEqual([200, 503, 503]); // one served, one waited 300 ms in the queue, one found it full
   });
 
   test('GET /v1/models lists, for the calling key, the prefixed models it may use (openai client)', async () => {
