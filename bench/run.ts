@@ -6,6 +6,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
+import { freePort } from '../test/helpers/net';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
@@ -256,16 +257,6 @@ function readProc(pid: number, file: string): string {
   } catch {
     return '';
   }
-}
-
-function freePort(): Promise<number> {
-  const server = net.createServer();
-  return new Promise((resolve) =>
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    }),
-  );
 }
 
 async function waitForPort(port: number): Promise<void> {

@@ -3,9 +3,9 @@
  * answer is the OpenAI error shape with the documented status and code, never echoes the key, and
  * nothing that failed reaches a worker.
  */
-import net from 'node:net';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
 import { basic, bearer, chatBody, rawExchange, request, type RawResponse } from '../helpers/http';
+import { freePort } from '../helpers/net';
 import { eventually, startWorker, type WorkerProcess } from '../helpers/processes';
 
 let worker: WorkerProcess;
@@ -16,7 +16,7 @@ let refusedPort: number;
 
 beforeAll(async () => {
   worker = await startWorker();
-  refusedPort = await unusedPort();
+  refusedPort = await freePort();
   gw = await startTestGateway({
     plainHttp: { host: '127.0.0.1', port: 0 },
     limits: { maxBodyBytes: 64 * 1024 },
@@ -214,11 +214,3 @@ describe('upstream', () => {
     expect((await request(gw.url, { ca: gw.ca, headers: bearer(key), body: chatBody() })).status).toBe(200);
   });
 });
-
-async function unusedPort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}

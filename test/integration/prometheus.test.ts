@@ -5,12 +5,12 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
 import { bearer, chatBody, request } from '../helpers/http';
 import { scrape } from '../helpers/metrics';
+import { freePort } from '../helpers/net';
 import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
 
 const WORKER_LATENCY_MS = 150; // no answer is faster
@@ -77,14 +77,4 @@ function medianOfBuckets(exposition: string, prefix: string, suffix: string): nu
   const at = buckets.findIndex((bucket) => bucket.count >= rank);
   const [lower, below] = at === 0 ? [0, 0] : [buckets[at - 1]!.le, buckets[at - 1]!.count];
   return lower + ((buckets[at]!.le - lower) * (rank - below)) / (buckets[at]!.count - below);
-}
-
-function freePort(): Promise<number> {
-  const server = net.createServer();
-  return new Promise((resolve) =>
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    }),
-  );
 }
