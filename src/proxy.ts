@@ -76,7 +76,7 @@ interface Attempt {
   answering: boolean;
   timer?: NodeJS.Timeout;
   timedOut?: Phase;
-  /** Relays the answer to the client, whole events at a time for a stream, reading token usage. */
+  /** A stream's relay: whole events at a time, reading token usage (a JSON answer is piped straight through). */
   meter?: Transform;
   settled: boolean;
 }
@@ -151,8 +151,15 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
       events.usage(attempt.context, usage);
     };
     if (stream) res.removeHeader('content-length'); // a dropped usage chunk changes the length
-    attempt.meter = stream ? new SseUsageMeter(attempt.target.dropUsageChunk, reportUsage) : new JsonUsageMeter(reportUsage);
-    upstreamResponse.pipe(attempt.meter).pipe(res);
+    if (stream) {
+      attempt.meter = new SseUsageMeter(attempt.target.dropUsageChunk, reportUsage);
+      upstreamResponse.pipe(attempt.meter).pipe(res);
+    } else {
+      const meter = new JsonUsageMeter(reportUsage);
+      upstreamResponse.on('data', (chunk: Buffer) => meter.see(chunk));
+      upstreamResponse.on('end', () => meter.end());
+      upstreamResponse.pipe(res);
+    }
 
     const { idleTimeoutMs } = attempt.target.provider.settings;
     arm(attempt, 'idle', idleTimeoutMs);

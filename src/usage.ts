@@ -74,25 +74,23 @@ class UsageReport {
   }
 }
 
-export class JsonUsageMeter extends Transform {
+/** A JSON answer's usage, read from its last few KiB as it passes (a tap, not a stream of its own). */
+export class JsonUsageMeter {
   private tail = '';
   private readonly decoder = new StringDecoder('utf8');
   private readonly usage: UsageReport;
 
   constructor(onUsage: (usage: TokenUsage) => void) {
-    super();
     this.usage = new UsageReport(onUsage);
   }
 
-  override _transform(chunk: Buffer, _encoding: BufferEncoding, done: TransformCallback): void {
+  see(chunk: Buffer): void {
     this.tail = (this.tail + this.decoder.write(chunk)).slice(-JSON_TAIL_BYTES);
-    done(null, chunk);
   }
 
-  override _flush(done: TransformCallback): void {
+  end(): void {
     this.usage.saw(usageInTail(this.tail + this.decoder.end()));
     this.usage.report();
-    done();
   }
 }
 
