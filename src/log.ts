@@ -14,7 +14,7 @@ export function createLogger(level: string, destination?: pino.DestinationStream
   return pino(
     {
       level,
-      base: { service: 'chatgate' },
+      base: { service: 'chatgate', pid: process.pid }, // pid: which serving process, in cluster mode
       redact: { paths: ['*.authorization', '*.cookie', '*.headers.authorization', '*.headers.cookie'], censor: '[redacted]' },
     },
     destination ?? pino.destination({ fd: 1, sync: false }),
