@@ -150,20 +150,11 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
       attempt.context.usage = usage;
       events.usage(attempt.context, usage);
     };
-    if (stream) res.removeHeader('content-length'); // a dropped usage chunk changes the length
+    arm(attempt, 'idle', attempt.target.provider.settings.idleTimeoutMs);
     if (stream) {
+      res.removeHeader('content-length'); // a dropped usage chunk changes the length
       attempt.meter = new SseUsageMeter(attempt.target.dropUsageChunk, reportUsage);
       upstreamResponse.pipe(attempt.meter).pipe(res);
-    } else {
-      const meter = new JsonUsageMeter(reportUsage);
-      upstreamResponse.on('data', (chunk: Buffer) => meter.see(chunk));
-      upstreamResponse.on('end', () => meter.end());
-      upstreamResponse.pipe(res);
-    }
-
-    const { idleTimeoutMs } = attempt.target.provider.settings;
-    arm(attempt, 'idle', idleTimeoutMs);
-    if (stream) {
       const firstToken = metrics.streamFirstToken.labels(attempt.target.provider.name);
       const interToken = metrics.streamInterToken.labels(attempt.target.provider.name);
       let lastChunkAt: number | undefined;
@@ -175,7 +166,13 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
         lastChunkAt = at;
       });
     } else {
-      upstreamResponse.on('data', () => attempt.timer?.refresh());
+      const meter = new JsonUsageMeter(reportUsage);
+      upstreamResponse.on('data', (chunk: Buffer) => {
+        attempt.timer?.refresh();
+        meter.see(chunk);
+      });
+      upstreamResponse.on('end', () => meter.end());
+      upstreamResponse.pipe(res);
     }
     upstreamResponse.on('end', () => settle(attempt, outcomeOfAnswer(upstreamResponse.statusCode ?? 502)));
     upstreamResponse.on('close', () => {
@@ -183,6 +180,7 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
       settle(attempt, 'failure');
       metrics.streamFailures.inc(labels(attempt));
       attempt.meter?.unpipe(res);
+      attempt.meter?.destroy(); // pipe() does not end it: destroying charges the usage seen so far
       endBrokenAnswer(res, attempt);
     });
   });
@@ -203,6 +201,7 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
       if (!attempt) return;
       settle(attempt, 'neutral');
       attempt.upstreamRequest?.destroy();
+      attempt.meter?.destroy(); // the client left mid-stream: charge the usage seen so far
     });
 
     req.headers = upstreamHeaders(req, context, target);
@@ -229,11 +228,8 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
           // retry once, the same worker allowed, on a fresh connection.
           staleRetried = true;
           tried.delete(state);
-          metrics.retries.inc(labels(attempt));
-          pool.acquire(tried).then(attemptOn, (noneLeft: GatewayError) => next(withCause(upstreamFailure(attempt), err, noneLeft)));
-          return;
         }
-        if (!attempt.connected && tried.size <= settings.retries) {
+        if (stale || (!attempt.connected && tried.size <= settings.retries)) {
           metrics.retries.inc(labels(attempt));
           pool.acquire(tried).then(attemptOn, (noneLeft: GatewayError) => next(withCause(upstreamFailure(attempt), err, noneLeft)));
           return;
@@ -284,7 +280,7 @@ function isStalePooledConnection(attempt: Attempt, err: Error): boolean {
 }
 
 function upstreamFailure(attempt: Attempt): GatewayError {
-  return attempt.timedOut === 'first_byte' ? errors.upstreamTimeout() : attempt.timedOut === 'connect' && !attempt.connected ? errors.upstreamTimeout() : errors.upstreamUnavailable();
+  return attempt.timedOut === 'first_byte' || attempt.timedOut === 'connect' ? errors.upstreamTimeout() : errors.upstreamUnavailable();
 }
 
 function withCause(failure: GatewayError, ...causes: unknown[]): GatewayError {

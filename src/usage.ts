@@ -50,8 +50,8 @@ export function usageInTail(tail: string): TokenUsage | undefined {
 
 /**
  * Reports an answer's usage once: the last seen (vLLM's continuous usage stats repeat a growing
- * total in every chunk), at the end or when the answer is cut short. A listener that throws is not
- * allowed to break the answer's stream.
+ * total in every chunk), at the end, or for a stream also when it is cut short (proxy.ts destroys
+ * the meter then). A listener that throws is not allowed to break the answer's stream.
  */
 class UsageReport {
   private last: TokenUsage | undefined;
