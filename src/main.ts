@@ -63,13 +63,19 @@ export function reloadConfig(configFile: string, running: Config, log: Logger): 
     log.error({ err: (err as Error).message }, 'config reload refused: the running config is kept');
     return undefined;
   }
-  const restartOnly = RESTART_ONLY_SETTINGS.filter((name) => JSON.stringify(next[name]) !== JSON.stringify(running[name]));
+  const changed = (pick: (config: Config) => unknown) => JSON.stringify(pick(next)) !== JSON.stringify(pick(running));
+  const restartOnly = [
+    ...RESTART_ONLY_SETTINGS.filter((name) => changed((config) => config[name])),
+    ...RESTART_ONLY_RATE_LIMIT_SETTINGS.filter((name) => changed((config) => config.rateLimit[name])).map((name) => `rateLimit.${name}`),
+  ];
   if (restartOnly.length > 0) log.warn({ settings: restartOnly }, 'these settings change only on restart; the running values are kept');
   return next;
 }
 
 /** What a reload leaves alone: listeners, TLS, stores, process model. Providers, upstream settings and limits are reloaded. */
-const RESTART_ONLY_SETTINGS = ['listen', 'tls', 'plainHttp', 'admin', 'dataDir', 'keyStore', 'server', 'mockWorker', 'log', 'limits', 'trustedProxies', 'auth', 'tracing'] as const satisfies ReadonlyArray<keyof Config>;
+const RESTART_ONLY_SETTINGS = ['listen', 'tls', 'plainHttp', 'admin', 'dataDir', 'keyStore', 'server', 'mockWorker', 'log', 'limits', 'trustedProxies', 'auth', 'tracing', 'shutdown'] as const satisfies ReadonlyArray<keyof Config>;
+/** The rate-limit store is opened once (its counters carry over a reload); the limits themselves reload. */
+const RESTART_ONLY_RATE_LIMIT_SETTINGS = ['store', 'url', 'timeoutMs'] as const satisfies ReadonlyArray<keyof Config['rateLimit']>;
 
 /** What exists once per deployment, made by the single or primary process before serving starts. */
 export async function prepareOnce(config: Config, log: Logger) {
@@ -114,6 +120,7 @@ async function startServing(config: Config, configFile: string, log: Logger, rol
         metrics.errors.inc({ code: 'https_required' });
         if (config.log.access) log.info({ log: 'access', client, status: 403, code: 'https_required', tls: false }, 'plain HTTP refused on the HTTPS port');
       },
+      clientErrorRefused: (code) => metrics.errors.inc({ code }),
     },
   );
   if (role === 'worker') answerPrimary(metrics, readiness, lasting.keyCache, listeners.publicAddress.port);
@@ -170,7 +177,7 @@ async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, 
     { size: config.auth.cacheSize, ttlMs: config.auth.cacheTtlMs, negativeSize: config.auth.negativeCacheSize, negativeTtlMs: config.auth.negativeCacheTtlMs },
     { hit: () => metrics.keyCacheHits.inc(), miss: () => metrics.keyCacheMisses.inc() },
   );
-  keyStore.onChange((digests) => (digests ? digests.forEach((digest) => keyCache.invalidate(digest)) : keyCache.clear()));
+  keyStore.onChange((digests) => keyCache.applyChanges(digests));
   const usage = new UsageRecorder(keyStore, (err) => log.warn({ err: (err as Error).message }, 'could not record key usage'));
   usage.start(config.auth.lastUsedFlushMs);
   const rateLimitStore = await openRateLimitStore(config, log);
@@ -231,7 +238,6 @@ async function buildServing(config: Config, log: Logger, metrics: Metrics, lasti
   let drained: (() => void) | undefined;
   return {
     providers,
-    keyCache,
     handle(req: IncomingMessage, res: ServerResponse) {
       inFlight++;
       res.once('close', () => {
@@ -263,8 +269,7 @@ function answerPrimary(metrics: Metrics, readiness: () => Promise<Readiness>, ke
     if (message?.type === 'chatgate:readiness') {
       void readiness().then((answer) => process.send?.({ type: 'chatgate:readiness', id: message.id, answer }));
     } else if (message?.type === 'chatgate:key-changes') {
-      if (message.digests) message.digests.forEach((digest) => keyCache.invalidate(digest));
-      else keyCache.clear();
+      keyCache.applyChanges(message.digests);
     }
   });
 }

@@ -158,7 +158,7 @@ export function createMetrics() {
     }),
     retries: new Counter({
       name: 'chatgate_upstream_retries_total',
-      help: 'Requests sent again to another worker after the connection to this one failed before any byte was sent.',
+      help: 'Requests sent again after the connection to this worker failed before it could have read them (refused, or reset as it was reused).',
       labelNames: ['provider', 'worker'] as const,
       registers,
     }),

@@ -37,6 +37,8 @@ export interface Listeners {
 export interface ListenerEvents {
   /** Plain HTTP arrived on the HTTPS port and was refused. */
   plainHttpRefused(client: string | undefined): void;
+  /** Node's HTTP parser refused a request (framing, header size, too slow); it was answered with this code. */
+  clientErrorRefused(code: string): void;
 }
 
 export async function openListeners(
@@ -58,7 +60,11 @@ export async function openListeners(
     apps.publicApp,
   );
   secureServer.on('connection', (socket: Socket) => track(sockets, socket));
-  secureServer.on('clientError', answerClientError);
+  const onClientError = (err: NodeJS.ErrnoException, socket: Socket) => {
+    const code = answerClientError(err, socket);
+    if (code) events.clientErrorRefused(code);
+  };
+  secureServer.on('clientError', onClientError);
   secureServer.on('tlsClientError', (err: NodeJS.ErrnoException, tlsSocket: TLSSocket) => {
     if (err.code === 'ERR_SSL_HTTP_REQUEST' && refusePlainHttp(tlsSocket)) events.plainHttpRefused(tlsSocket.remoteAddress);
   });
@@ -69,7 +75,7 @@ export async function openListeners(
   if (config.plainHttp) {
     plainServer = http.createServer({ ...timeouts, noDelay: true }, apps.publicApp);
     plainServer.on('connection', (socket: Socket) => track(sockets, socket));
-    plainServer.on('clientError', answerClientError);
+    plainServer.on('clientError', onClientError);
     plainAddress = await listen(plainServer, config.plainHttp.port, config.plainHttp.host);
   }
   const admin = apps.adminApp ? await openAdminListener(config, apps.adminApp) : undefined;
@@ -120,13 +126,13 @@ function refusePlainHttp(tlsSocket: TLSSocket): boolean {
  * A request Node's HTTP parser refused (broken framing, headers too large, too slow) never reaches the
  * app; its answer is still the OpenAI error body, then the connection closes (its framing is unknown).
  */
-function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
+function answerClientError(err: NodeJS.ErrnoException, socket: Socket): string | undefined {
   // A parse error in a body (bad chunk framing) comes after the request reached the app: its answer
   // has not started, so this one goes out instead, and the app's later attempt meets a closed socket.
   const answer = (socket as Socket & { _httpMessage?: ServerResponse })._httpMessage;
   if (!socket.writable || answer?.headersSent) {
     socket.destroy();
-    return;
+    return undefined;
   }
   const [error, reason] =
     err.code === 'HPE_HEADER_OVERFLOW'
@@ -135,6 +141,7 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
         ? [errors.requestTimeout(), 'Request Timeout']
         : [errors.malformedRequest(), 'Bad Request'];
   socket.end(rawErrorResponse(error, reason));
+  return error.code;
 }
 
 function rawErrorResponse(error: GatewayError, reason: string): string {

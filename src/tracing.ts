@@ -58,7 +58,8 @@ export function createSpanExport(settings: Config['tracing']): SpanExport | unde
         : ROOT_CONTEXT;
       ids.traceId = traced.traceId;
       ids.spanId = traced.spanId;
-      const span = tracer.startSpan(`${request.method} ${withoutKeys(request.path)}`, { kind: SpanKind.SERVER, startTime: wallClock(context.arrivedAt), attributes: attributesOf(context, request) }, parent);
+      const path = withoutKeys(request.path);
+      const span = tracer.startSpan(`${request.method} ${path}`, { kind: SpanKind.SERVER, startTime: wallClock(context.arrivedAt), attributes: attributesOf(context, request, path) }, parent);
       ids.traceId = ids.spanId = undefined;
       if (request.status >= 500) span.setStatus({ code: SpanStatusCode.ERROR, message: context.errorCode });
       span.end(wallClock(request.endedAt));
@@ -68,10 +69,10 @@ export function createSpanExport(settings: Config['tracing']): SpanExport | unde
 }
 
 /** OpenTelemetry's HTTP and GenAI attribute names; the key by id only. */
-function attributesOf(context: RequestContext, request: FinishedRequest): Attributes {
+function attributesOf(context: RequestContext, request: FinishedRequest, path: string): Attributes {
   const attributes: Attributes = {
     'http.request.method': request.method,
-    'url.path': withoutKeys(request.path),
+    'url.path': path,
     'http.response.status_code': request.status,
     'chatgate.request_id': context.requestId,
   };

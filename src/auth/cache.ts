@@ -58,6 +58,12 @@ export class KeyCache {
     this.inFlight.delete(digest);
   }
 
+  /** What a store change notice means here: these keys changed, or (undefined) any may have. */
+  applyChanges(digests: string[] | undefined): void {
+    if (digests) digests.forEach((digest) => this.invalidate(digest));
+    else this.clear();
+  }
+
   /** Forget every key (changes may have been missed). */
   clear(): void {
     this.known.clear();

@@ -48,9 +48,13 @@ test('new providers, workers and limits take effect; requests in flight finish w
   const inFlight = Promise.all(Array.from({ length: 5 }, () => send()));
   await eventually(() => (slowWorker.received.length === 5 ? true : undefined), 5000);
 
-  writeFileSync(configFile(), YAML.stringify({ ...base(), rateLimit: { requestsPerMinute: 3 }, providers: { mock: { workers: [newWorker.url] }, extra: { workers: [newWorker.url] } } }));
+  const reloaded = { ...base(), rateLimit: { requestsPerMinute: 3, timeoutMs: 150 }, shutdown: { drainTimeoutMs: 1234 }, providers: { mock: { workers: [newWorker.url] }, extra: { workers: [newWorker.url] } } };
+  writeFileSync(configFile(), YAML.stringify(reloaded));
   await hangUp();
   expect(logged('config reloaded')).toHaveLength(1);
+  const [kept] = logged('these settings change only on restart; the running values are kept');
+  expect(kept!.settings).toEqual(expect.arrayContaining(['shutdown', 'rateLimit.timeoutMs']));
+  expect(kept!.settings).not.toContain('providers');
 
   expect((await inFlight).map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
   expect(slowWorker.received).toHaveLength(5);
@@ -70,4 +74,9 @@ test('new providers, workers and limits take effect; requests in flight finish w
   expect(limited.status).toBe(429); // ...and so does its limit of 3 requests a minute
   expect(limited.json().error.code).toBe('rate_limit_exceeded');
   expect(newWorker.received).toHaveLength(3);
+
+  writeFileSync(configFile(), YAML.stringify(reloaded));
+  await hangUp();
+  expect(logged('config reloaded')).toHaveLength(2);
+  expect((await send()).status).toBe(429); // the counters carried over the reload
 }, 30_000);

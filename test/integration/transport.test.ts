@@ -5,6 +5,7 @@
 import tls from 'node:tls';
 import { gatewayWithWorker } from '../helpers/fixture';
 import { bearer, chatBody, rawExchange, request } from '../helpers/http';
+import { sample, scrape } from '../helpers/metrics';
 
 const f = gatewayWithWorker({
   plainHttp: { host: '127.0.0.1', port: 0 },
@@ -99,7 +100,10 @@ describe('requests the HTTP parser refuses get the OpenAI error body, the connec
     ['headers over 16 KiB', (key) => `${head(key)}X-Padding: ${'a'.repeat(20_000)}\r\nContent-Length: ${body.length}\r\n\r\n${body}`, 431, 'request_headers_too_large'],
   ];
   test.each(cases)('%s', async (_name, payload, status, code) => {
+    const counted = async () => sample(await scrape(f.gw.adminUrl), `chatgate_errors_total{code="${code}"}`);
+    const countedBefore = await counted();
     const { head: answer, closed } = await rawExchange(f.gw, payload(f.key));
+    expect((await counted()) - countedBefore).toBe(1);
     expect(answer.slice(0, 12)).toBe(`HTTP/1.1 ${status}`);
     expect(errorOf(answer)).toMatchObject({ type: 'invalid_request_error', code, param: null });
     expect(answer).not.toContain(f.key);
