@@ -63,7 +63,7 @@ describe('one of three workers killed under steady load', () => {
       // Either the dead worker had read it, or it went out on a pooled connection to the worker while
       // the dying process's connections were still closing (the kernel takes some milliseconds to
       // send their FINs): sent, so possibly received, so not retried.
-      if (!victim.received.includes(failure.id)) expect(failure.startedAt - killedAt).toBeLessThan(100);
+      if (!victim.received.includes(failure.id)) expect(failure.startedAt - killedAt).toBeLessThan(500);
     }
     expect(failures.length).toBeLessThanOrEqual(3); // at most one in flight per client
     expect(ejections).toBeGreaterThanOrEqual(1);
@@ -131,6 +131,9 @@ describe('faults on small pools', () => {
 
   test('nothing is retried once the request reached a worker', async () => {
     const [, a, b] = workers;
+    // Warm both workers' pooled connections, so the reset below arrives on a reused one: a hang-up
+    // there after the worker read the request must not pass for a stale connection and be retried.
+    expect((await Promise.all([send('pair/echo'), send('pair/echo')])).map((r) => r.status)).toEqual([200, 200]);
     const before = a!.received.length + b!.received.length;
     const reset = await send('pair/echo', { 'x-mock-fail': 'reset' });
     expect(reset.status).toBe(502);
@@ -182,7 +185,7 @@ describe('faults on small pools', () => {
     expect(sample(await scrape(gw.adminUrl), `chatgate_upstream_timeouts_total{${worker},phase="idle"}`)).toBe(1);
   });
 
-  test('all workers down: 503 in well under 100 ms, and /readyz says not ready', async () => {
+  test('all workers down: 503 at once, and /readyz says not ready', async () => {
     const down = workers[5]!;
     await stopProcess(down.child, 'SIGKILL');
     const readiness = await eventually(async () => {
@@ -198,11 +201,11 @@ describe('faults on small pools', () => {
     const elapsed = performance.now() - started;
     expect(response.status).toBe(503);
     expect(response.json().error.code).toBe('upstream_unavailable');
-    expect(elapsed).toBeLessThan(100);
+    expect(elapsed).toBeLessThan(1000); // at once: not after a connect timeout (5 s) or a queue wait (10 s)
   });
 
   test('a worker at maxConcurrent queues the next request, and a full queue answers 503 upstream_overloaded', async () => {
-    const slow = { 'x-mock-latency-ms': '300', 'x-mock-tokens-per-second': '100000' };
+    const slow = { 'x-mock-latency-ms': '600', 'x-mock-tokens-per-second': '100000' }; // far longer than the 50 ms steps below
     const first = send('single/echo', slow);
     await sleep(50);
     const queued = send('single/echo', slow);

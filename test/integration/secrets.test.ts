@@ -42,6 +42,7 @@ async function admin(method: string, route: string): Promise<{ status: number; t
 
 test('no key and no digest in logs, metrics, error bodies, admin answers or what the worker received', async () => {
   const { key, id } = await gw.issueKey({ name: 'scenario' });
+  const { key: restrictedKey } = await gw.issueKey({ name: 'restricted', models: ['other/*'] });
   const created = await admin('POST', '/keys');
   expect(created.status).toBe(201);
   const adminKey = (JSON.parse(created.text) as { key: string; id: string }).key;
@@ -64,6 +65,8 @@ test('no key and no digest in logs, metrics, error bodies, admin answers or what
   await send('a key only in the query string', 401, { path: `/v1/chat/completions?api_key=${key}` });
   await send('a key in a body that is not JSON', 400, { headers: bearer(key), body: `{"model":"mock/echo","api_key":"${key}"` });
   await send('a key as the model', 400, { headers: bearer(key), body: JSON.stringify({ model: key, messages: [{ role: 'user', content: 'x' }] }) });
+  await send('a key in the URL path', 404, { headers: bearer(key), path: `/v1/${key}` });
+  await send('a key as the model of a key restricted to other models', 403, { headers: bearer(restrictedKey), body: JSON.stringify({ model: `mock/${key}`, messages: [{ role: 'user', content: 'x' }] }) });
   await send('a key as a provider', 404, { headers: bearer(key), body: JSON.stringify({ model: `${key}/m`, messages: [{ role: 'user', content: 'x' }] }) });
   await send('a key as a role', 400, { headers: bearer(key), body: JSON.stringify({ model: 'mock/echo', messages: [{ role: key, content: 'x' }] }) });
 
@@ -81,7 +84,7 @@ test('no key and no digest in logs, metrics, error bodies, admin answers or what
   const log = readFileSync(logFile, 'utf8');
   expect(log.split('\n').filter((line) => line.includes('"log":"access"')).length).toBe(answers.length);
 
-  const secrets = [key, adminKey, newKey].flatMap((secret) => [secret, digestKey(secret), secret.slice(4)]); // the secret part without its prefix too
+  const secrets = [key, adminKey, newKey, restrictedKey].flatMap((secret) => [secret, digestKey(secret), secret.slice(4)]); // the secret part without its prefix too
   const places: Record<string, string> = {
     'the log': log,
     '/metrics': metrics,

@@ -71,7 +71,7 @@ describe('validateChatRequest', () => {
         messages: fc.oneof(fc.array(fc.oneof(message, fc.jsonValue()), { maxLength: 5 }), fc.jsonValue()),
         stream: fc.jsonValue(),
         stream_options: fc.jsonValue(),
-        ['__proto__']: fc.jsonValue(),
+        ['__proto__']: fc.oneof(fc.jsonValue(), fc.constant({ polluted: true })),
         constructor: fc.jsonValue(),
       },
       { requiredKeys: [] },
