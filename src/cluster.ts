@@ -30,12 +30,12 @@ export async function startPrimary(config: Config, log: Logger, out: NodeJS.Writ
   let readinessRequest = 0;
   let publicPort = config.listen.port;
 
-  // The serving processes accept from the shared socket themselves. With Node's default round-robin
-  // the primary hands each connection over, and one handed to a process at the instant it dies stays
-  // open in the primary until the client gives up (measured: a request hung at each SIGKILL under
-  // load). Spread, measured over 10 keep-alive connections: 599/400 of 1,000 here, 400/597 with
-  // round-robin, so nothing is lost by it.
-  cluster.schedulingPolicy = cluster.SCHED_NONE;
+  // Round-robin (Node's default on Linux): the primary accepts and hands each connection over, which
+  // keeps the processes evenly loaded (1,000 requests on 10 keep-alive connections: 400/597). With
+  // SCHED_NONE the split was 599/400 on an idle machine but worse than 300/700 under CI load. The price
+  // of round-robin: a connection handed to a process at the instant it dies stays open in the primary
+  // until the client gives up (README, cluster mode).
+  cluster.schedulingPolicy = cluster.SCHED_RR;
   cluster.setupPrimary({ exec: path.join(__dirname, 'cli.js'), args: ['serve', ...(configFile ? ['--config', configFile] : [])] });
 
   const fork = (): Promise<void> =>
