@@ -14,6 +14,7 @@ import type { KeyRecord } from './auth/store/types';
 import { readAndValidateBody } from './body';
 import type { Config } from './config';
 import { handleErrors } from './error-handler';
+import { useSharedPrototypes } from './express-prototypes';
 import { modelLister } from './model-list';
 import { errors } from './errors';
 import type { Logger } from './log';
@@ -54,6 +55,7 @@ export function createPublicApp({ config, metrics, log, keyCache, providers, pro
   app.disable('x-powered-by');
   app.disable('etag');
   app.set('trust proxy', config.trustedProxies.length > 0 ? [...config.trustedProxies] : false);
+  useSharedPrototypes(app);
 
   app.use(observeRequests(metrics, config.log.access ? accessLogger(log) : undefined, spans));
   app.use(helmet());

@@ -14,6 +14,7 @@ import type { RequestListener, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import type { Config } from './config';
 import { errors, type GatewayError } from './errors';
+import { ExpressRequest, ExpressResponse } from './express-prototypes';
 
 /** How often node checks headersTimeout/requestTimeout against open connections. */
 const TIMEOUT_CHECK_INTERVAL_MS = 1000;
@@ -54,9 +55,10 @@ export async function openListeners(
     maxHeadersCount: config.limits.maxHeaders + 1, // one over, so transport.ts sees the excess and refuses it
     connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS,
   };
+  const expressClasses = { IncomingMessage: ExpressRequest, ServerResponse: ExpressResponse };
   const sockets = new Set<Socket>();
   const secureServer = https.createServer(
-    { ...timeouts, ...tls, minVersion: 'TLSv1.2', handshakeTimeout: config.limits.headersTimeoutMs, noDelay: true },
+    { ...timeouts, ...expressClasses, ...tls, minVersion: 'TLSv1.2', handshakeTimeout: config.limits.headersTimeoutMs, noDelay: true },
     apps.publicApp,
   );
   secureServer.on('connection', (socket: Socket) => track(sockets, socket));
@@ -73,7 +75,7 @@ export async function openListeners(
   let plainServer: http.Server | undefined;
   let plainAddress: AddressInfo | undefined;
   if (config.plainHttp) {
-    plainServer = http.createServer({ ...timeouts, noDelay: true }, apps.publicApp);
+    plainServer = http.createServer({ ...timeouts, ...expressClasses, noDelay: true }, apps.publicApp);
     plainServer.on('connection', (socket: Socket) => track(sockets, socket));
     plainServer.on('clientError', onClientError);
     plainAddress = await listen(plainServer, config.plainHttp.port, config.plainHttp.host);
