@@ -24,8 +24,8 @@ const SMOKE = process.argv.includes('--smoke');
 /** --streams: only the concurrent-stream runs (to look at them alone). */
 const STREAMS_ONLY = process.argv.includes('--streams');
 const PLAN = SMOKE
-  ? { rounds: 1, saturateSeconds: 1, rateSeconds: 1, rate: 100, sequential: 100, streams: [50], authIterations: 2_000 }
-  : { rounds: 3, saturateSeconds: 5, rateSeconds: 4, rate: 500, sequential: 1000, streams: [1000, 5000], authIterations: 200_000 };
+  ? { rounds: 1, warmupSeconds: 0, saturateSeconds: 1, rateSeconds: 1, rate: 100, sequential: 100, streams: [50], authIterations: 2_000 }
+  : { rounds: 3, warmupSeconds: 3, saturateSeconds: 5, rateSeconds: 4, rate: 500, sequential: 1000, streams: [1000, 5000], authIterations: 200_000 };
 const ROOT = path.join(__dirname, '..', '..', '..'); // dist/bench/bench -> repository
 const CLI = path.join(ROOT, 'dist', 'cli.js');
 const HERE = __dirname;
@@ -62,6 +62,11 @@ async function main() {
     const ca = readFileSync(tls.certFile, 'utf8');
     const target = (server: Server, body = CHAT_BODY, extra: Record<string, string> = {}): Target => ({ url: server.url, ca, headers: { ...server.headers, ...extra }, body });
 
+    // Round 1 would otherwise also measure the JIT compiling the request path and pools filling up.
+    for (const server of STREAMS_ONLY || PLAN.warmupSeconds === 0 ? [] : servers) {
+      progress(`warm-up: ${server.name}`);
+      await load({ kind: 'saturate', target: target(server), connections: 64, seconds: PLAN.warmupSeconds });
+    }
     const rounds: Record<string, Array<Record<string, number>>> = Object.fromEntries(servers.map((s) => [s.name, []]));
     for (let round = 1; round <= (STREAMS_ONLY ? 0 : PLAN.rounds); round++) {
       const order = round % 2 === 1 ? servers : [...servers].reverse();

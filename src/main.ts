@@ -292,8 +292,8 @@ function openStore(config: Config, log: Logger): Promise<KeyStore> {
 
 /** The model label of the token metric: a name the provider lists, else 'other' (labels stay bounded). */
 function modelLabel(provider: Provider, modelName: string): string {
-  const known = provider.configuredModels ?? provider.pool.workers.flatMap((state) => state.models);
-  return known.includes(modelName) ? modelName : 'other';
+  const known = provider.configuredModels ? provider.configuredModels.includes(modelName) : provider.pool.workers.some((state) => state.models.includes(modelName));
+  return known ? modelName : 'other';
 }
 
 async function openRateLimitStore(config: Config, log: Logger): Promise<RateLimitStore> {

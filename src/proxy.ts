@@ -327,7 +327,9 @@ export function upstreamHeaders(req: Request, context: RequestContext, target: U
 
 /** The client chain as far as we trust it: trusted proxies' X-Forwarded-For (farthest first), then our peer. */
 function forwardedFor(req: Request): string {
-  return [...req.ips, req.socket.remoteAddress].filter(Boolean).join(', ');
+  const peer = req.socket.remoteAddress ?? '';
+  if (req.headers['x-forwarded-for'] === undefined) return peer; // no chain to trust or not: skip proxy-addr
+  return [...req.ips, peer].filter(Boolean).join(', ');
 }
 
 /** A copy: the worker's own headers stay as they came, for the agent (it reads Keep-Alive: timeout= from them). */

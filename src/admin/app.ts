@@ -4,7 +4,7 @@
  */
 import path from 'node:path';
 import express from 'express';
-import helmet from 'helmet';
+import { securityHeaders } from '../security-headers';
 import type { KeyStore } from '../auth/store/types';
 import { handleErrors } from '../error-handler';
 import { errors, GatewayError } from '../errors';
@@ -34,7 +34,7 @@ export function createAdminApp({ metrics, log, keyStore, adminToken, exposition,
   const app = express();
   app.disable('x-powered-by');
   app.disable('etag');
-  app.use(helmet());
+  app.use(securityHeaders());
 
   app.get('/metrics', async (_req, res) => {
     res.type(metrics.registry.contentType).send(await exposition());
