@@ -21,7 +21,7 @@ export type Task =
   | { kind: 'saturate'; target: Target; connections: number; seconds: number }
   | { kind: 'rate'; target: Target; rate: number; seconds: number }
   | { kind: 'sequential'; target: Target; count: number }
-  | { kind: 'streams'; target: Target; streams: number };
+  | { kind: 'streams'; target: Target; streams: number; opensPerSecond: number };
 
 export function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return NaN;
@@ -33,7 +33,7 @@ const summary = (samples: number[]) => {
   return { count: sorted.length, p50: percentile(sorted, 50), p99: percentile(sorted, 99), p999: percentile(sorted, 99.9), mean: sorted.reduce((a, b) => a + b, 0) / (sorted.length || 1) };
 };
 
-function send(target: Target, agent: https.Agent, onChunk?: (at: number) => void): Promise<{ status: number; text: string }> {
+function send(target: Target, agent: https.Agent, onChunk?: (at: number) => void): Promise<{ status: number; text: string; error?: string }> {
   return new Promise((resolve) => {
     const req = https.request(target.url, { method: 'POST', agent, ca: target.ca, servername: 'localhost', headers: { ...target.headers, 'content-type': 'application/json' } }, (res) => {
       let text = '';
@@ -43,9 +43,9 @@ function send(target: Target, agent: https.Agent, onChunk?: (at: number) => void
         text += chunk;
       });
       res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-      res.on('error', () => resolve({ status: 0, text }));
+      res.on('error', (err: NodeJS.ErrnoException) => resolve({ status: 0, text, error: err.code ?? err.message }));
     });
-    req.on('error', () => resolve({ status: 0, text: '' }));
+    req.on('error', (err: NodeJS.ErrnoException) => resolve({ status: 0, text: '', error: err.code ?? err.message }));
     req.end(target.body);
   });
 }
@@ -101,32 +101,46 @@ async function sequential(task: Extract<Task, { kind: 'sequential' }>) {
   return { ...summary(latencies), failures };
 }
 
+/**
+ * Streams are opened at `opensPerSecond` (clients do not all connect in one millisecond, and a
+ * flood of TLS handshakes would measure the handshake queue); each runs long enough that all are
+ * open at once, which prints the plateau line once. `peakOpen` says how many ever were.
+ */
 async function streams(task: Extract<Task, { kind: 'streams' }>) {
   const agent = new https.Agent({ keepAlive: true, maxSockets: Infinity });
   const firstToken: number[] = [];
   const betweenTokens: number[] = [];
   let open = 0;
+  let peakOpen = 0;
   let intact = 0;
   const broken: Record<string, number> = {};
-  const all = Array.from({ length: task.streams }, async () => {
+  const one = async () => {
     const began = performance.now();
     let last: number | undefined;
-    const { status, text } = await send(task.target, agent, (at) => {
+    const { status, text, error } = await send(task.target, agent, (at) => {
       if (last === undefined) {
         firstToken.push(at - began);
-        if (++open === task.streams) process.stdout.write(JSON.stringify({ plateau: true }) + '\n');
+        peakOpen = Math.max(peakOpen, ++open);
+        if (open === task.streams) process.stdout.write(JSON.stringify({ plateau: true }) + '\n');
       } else betweenTokens.push(at - last);
       last = at;
     });
+    if (last !== undefined) open--;
     if (status === 200 && text.trimEnd().endsWith('data: [DONE]')) intact++;
     else {
-      const why = status === 200 ? 'cut short' : `status ${status}${status >= 400 ? ` ${/"code":"([a-z_]+)"/.exec(text)?.[1] ?? ''}` : ''}`;
+      const why = status === 200 ? 'cut short' : status === 0 ? `error ${error}` : `status ${status} ${/"code":"([a-z_]+)"/.exec(text)?.[1] ?? ''}`.trimEnd();
       broken[why] = (broken[why] ?? 0) + 1;
     }
-  });
+  };
+  const all: Array<Promise<void>> = [];
+  const batch = Math.max(1, Math.round(task.opensPerSecond / 20));
+  for (let started = 0; started < task.streams; started += batch) {
+    for (let i = started; i < Math.min(task.streams, started + batch); i++) all.push(one());
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
   await Promise.all(all);
   agent.destroy();
-  return { streams: task.streams, intact, broken, firstTokenMs: summary(firstToken), betweenTokensMs: summary(betweenTokens) };
+  return { streams: task.streams, intact, broken, peakOpen, firstTokenMs: summary(firstToken), betweenTokensMs: summary(betweenTokens) };
 }
 
 const runners = { saturate, rate: atRate, sequential, streams } as const;

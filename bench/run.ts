@@ -24,8 +24,8 @@ const SMOKE = process.argv.includes('--smoke');
 /** --streams: only the concurrent-stream runs (to look at them alone). */
 const STREAMS_ONLY = process.argv.includes('--streams');
 const PLAN = SMOKE
-  ? { rounds: 1, warmupSeconds: 0, saturateSeconds: 1, rateSeconds: 1, rate: 100, sequential: 100, streams: [50], authIterations: 2_000 }
-  : { rounds: 3, warmupSeconds: 3, saturateSeconds: 5, rateSeconds: 4, rate: 500, sequential: 1000, streams: [1000, 5000], authIterations: 200_000 };
+  ? { rounds: 1, warmupSeconds: 0, saturateSeconds: 1, rateSeconds: 1, rate: 100, sequential: 100, streams: [50], streamTokens: 10, opensPerSecond: 1000, authIterations: 2_000 }
+  : { rounds: 3, warmupSeconds: 2, saturateSeconds: 5, rateSeconds: 3, rate: 500, sequential: 500, streams: [1000, 5000], streamTokens: 70, opensPerSecond: 1000, authIterations: 200_000 };
 const ROOT = path.join(__dirname, '..', '..', '..'); // dist/bench/bench -> repository
 const CLI = path.join(ROOT, 'dist', 'cli.js');
 const HERE = __dirname;
@@ -87,20 +87,23 @@ async function main() {
     const streamFigures: StreamFigure[] = [];
     for (const n of PLAN.streams) {
       const streamBody = JSON.stringify({ model: 'bench/echo', stream: true, messages: [{ role: 'user', content: 'Stream to the benchmark.' }] });
-      const pacing = { 'x-mock-tokens': '20', 'x-mock-tokens-per-second': '10' };
+      // 10 tokens/s, as a fast model streams; long enough to outlast opening them all at opensPerSecond.
+      const pacing = { 'x-mock-tokens': String(PLAN.streamTokens), 'x-mock-tokens-per-second': '10' };
       progress(`${n} concurrent streams, direct`);
-      const direct = await load<StreamResult>({ kind: 'streams', target: target(servers[0]!, streamBody, pacing), streams: n });
+      const direct = await load<StreamResult>({ kind: 'streams', target: target(servers[0]!, streamBody, pacing), streams: n, opensPerSecond: PLAN.opensPerSecond });
       const gateway = servers[3]!;
       const idleKiB = rssKiB(gateway.child.pid!);
-      let plateauKiB = idleKiB;
+      let plateauKiB: number | undefined;
       progress(`${n} concurrent streams, chatgate`);
-      const through = await load<StreamResult>({ kind: 'streams', target: target(gateway, streamBody, pacing), streams: n }, () => (plateauKiB = rssKiB(gateway.child.pid!)));
+      const through = await load<StreamResult>({ kind: 'streams', target: target(gateway, streamBody, pacing), streams: n, opensPerSecond: PLAN.opensPerSecond }, () => (plateauKiB = rssKiB(gateway.child.pid!)));
       streamFigures.push({
         streams: n,
         intact: through.intact,
         broken: through.broken,
         directIntact: direct.intact,
-        kibPerStream: (plateauKiB - idleKiB) / n,
+        // Only when all n were open at once; otherwise the figure would divide by streams already gone.
+        kibPerStream: plateauKiB === undefined ? NaN : (plateauKiB - idleKiB) / n,
+        peakOpen: through.peakOpen,
         addedFirstTokenP50Ms: through.firstTokenMs.p50 - direct.firstTokenMs.p50,
         addedFirstTokenP99Ms: through.firstTokenMs.p99 - direct.firstTokenMs.p99,
         betweenTokensP50Ms: through.betweenTokensMs.p50,
@@ -127,6 +130,7 @@ async function main() {
 interface StreamResult {
   intact: number;
   broken: Record<string, number>;
+  peakOpen: number;
   firstTokenMs: { p50: number; p99: number };
   betweenTokensMs: { p50: number; p99: number };
 }
@@ -287,6 +291,7 @@ interface StreamFigure {
   broken: Record<string, number>;
   directIntact: number;
   kibPerStream: number;
+  peakOpen: number;
   addedFirstTokenP50Ms: number;
   addedFirstTokenP99Ms: number;
   betweenTokensP50Ms: number;
@@ -326,7 +331,7 @@ function report(results: { figures: Record<string, Record<string, number>>; stre
       ...results.streams.map((s) => [
         String(s.streams),
         `${s.intact} / ${s.directIntact}${Object.keys(s.broken).length ? ` (others: ${JSON.stringify(s.broken)})` : ''}`,
-        s.kibPerStream.toFixed(1),
+        Number.isNaN(s.kibPerStream) ? `n/a (at most ${s.peakOpen} open at once)` : s.kibPerStream.toFixed(1),
         `${s.addedFirstTokenP50Ms.toFixed(2)} / ${s.addedFirstTokenP99Ms.toFixed(2)}`,
         `${s.betweenTokensP50Ms.toFixed(1)} / ${s.betweenTokensP99Ms.toFixed(1)} (${s.directBetweenTokensP99Ms.toFixed(1)})`,
       ]),
