@@ -132,18 +132,25 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Socket): string |
   // A parse error in a body (bad chunk framing) comes after the request reached the app: its answer
   // has not started, so this one goes out instead, and the app's later attempt meets a closed socket.
   const answer = (socket as Socket & { _httpMessage?: ServerResponse })._httpMessage;
-  if (!socket.writable || answer?.headersSent) {
+  const refusal = refusalForClientError(err.code);
+  if (!refusal || !socket.writable || answer?.headersSent) {
     socket.destroy();
     return undefined;
   }
-  const [error, reason] =
-    err.code === 'HPE_HEADER_OVERFLOW'
-      ? [errors.headersTooLarge(), 'Request Header Fields Too Large']
-      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-        ? [errors.requestTimeout(), 'Request Timeout']
-        : [errors.malformedRequest(), 'Bad Request'];
-  socket.end(rawErrorResponse(error, reason));
-  return error.code;
+  socket.end(rawErrorResponse(refusal.error, refusal.reason));
+  return refusal.error.code;
+}
+
+/**
+ * Pure: what a 'clientError' from Node's HTTP server is answered with. Only the parser's own verdicts
+ * (HPE_*) and its timeout speak of the client's request; anything else (a reset, a TLS handshake the
+ * server itself was too busy to finish in time) gets no answer: the connection is closed.
+ */
+export function refusalForClientError(code: string | undefined): { error: GatewayError; reason: string } | undefined {
+  if (code === 'HPE_HEADER_OVERFLOW') return { error: errors.headersTooLarge(), reason: 'Request Header Fields Too Large' };
+  if (code === 'ERR_HTTP_REQUEST_TIMEOUT') return { error: errors.requestTimeout(), reason: 'Request Timeout' };
+  if (code?.startsWith('HPE_')) return { error: errors.malformedRequest(), reason: 'Bad Request' };
+  return undefined;
 }
 
 function rawErrorResponse(error: GatewayError, reason: string): string {
