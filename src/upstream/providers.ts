@@ -8,6 +8,7 @@ import https from 'node:https';
 import type { Config, ProviderConfig, UpstreamSettings } from '../config';
 import { ConfigError } from '../config';
 import { Pool, type WorkerState } from './pool';
+import { definedFields } from '../defined-fields';
 
 export interface Worker {
   /** For metric labels and logs: host, port and path of the base URL, never its user info. */
@@ -71,14 +72,12 @@ export function closeProviders(table: ProviderTable): void {
 
 function effectiveSettings(defaults: UpstreamSettings, own: ProviderConfig['upstream']): UpstreamSettings {
   if (!own) return defaults;
-  const defined = <T extends object>(values: T | undefined) =>
-    Object.fromEntries(Object.entries(values ?? {}).filter(([, value]) => value !== undefined)) as Partial<T>;
   return {
     ...defaults,
-    ...defined(own),
-    queue: { ...defaults.queue, ...defined(own.queue) },
-    health: { ...defaults.health, ...defined(own.health) },
-    ejection: { ...defaults.ejection, ...defined(own.ejection) },
+    ...definedFields(own),
+    queue: { ...defaults.queue, ...definedFields(own.queue) },
+    health: { ...defaults.health, ...definedFields(own.health) },
+    ejection: { ...defaults.ejection, ...definedFields(own.ejection) },
   };
 }
 

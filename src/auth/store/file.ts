@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { NO_OWN_LIMITS, NO_USAGE, type KeyChanges, type KeyRecord, type KeyStore, type KeyUse } from './types';
+import { definedFields } from '../../defined-fields';
 
 interface FileContents {
   version: 1;
@@ -52,7 +53,7 @@ export class FileKeyStore implements KeyStore {
 
   update(id: string, changes: KeyChanges): Promise<KeyRecord | undefined> {
     const { rateLimit, ...fields } = changes;
-    return this.change(id, (k) => ({ ...k, ...definedOnly(fields), rateLimit: { ...k.rateLimit, ...definedOnly(rateLimit ?? {}) } }));
+    return this.change(id, (k) => ({ ...k, ...definedFields(fields), rateLimit: { ...k.rateLimit, ...definedFields(rateLimit) } }));
   }
 
   revoke(id: string, at: Date): Promise<KeyRecord | undefined> {
@@ -189,10 +190,6 @@ async function heldByDeadProcess(lockFile: string): Promise<boolean> {
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'ESRCH';
   }
-}
-
-function definedOnly<T extends object>(values: T): Partial<T> {
-  return Object.fromEntries(Object.entries(values).filter(([, value]) => value !== undefined)) as Partial<T>;
 }
 
 function parseContents(text: string, file: string): KeyRecord[] {
