@@ -11,7 +11,7 @@ import { AggregatorRegistry } from 'prom-client';
 import { createAdminApp, type Readiness } from './admin/app';
 import type { Config } from './config';
 import type { Logger } from './log';
-import { banner, prepareOnce, reloadConfig, type Gateway } from './main';
+import { banner, prepareOnce, reloadConfig, type Gateway } from './startup';
 import { createMetrics } from './metrics';
 import { openAdminListener } from './server';
 

@@ -9,7 +9,8 @@ import { Writable } from 'node:stream';
 import YAML from 'yaml';
 import { issueKey, type NewKey } from '../../src/auth/issue';
 import { FileKeyStore } from '../../src/auth/store/file';
-import { startGateway, type Gateway } from '../../src/main';
+import { startGateway } from '../../src/main';
+import type { Gateway } from '../../src/startup';
 
 export interface TestGateway {
   readonly gateway: Gateway;
