@@ -4,6 +4,7 @@
  * catalogued message and the request id.
  */
 import type { ErrorRequestHandler } from 'express';
+import { withoutKeys } from './auth/keys';
 import { findContext } from './context';
 import { toGatewayError } from './errors';
 import type { Logger } from './log';
@@ -17,7 +18,7 @@ export function handleErrors(log: Logger, metrics: Metrics): ErrorRequestHandler
     metrics.errors.inc({ code: failure.code });
     if (failure.status >= 500) {
       const cause = err === failure ? failure.cause : err;
-      log.error({ requestId: context?.requestId, code: failure.code, method: req.method, path: req.path, err: cause }, 'request failed');
+      log.error({ requestId: context?.requestId, code: failure.code, method: req.method, path: withoutKeys(req.path), err: cause }, 'request failed');
     }
     if (res.headersSent) {
       res.destroy();
