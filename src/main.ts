@@ -101,7 +101,13 @@ async function startServing(config: Config, configFile: string, log: Logger, rol
         const next = reloadConfig(configFile, config, log);
         if (!next) return false;
         const previous = serving;
-        serving = await buildServing(next, log, metrics, lasting);
+        try {
+          serving = await buildServing(next, log, metrics, lasting);
+        } catch (err) {
+          // A file can load and still not be servable (an apiKeyEnv naming an unset variable).
+          log.error({ err: (err as Error).message }, 'config reload refused: the running config is kept');
+          return false;
+        }
         log.info({ providers: [...serving.providers.keys()] }, 'config reloaded');
         void previous.retire(config.shutdown.drainTimeoutMs);
         return true;

@@ -38,7 +38,9 @@ export function reloadConfig(configFile: string, running: Config, log: Logger): 
     ...RESTART_ONLY_RATE_LIMIT_SETTINGS.filter((name) => changed((config) => config.rateLimit[name])).map((name) => `rateLimit.${name}`),
   ];
   if (restartOnly.length > 0) log.warn({ settings: restartOnly }, 'these settings change only on restart; the running values are kept');
-  return next;
+  const kept = Object.fromEntries(RESTART_ONLY_SETTINGS.map((name) => [name, running[name]]));
+  const keptRateLimit = Object.fromEntries(RESTART_ONLY_RATE_LIMIT_SETTINGS.map((name) => [name, running.rateLimit[name]]));
+  return { ...next, ...kept, rateLimit: { ...next.rateLimit, ...keptRateLimit } };
 }
 
 /** What a reload leaves alone: listeners, TLS, stores, process model. Providers, upstream settings and limits are reloaded. */

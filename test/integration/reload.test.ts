@@ -80,3 +80,17 @@ test('new providers, workers and limits take effect; requests in flight finish w
   expect(logged('config reloaded')).toHaveLength(2);
   expect((await send()).status).toBe(429); // the counters carried over the reload
 }, 30_000);
+
+test('a file that loads but cannot be served is refused and the gateway lives on; restart-only settings keep their running values', async () => {
+  writeFileSync(configFile(), YAML.stringify({ ...base(), providers: { mock: { workers: [newWorker.url], apiKeyEnv: 'CHATGATE_TEST_UNSET_VARIABLE' } } }));
+  await hangUp();
+  expect(String(logged('config reload refused: the running config is kept').at(-1)!.err)).toContain('CHATGATE_TEST_UNSET_VARIABLE');
+  expect(gateway.child.exitCode).toBeNull();
+
+  writeFileSync(configFile(), YAML.stringify({ ...base(), limits: { maxBodyBytes: 10 }, providers: { mock: { workers: [newWorker.url] } } }));
+  const reloads = logged('config reloaded').length;
+  await hangUp();
+  expect(logged('config reloaded')).toHaveLength(reloads + 1);
+  expect(logged('these settings change only on restart; the running values are kept').at(-1)).toEqual(expect.objectContaining({ settings: expect.arrayContaining(['limits']) }));
+  expect((await send()).status).toBe(200); // a body of more than 10 bytes: the running limit still applies
+}, 30_000);
