@@ -220,9 +220,12 @@ export function loadConfig(file: string, env: NodeJS.ProcessEnv = process.env): 
   }
   let document: unknown;
   try {
-    document = YAML.parse(text);
+    // Without prettyErrors the message does not quote the file's lines: one may hold a password or token.
+    document = YAML.parse(text, { prettyErrors: false });
   } catch (err) {
-    throw new ConfigError(`config ${file}: not valid YAML: ${(err as Error).message}`);
+    const at = (err as { pos?: [number, number] }).pos?.[0];
+    const line = at === undefined ? '' : ` (line ${text.slice(0, at).split('\n').length})`;
+    throw new ConfigError(`config ${file}: not valid YAML${line}: ${(err as Error).message}`);
   }
   return parseConfig(withEnvironment(document ?? {}, env), file);
 }

@@ -141,6 +141,14 @@ describe('loading files', () => {
     expect(loadError(file).message).toContain(`${file}: not valid YAML`);
   });
 
+  test('the YAML error says where, without quoting the line (it may hold a secret)', () => {
+    const file = path.join(dir, 'secret.yaml');
+    writeFileSync(file, 'keyStore:\n  type: postgres\n  url: "postgres://chatgate:SECRETPW@db/chatgate\n');
+    const message = loadError(file).message;
+    expect(message).toMatch(/not valid YAML \(line \d+\)/);
+    expect(message).not.toContain('SECRETPW');
+  });
+
   test('a file whose settings are wrong names the file and the field', () => {
     const file = path.join(dir, 'wrong.yaml');
     writeFileSync(file, YAML.stringify({ ...minimal, listen: { port: 70000 } }));
