@@ -64,7 +64,7 @@ export async function startPrimary(config: Config, log: Logger, out: NodeJS.Writ
   await Promise.all(Array.from({ length: wanted }, fork));
 
   keyStore.onChange((digests) => {
-    for (const worker of workers) worker.send({ type: 'chatgate:key-changes', digests } satisfies WorkerMessages);
+    for (const worker of workers) tell(worker, { type: 'chatgate:key-changes', digests });
   });
 
   const aggregator = new AggregatorRegistry();
@@ -143,10 +143,23 @@ function askReadiness(worker: Worker, id: number): Promise<Readiness | undefined
       resolve(answer);
     };
     worker.on('message', onMessage);
-    try {
-      worker.send({ type: 'chatgate:readiness', id } satisfies WorkerMessages);
-    } catch {
-      done(undefined);
-    }
+    if (!tell(worker, { type: 'chatgate:readiness', id }, () => done(undefined))) done(undefined);
   });
+}
+
+/**
+ * Send a message to a serving process unless its channel is closed. A serving process disconnects
+ * before it exits; `send` to it then throws, or without a callback raises an uncaught exception that
+ * would take the primary down. False when not sent; `onFailure` when sending fails later.
+ */
+export function tell(worker: Pick<Worker, 'isConnected' | 'send'>, message: WorkerMessages, onFailure: () => void = () => undefined): boolean {
+  if (!worker.isConnected()) return false;
+  try {
+    worker.send(message, (err: Error | null) => {
+      if (err) onFailure();
+    });
+    return true;
+  } catch {
+    return false;
+  }
 }
