@@ -233,8 +233,17 @@ export class PostgresKeyStore implements KeyStore {
     client.on('notification', (message) => {
       if (message.channel === CHANNEL && message.payload) this.changes.emit('change', [message.payload]);
     });
-    await client.connect();
-    await client.query(`listen ${CHANNEL}`);
+    try {
+      await client.connect();
+      await client.query(`listen ${CHANNEL}`);
+    } catch (err) {
+      await client.end().catch(() => undefined); // a client connected but not listening would stay open
+      throw err;
+    }
+    if (this.closed) {
+      await client.end().catch(() => undefined); // closed while this reconnect was under way
+      throw new Error('key store closed');
+    }
     this.listenerClient = client;
   }
 
@@ -249,7 +258,7 @@ export class PostgresKeyStore implements KeyStore {
         // Whatever changed while nobody was listening: every cached key is suspect.
         this.changes.emit('change', undefined);
       } catch {
-        this.scheduleReconnect();
+        if (!this.closed) this.scheduleReconnect();
       }
     }, delay);
     this.reconnectTimer.unref();
