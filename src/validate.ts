@@ -38,10 +38,15 @@ export function validateChatRequest(body: unknown): ChatRequest | GatewayError {
   return { ...model, stream: body.stream === true, streamOptions: isObject(streamOptions) ? streamOptions : undefined };
 }
 
+/** Longer than any model id in use (Hugging Face repository ids are at most 96 characters). */
+export const MAX_MODEL_LENGTH = 256;
+
 export function splitModel(model: unknown): Pick<ChatRequest, 'model' | 'provider' | 'modelName'> | GatewayError {
   const shape = "'model' must be a string shaped '<provider>/<model_name>', for example 'mock/echo'.";
   if (model === undefined) return errors.invalidBody('model', "'model' is required. " + shape);
   if (typeof model !== 'string') return errors.invalidBody('model', shape);
+  // The model is echoed in errors and written to every access line: a key holder must not fill logs with it.
+  if (model.length > MAX_MODEL_LENGTH) return errors.invalidBody('model', `'model' must be at most ${MAX_MODEL_LENGTH} characters.`);
   const slash = model.indexOf('/');
   if (slash <= 0 || slash === model.length - 1) return errors.invalidBody('model', shape);
   return { model, provider: model.slice(0, slash), modelName: model.slice(slash + 1) };

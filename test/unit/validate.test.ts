@@ -15,6 +15,10 @@ describe('validateChatRequest accepts', () => {
     expect(validateChatRequest(valid())).toStrictEqual({ model: 'mock/echo', provider: 'mock', modelName: 'echo', stream: false, streamOptions: undefined });
   });
 
+  test('a model of exactly 256 characters is taken', () => {
+    expect(validateChatRequest(valid({ model: `mock/${'m'.repeat(251)}` }))).toMatchObject({ provider: 'mock', modelName: 'm'.repeat(251) });
+  });
+
   test('a model name with more slashes: the provider is before the first', () => {
     expect(validateChatRequest(valid({ model: 'vllm/meta-llama/Llama-3.1-8B' }))).toMatchObject({
       model: 'vllm/meta-llama/Llama-3.1-8B',
@@ -97,6 +101,7 @@ describe('validateChatRequest rejects with 400 invalid_body, naming the field', 
     ['model with a leading slash', valid({ model: '/echo' }), 'model'],
     ['model with a trailing slash', valid({ model: 'mock/' }), 'model'],
     ['model a lone slash', valid({ model: '/' }), 'model'],
+    ['model longer than 256 characters', valid({ model: `mock/${'m'.repeat(252)}` }), 'model'],
     ['messages missing', { model: 'mock/echo' }, 'messages'],
     ['messages null', valid({ messages: null }), 'messages'],
     ['messages not an array', valid({ messages: { role: 'user' } }), 'messages'],
