@@ -113,7 +113,8 @@ export async function startPrimary(config: Config, log: Logger, out: NodeJS.Writ
         [...workers].map(
           (worker) =>
             new Promise<void>((resolve) => {
-              const force = setTimeout(() => worker.kill('SIGKILL'), config.shutdown.drainTimeoutMs + 5000);
+              // worker.kill() would first wait for a disconnect that a blocked process never gives.
+              const force = setTimeout(() => worker.process.kill('SIGKILL'), config.shutdown.drainTimeoutMs + 5000);
               worker.once('exit', () => {
                 clearTimeout(force);
                 resolve();

@@ -116,6 +116,7 @@ async function startServing(config: Config, configFile: string, log: Logger, rol
     },
     async shutdown() {
       accepting = false;
+      await reloading; // a serving unit still being built would otherwise never be retired
       log.info({ deadlineMs: config.shutdown.drainTimeoutMs }, 'draining');
       const { cut } = await listeners.drain(config.shutdown.drainTimeoutMs);
       await serving.retire(0);

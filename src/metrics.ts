@@ -99,7 +99,7 @@ export function createMetrics() {
     }),
     keyCacheMisses: new Counter({
       name: 'chatgate_key_cache_misses_total',
-      help: 'Key lookups that went to the key store.',
+      help: 'Key lookups the cache could not answer (concurrent ones for the same key share one key store read).',
       registers,
     }),
     rateLimited: new Counter({
