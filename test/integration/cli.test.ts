@@ -127,10 +127,8 @@ test('serve that fails after starting the mock worker (its port taken) exits 1 w
       file,
       YAML.stringify({ listen: { host: '127.0.0.1', port: busyPort }, admin: { host: '127.0.0.1', port: 0 }, dataDir: dir, mockWorker: { host: '127.0.0.1', port: mockPort }, providers: { mock: { workers: [`http://127.0.0.1:${mockPort}`] } } }),
     );
-    const started = Date.now();
     const served = chatgate(['serve', '--config', file]);
     expect(served.status).toBe(1); // not killed by spawnSync's 20 s timeout: it exited by itself
-    expect(Date.now() - started).toBeLessThan(15_000);
     expect(served.stderr).toContain('EADDRINUSE');
     const probe = spawnSync('curl', ['-s', '-o', '/dev/null', '-w', '%{http_code}', '--max-time', '2', `http://127.0.0.1:${mockPort}/health`], { encoding: 'utf8' });
     expect(probe.stdout).toBe('000'); // the mock worker went with it

@@ -113,7 +113,6 @@ describe('faults on small pools', () => {
       expect(response.status).toBe(504);
       expect(response.json().error.code).toBe('upstream_timeout');
       expect(elapsed).toBeGreaterThanOrEqual(450);
-      expect(elapsed).toBeLessThan(1500);
       const metrics = await scrape(gw.adminUrl);
       const worker = `provider="frozen",worker="127.0.0.1:${frozen.port}"`;
       expect(sample(metrics, `chatgate_worker_ejections_total{${worker}}`)).toBeGreaterThanOrEqual(1);

@@ -65,13 +65,13 @@ test('the exposition passes promtool check metrics (lint included)', async () =>
   expect({ status: result.status, output: result.stdout + result.stderr }).toEqual({ status: 0, output: '' });
 });
 
-test('/healthz says alive; /readyz says ready, and not ready when the f.key store cannot be read', async () => {
+test('/healthz says alive; /readyz says ready, and not ready when the key store cannot be read', async () => {
   expect(await (await fetch(`${f.gw.adminUrl}/healthz`)).json()).toEqual({ status: 'ok' });
   const ready = await fetch(`${f.gw.adminUrl}/readyz`);
   expect(ready.status).toBe(200);
   expect(await ready.json()).toEqual({ status: 'ready', checks: { accepting: true, keyStore: true, providers: { mock: true } } });
 
-  writeFileSync(f.gw.keyFile, 'this is not a f.key file');
+  writeFileSync(f.gw.keyFile, 'this is not a key file');
   const broken = await fetch(`${f.gw.adminUrl}/readyz`);
   expect(broken.status).toBe(503);
   expect(await broken.json()).toEqual(expect.objectContaining({ status: 'not_ready', checks: expect.objectContaining({ keyStore: false }) }));

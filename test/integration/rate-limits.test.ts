@@ -235,13 +235,12 @@ describe('Redis going away and coming back', () => {
     expect(sample(await scrape(open.adminUrl), 'chatgate_rate_limit_store_errors_total')).toBeGreaterThanOrEqual(5);
 
     await redis.resume();
-    // The client reconnects by itself; a fresh Redis holds no state, so the key has its full limit again.
-    const statuses = await eventually(async () => {
+    // The client reconnects by itself and limits are enforced again: a round of 4 reaches a 429 (eventually throws otherwise).
+    await eventually(async () => {
       const round = [];
       for (let i = 0; i < 4; i++) round.push((await send(open, openKey)).status);
       return round.includes(429) ? round : undefined;
     }, 10_000);
-    expect(statuses.filter((s) => s === 200).length).toBeLessThanOrEqual(3);
     expect((await send(closed, closedKey)).status).toBe(200);
   });
 });

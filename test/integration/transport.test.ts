@@ -71,7 +71,7 @@ test('slowloris: 500 connections trickling their headers are all cut, and normal
   const answers = await Promise.all(slow.map(({ closed }) => closed));
   expect(stillOpen).toBeGreaterThan(400); // the requests above were sent while the slow connections were open
   expect(served).toEqual(Array(20).fill(200));
-  expect(answers).toHaveLength(500); // each was closed by the gateway (the test would time out otherwise)
+  // Each was closed by the gateway: awaiting `answers` would time out otherwise.
   expect(answers.filter((answer) => answer.startsWith('HTTP/1.1 408 ')).length).toBeGreaterThan(450); // a few may be cut in their TLS handshake, which has the same deadline
 }, 60_000);
 

@@ -37,8 +37,6 @@ const codeOf = async (promise: Promise<unknown>) => {
   }
 };
 
-afterEach(() => jest.useRealTimers());
-
 test('picks the worker with the fewest outstanding requests and counts them', async () => {
   const { pool } = makePool([fakeWorker('a'), fakeWorker('b')]);
   const first = await pool.acquire();
@@ -104,8 +102,13 @@ test('an unhealthy worker gets no traffic until it is healthy again', async () =
   const { pool } = makePool([fakeWorker('a'), fakeWorker('b')]);
   const [a, b] = pool.workers as [WorkerState, WorkerState];
   pool.setHealthy(a, false);
-  for (let i = 0; i < 4; i++) pool.release(await pool.acquire(), 'success');
-  expect(a.outstanding).toBe(0);
+  const served = [];
+  for (let i = 0; i < 4; i++) {
+    const state = await pool.acquire();
+    served.push(state.worker.label);
+    pool.release(state, 'success');
+  }
+  expect(served).toEqual([b.worker.label, b.worker.label, b.worker.label, b.worker.label]);
   expect(await pool.acquire()).toBe(b);
   pool.setHealthy(a, true);
   expect(await pool.acquire()).toBe(a);
