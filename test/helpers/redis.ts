@@ -3,8 +3,8 @@
  * must stop and start it) a throwaway redis-server of the test's own on a free port.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import net from 'node:net';
 import Redis from 'ioredis';
+import { freePort } from './net';
 
 export async function sharedRedisUrl(): Promise<string> {
   if (await answers('redis://127.0.0.1:6379')) return 'redis://127.0.0.1:6379';
@@ -36,13 +36,7 @@ export class ThrowawayRedis {
   }
 
   static async start(): Promise<ThrowawayRedis> {
-    const port = await new Promise<number>((resolve) => {
-      const probe = net.createServer().listen(0, '127.0.0.1', () => {
-        const { port: free } = probe.address() as net.AddressInfo;
-        probe.close(() => resolve(free));
-      });
-    });
-    const redis = new ThrowawayRedis(port);
+    const redis = new ThrowawayRedis(await freePort());
     await redis.resume();
     return redis;
   }
