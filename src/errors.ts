@@ -70,12 +70,14 @@ export const errors = {
   requestTimeout: () => invalid(408, 'request_timeout', 'The request was not received in time.'),
   modelNotFound: (model: string) =>
     invalid(404, 'model_not_found', `The model '${withoutKeys(model)}' does not exist: its provider is not configured.`, 'model'),
-  routeNotFound: (method: string, path: string) =>
-    new GatewayError(404, 'invalid_request_error', 'not_found', `Unknown request URL: ${method} ${withoutKeys(path)}.`),
+  routeNotFound: (method: string, path: string) => invalid(404, 'not_found', `Unknown request URL: ${method} ${withoutKeys(path)}.`),
   methodNotAllowed: (method: string, allowed: string) =>
-    new GatewayError(405, 'invalid_request_error', 'method_not_allowed', `Method ${method} is not allowed here; use ${allowed}.`, null, {
-      Allow: allowed,
-    }),
+    invalid(405, 'method_not_allowed', `Method ${method} is not allowed here; use ${allowed}.`, null, { Allow: allowed }),
+  invalidAdminToken: () =>
+    invalid(401, 'invalid_admin_token', 'The admin API needs Authorization: Bearer <admin token>.', null, { 'WWW-Authenticate': 'Bearer realm="chatgate-admin"' }),
+  adminApiDisabled: () =>
+    invalid(404, 'admin_api_disabled', 'The admin API and console are off: set admin.token (or CHATGATE_ADMIN_TOKEN) to turn them on.'),
+  keyNotFound: (id: string) => invalid(404, 'key_not_found', `No key has the id '${withoutKeys(id.slice(0, 64))}'.`, 'id'),
   keyStoreUnavailable: () =>
     new GatewayError(503, 'api_error', 'key_store_unavailable', 'The key store cannot be read right now; try again shortly.', null, {
       'Retry-After': '1',

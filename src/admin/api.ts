@@ -5,9 +5,8 @@
  */
 import express, { type Router } from 'express';
 import { issueKey, publicView, rotateKey } from '../auth/issue';
-import { withoutKeys } from '../auth/keys';
 import type { KeyChanges, KeyLimits, KeyStore } from '../auth/store/types';
-import { errors, GatewayError } from '../errors';
+import { errors } from '../errors';
 import { requireAdminToken } from './token';
 
 const MAX_NAME = 200;
@@ -58,7 +57,7 @@ export function adminApi(store: KeyStore, token: string): Router {
 }
 
 function found<T>(value: T | undefined, id: string): T {
-  if (value === undefined) throw new GatewayError(404, 'invalid_request_error', 'key_not_found', `No key has the id '${withoutKeys(id.slice(0, 64))}'.`, 'id');
+  if (value === undefined) throw errors.keyNotFound(id);
   return value;
 }
 

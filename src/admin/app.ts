@@ -7,7 +7,7 @@ import express from 'express';
 import { securityHeaders } from '../security-headers';
 import type { KeyStore } from '../auth/store/types';
 import { handleErrors } from '../error-handler';
-import { errors, GatewayError } from '../errors';
+import { errors } from '../errors';
 import type { Logger } from '../log';
 import type { Metrics } from '../metrics';
 import { adminApi } from './api';
@@ -52,7 +52,7 @@ export function createAdminApp({ metrics, log, keyStore, adminToken, exposition,
     app.use('/admin', express.static(CONSOLE_FILES, { index: 'index.html', redirect: true }));
   } else {
     app.use('/admin', () => {
-      throw new GatewayError(404, 'invalid_request_error', 'admin_api_disabled', 'The admin API and console are off: set admin.token (or CHATGATE_ADMIN_TOKEN) to turn them on.');
+      throw errors.adminApiDisabled();
     });
   }
   app.use((req) => {

@@ -3,7 +3,7 @@
  * A key is `cgk_` followed by 43 base64url characters (256 random bits). Stores hold only the
  * SHA-256 digest; the clear key is shown once, when it is issued.
  */
-import crypto, { randomBytes } from 'node:crypto';
+import crypto, { randomBytes, timingSafeEqual } from 'node:crypto';
 
 export const KEY_PREFIX = 'cgk_';
 const KEY_PATTERN = /^cgk_[A-Za-z0-9_-]{43}$/;
@@ -31,6 +31,11 @@ export function digestKey(key: string): string {
 /** crypto.hash, one call without a Hash object, takes a third of createHash's time; Node < 20.12 lacks it. */
 const sha256Hex: (text: string) => string =
   typeof crypto.hash === 'function' ? (text) => crypto.hash('sha256', text, 'hex') : (text) => crypto.createHash('sha256').update(text, 'utf8').digest('hex');
+
+/** Constant time whatever the texts: their digests are compared, so neither content nor length leaks. */
+export function sameSecret(offered: string, expected: string): boolean {
+  return timingSafeEqual(Buffer.from(sha256Hex(offered), 'hex'), Buffer.from(sha256Hex(expected), 'hex'));
+}
 
 export function displayPrefix(key: string): string {
   return key.slice(0, DISPLAY_PREFIX_LENGTH);

@@ -40,6 +40,9 @@ const catalogue: Record<Factory, Expected> = {
   rateLimiterUnavailable: entry(errors.rateLimiterUnavailable(), 503, 'api_error', 'rate_limiter_unavailable', null, { 'Retry-After': '1' }),
   upstreamTimeout: entry(errors.upstreamTimeout(), 504, 'api_error', 'upstream_timeout'),
   internal: entry(errors.internal('req-1'), 500, 'api_error', 'internal_error'),
+  invalidAdminToken: entry(errors.invalidAdminToken(), 401, 'invalid_request_error', 'invalid_admin_token', null, { 'WWW-Authenticate': 'Bearer realm="chatgate-admin"' }),
+  adminApiDisabled: entry(errors.adminApiDisabled(), 404, 'invalid_request_error', 'admin_api_disabled'),
+  keyNotFound: entry(errors.keyNotFound('key_nope'), 404, 'invalid_request_error', 'key_not_found', 'id'),
 };
 
 describe('the error catalogue', () => {

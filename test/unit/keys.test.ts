@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { digestKey, displayPrefix, generateKey, looksLikeKey, newKeyId, withoutKeys } from '../../src/auth/keys';
+import { digestKey, displayPrefix, generateKey, looksLikeKey, newKeyId, sameSecret, withoutKeys } from '../../src/auth/keys';
 
 test('keys have the cgk_ prefix and 43 base64url characters, and do not repeat', () => {
   const keys = Array.from({ length: 1000 }, generateKey);
@@ -67,4 +67,11 @@ test('withoutKeys hides whole and partial keys in client text, and leaves the re
   const key = generateKey();
   expect(withoutKeys(`model ${key}/m and ${key.slice(0, 20)}`)).toBe('model cgk_[redacted]/m and cgk_[redacted]');
   expect(withoutKeys('mock/echo cgk_short')).toBe('mock/echo cgk_short');
+});
+
+test('sameSecret: equal texts only, whatever their lengths', () => {
+  expect(sameSecret('admin-token-1', 'admin-token-1')).toBe(true);
+  expect(sameSecret('admin-token-2', 'admin-token-1')).toBe(false);
+  expect(sameSecret('admin-token-1x', 'admin-token-1')).toBe(false);
+  expect(sameSecret('', 'admin-token-1')).toBe(false);
 });
