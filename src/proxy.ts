@@ -194,6 +194,9 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
     const { pool, settings } = target.provider;
     const tried = new Set<WorkerState>();
     let staleRetried = false;
+    // Waiting for a worker: a client that leaves gives its place in the queue up.
+    const whenGone = (giveUp: () => void) => (res.destroyed ? giveUp() : res.once('close', giveUp));
+    const unlessGone = (failure: unknown) => (res.destroyed ? undefined : next(failure));
 
     res.on('close', () => {
       if (res.writableFinished) return;
@@ -231,13 +234,13 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
         }
         if (stale || (!attempt.connected && tried.size <= settings.retries)) {
           metrics.retries.inc(labels(attempt));
-          pool.acquire(tried).then(attemptOn, (noneLeft: GatewayError) => next(withCause(upstreamFailure(attempt), err, noneLeft)));
+          pool.acquire(tried, whenGone).then(attemptOn, (noneLeft: GatewayError) => unlessGone(withCause(upstreamFailure(attempt), err, noneLeft)));
           return;
         }
         next(withCause(upstreamFailure(attempt), err));
       });
     };
-    pool.acquire(tried).then(attemptOn, next);
+    pool.acquire(tried, whenGone).then(attemptOn, unlessGone);
   };
 
   return { handle, close: () => proxy.close() };

@@ -76,24 +76,26 @@ export class Pool {
    * A worker for one attempt, its outstanding count already taken. Rejects at once with 503
    * upstream_unavailable when no worker (other than those excluded) may take traffic, and with 503
    * upstream_overloaded when all are full and the queue is too, or the wait passes its deadline.
+   * `whenGone` is called only if the request has to wait: it registers the callback that gives the
+   * place in the queue up at once when the client goes away.
    */
-  acquire(exclude: ReadonlySet<WorkerState> = new Set()): Promise<WorkerState> {
+  acquire(exclude: ReadonlySet<WorkerState> = new Set(), whenGone?: (giveUp: () => void) => void): Promise<WorkerState> {
     const candidates = this.candidates(exclude);
     if (candidates.length === 0) return Promise.reject(errors.noHealthyWorker());
     const chosen = pickLeastLoaded(candidates.filter((state) => state.hasRoom()));
     if (chosen) return Promise.resolve(this.take(chosen));
     if (this.waiters.length >= this.settings.queue.size) return Promise.reject(errors.upstreamOverloaded(this.retryAfterSeconds()));
     return new Promise((resolve, reject) => {
-      const waiter: Waiter = {
-        exclude,
-        resolve,
-        reject,
-        timer: setTimeout(() => {
-          this.waiters.splice(this.waiters.indexOf(waiter), 1);
-          reject(errors.upstreamOverloaded(this.retryAfterSeconds()));
-        }, this.settings.queue.timeoutMs),
+      const giveUp = () => {
+        const at = this.waiters.indexOf(waiter);
+        if (at === -1) return; // served, or gone, already
+        this.waiters.splice(at, 1);
+        clearTimeout(waiter.timer);
+        reject(errors.upstreamOverloaded(this.retryAfterSeconds()));
       };
+      const waiter: Waiter = { exclude, resolve, reject, timer: setTimeout(giveUp, this.settings.queue.timeoutMs) };
       this.waiters.push(waiter);
+      whenGone?.(giveUp);
     });
   }
 
@@ -150,12 +152,16 @@ export class Pool {
     this.timers.add(timer);
   }
 
+  /** In order, but a waiter that cannot use the free workers (a retry excluding them) does not hold up those behind it. */
   private serveWaiters(): void {
-    while (this.waiters.length > 0) {
-      const waiter = this.waiters[0]!;
+    for (let i = 0; i < this.waiters.length; ) {
+      const waiter = this.waiters[i]!;
       const chosen = pickLeastLoaded(this.candidates(waiter.exclude).filter((state) => state.hasRoom()));
-      if (!chosen) return;
-      this.waiters.shift();
+      if (!chosen) {
+        i++;
+        continue;
+      }
+      this.waiters.splice(i, 1);
       clearTimeout(waiter.timer);
       waiter.resolve(this.take(chosen));
     }

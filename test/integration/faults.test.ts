@@ -2,6 +2,7 @@
  * Pools under fault, with real worker processes killed (SIGKILL), frozen (SIGSTOP) and restarted:
  * retries only where safe, ejection and re-admission, timeouts, broken streams, overload, readiness.
  */
+import https from 'node:https';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
 import { bearer, chatBody, openaiClient, request, type RawResponse } from '../helpers/http';
 import { scrape, sample } from '../helpers/metrics';
@@ -222,6 +223,21 @@ describe('faults on small pools', () => {
     expect(waitedTooLong.status).toBe(503);
     expect(waitedTooLong.json().error.code).toBe('upstream_overloaded');
     expect((await long).status).toBe(200);
+  });
+
+  test('a client that leaves while queued frees its place in the queue at once', async () => {
+    const slow = { 'x-mock-latency-ms': '600', 'x-mock-tokens-per-second': '100000' };
+    const first = send('single/echo', slow);
+    await sleep(50);
+    const leaving = https.request(`${gw.url}/v1/chat/completions`, { method: 'POST', ca: gw.ca, agent: false, headers: { ...bearer(key), 'content-type': 'application/json' } });
+    leaving.on('error', () => undefined);
+    leaving.end(chatBody({ model: 'single/echo' }));
+    await sleep(100); // queued behind the first
+    leaving.destroy();
+    await sleep(50);
+    const next = await send('single/echo'); // the queue (size 1) has room again: waits for the first, then served
+    expect(next.status).toBe(200);
+    expect((await first).status).toBe(200);
   });
 
   test('past maxSocketsPerWorker requests wait in the bounded, timed queue, not in an agent queue without a deadline', async () => {

@@ -147,3 +147,31 @@ test('closing the pool answers every waiter', async () => {
   pool.close();
   expect(await waiting).toBe('upstream_unavailable');
 });
+
+test('a client that goes away while queued gives its place up at once', async () => {
+  const { pool } = makePool([fakeWorker('a', 1)], { queueSize: 1, queueTimeoutMs: 5000 });
+  const a = await pool.acquire();
+  let leave: (() => void) | undefined;
+  const gone = pool.acquire(undefined, (giveUp) => (leave = giveUp));
+  expect(pool.queued).toBe(1);
+  leave!();
+  expect(await codeOf(gone)).toBe('upstream_overloaded');
+  expect(pool.queued).toBe(0);
+  const next = pool.acquire(); // the place is free again: queued, not refused
+  expect(pool.queued).toBe(1);
+  pool.release(a, 'success');
+  expect(await next).toBe(a);
+});
+
+test('a queued retry that may not use the free worker does not hold up the requests behind it', async () => {
+  const { pool } = makePool([fakeWorker('a', 1), fakeWorker('b', 1)], { queueSize: 5, queueTimeoutMs: 5000 });
+  const a = await pool.acquire();
+  const b = await pool.acquire();
+  const retryNotOnA = pool.acquire(new Set([a]));
+  const anyWorker = pool.acquire();
+  pool.release(a, 'success');
+  expect(await anyWorker).toBe(a);
+  expect(pool.queued).toBe(1);
+  pool.release(b, 'success');
+  expect(await retryNotOnA).toBe(b);
+});
