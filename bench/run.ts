@@ -25,7 +25,7 @@ const SMOKE = process.argv.includes('--smoke');
 const STREAMS_ONLY = process.argv.includes('--streams');
 const PLAN = SMOKE
   ? { rounds: 1, warmupSeconds: 0, saturateSeconds: 1, rateSeconds: 1, rate: 100, sequential: 100, streams: [50], streamTokens: 10, opensPerSecond: 1000, authIterations: 2_000 }
-  : { rounds: 3, warmupSeconds: 2, saturateSeconds: 5, rateSeconds: 2, rate: 500, sequential: 500, streams: [1000, 5000], streamTokens: 65, opensPerSecond: 1000, authIterations: 200_000 };
+  : { rounds: 3, warmupSeconds: 2, saturateSeconds: 4, rateSeconds: 2, rate: 500, sequential: 500, streams: [1000, 5000], streamTokens: 65, opensPerSecond: 1000, authIterations: 200_000 };
 const ROOT = path.join(__dirname, '..', '..', '..'); // dist/bench/bench -> repository
 const CLI = path.join(ROOT, 'dist', 'cli.js');
 const HERE = __dirname;
@@ -162,7 +162,7 @@ async function proxyServer(args: string[], children: ChildProcess[]) {
   return { child, url: `https://127.0.0.1:${ports.https}/v1/chat/completions`, headers: {} };
 }
 
-/** chatgate as operators run it (`chatgate serve --config`), access log on, written to /dev/null. */
+/** chatgate as operators run it (`npm start`'s command with a config file), access log on, written to /dev/null. */
 async function chatgate(dir: string, name: string, processes: number, upstream: string, keyFile: string, certFile: string, children: ChildProcess[]) {
   const port = await freePort();
   const configFile = path.join(dir, `${name}.yaml`);
