@@ -29,6 +29,7 @@ import { RedisRateLimitStore } from './ratelimit/redis';
 import type { RateLimitStore } from './ratelimit/store';
 import { openListeners } from './server';
 import { HealthChecker } from './upstream/health';
+import { listsModel } from './model-list';
 import { buildProviders, closeProviders, type Provider, type ProviderTable } from './upstream/providers';
 
 export async function startGateway(configFile: string, out: NodeJS.WritableStream = process.stderr): Promise<Gateway> {
@@ -246,8 +247,7 @@ function watchUpstreams(metrics: Metrics, providers: ProviderTable): void {
 
 /** The model label of the token metric: a name the provider lists, else 'other' (labels stay bounded). */
 function modelLabel(provider: Provider, modelName: string): string {
-  const known = provider.configuredModels ? provider.configuredModels.includes(modelName) : provider.pool.workers.some((state) => state.models.includes(modelName));
-  return known ? modelName : 'other';
+  return listsModel(provider, modelName) ? modelName : 'other';
 }
 
 async function openRateLimitStore(config: Config, log: Logger): Promise<RateLimitStore> {

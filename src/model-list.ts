@@ -21,6 +21,12 @@ export function modelsOf(provider: Provider): string[] {
   return [...new Set(provider.pool.workers.flatMap((state) => state.models))].sort();
 }
 
+/** Whether modelsOf(provider) holds this model, without building the list (the request path asks). */
+export function listsModel(provider: Provider, modelName: string): boolean {
+  if (provider.configuredModels) return provider.configuredModels.includes(modelName);
+  return provider.pool.workers.some((state) => state.models.includes(modelName));
+}
+
 export function modelLister(providers: ProviderTable, startedAt = Math.floor(Date.now() / 1000)) {
   const visible = (globs: readonly string[]): ModelEntry[] =>
     [...providers.values()].flatMap((provider) =>
