@@ -1,5 +1,5 @@
 /** The authentication stage: Authorization header -> key record on the request context, or 401. */
-import type { RequestHandler } from 'express';
+import type { NextFunction, RequestHandler, Response } from 'express';
 import { errors } from '../errors';
 import { contextOf } from '../context';
 import type { AuthFailureReason } from '../metrics';
@@ -16,13 +16,7 @@ export interface AuthenticateDeps {
 }
 
 export function authenticate({ cache, onFailure, onSuccess, now = Date.now }: AuthenticateDeps): RequestHandler {
-  return async function authenticateRequest(req, res, next) {
-    const credentials = parseAuthorization(req.headers.authorization);
-    if (!credentials.ok) {
-      onFailure(credentials.problem);
-      throw credentials.problem === 'missing' ? errors.missingApiKey() : errors.invalidAuthorizationHeader(credentials.reason);
-    }
-    const record = looksLikeKey(credentials.key) ? await lookup(cache, credentials.key) : undefined;
+  const admit = (record: KeyRecord | undefined, res: Response, next: NextFunction) => {
     const refusal = refusalOf(record, now());
     if (refusal) {
       onFailure(refusal);
@@ -31,6 +25,18 @@ export function authenticate({ cache, onFailure, onSuccess, now = Date.now }: Au
     contextOf(res).key = record;
     onSuccess?.(record!);
     next();
+  };
+  // Not async: a cached key (nearly every request) is admitted without a promise or a later tick.
+  return function authenticateRequest(req, res, next) {
+    const credentials = parseAuthorization(req.headers.authorization);
+    if (!credentials.ok) {
+      onFailure(credentials.problem);
+      throw credentials.problem === 'missing' ? errors.missingApiKey() : errors.invalidAuthorizationHeader(credentials.reason);
+    }
+    if (!looksLikeKey(credentials.key)) return admit(undefined, res, next);
+    const hit = cache.cached(credentials.key);
+    if (hit) return admit(hit.record, res, next);
+    return lookup(cache, credentials.key).then((record) => admit(record, res, next));
   };
 }
 

@@ -39,14 +39,19 @@ export class KeyCache {
     this.known = new LRUCache({ max: options.size, ttl: options.ttlMs });
   }
 
+  /**
+   * The cached answer, without waiting: `{ record }` (an undefined record: a key known to be unknown),
+   * or undefined when only the store can tell. The request path takes a hit without a promise.
+   */
+  cached(key: string): { record: KeyRecord | undefined } | undefined {
+    return this.cachedByDigest(digestKey(key));
+  }
+
   /** The record for this key, or undefined when the store does not know it. Rejects if the store fails. */
   async lookup(key: string): Promise<KeyRecord | undefined> {
     const digest = digestKey(key);
-    const cached = this.known.get(digest);
-    if (cached || this.unknown.has(digest)) {
-      this.events.hit();
-      return cached;
-    }
+    const hit = this.cachedByDigest(digest);
+    if (hit) return hit.record;
     this.events.miss();
     return this.inFlight.get(digest) ?? this.askStore(digest);
   }
@@ -69,6 +74,13 @@ export class KeyCache {
     this.known.clear();
     this.unknown.clear();
     this.inFlight.clear();
+  }
+
+  private cachedByDigest(digest: string): { record: KeyRecord | undefined } | undefined {
+    const record = this.known.get(digest);
+    if (!record && !this.unknown.has(digest)) return undefined;
+    this.events.hit();
+    return { record };
   }
 
   private askStore(digest: string): Promise<KeyRecord | undefined> {

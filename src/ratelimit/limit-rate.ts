@@ -4,20 +4,16 @@
  * OpenAI-style x-ratelimit-* headers; over a limit it is 429 with Retry-After.
  */
 import { randomUUID } from 'node:crypto';
-import type { RequestHandler, Response } from 'express';
-import { contextOf, required } from '../context';
+import type { NextFunction, RequestHandler, Response } from 'express';
+import type { KeyRecord } from '../auth/store/types';
+import { contextOf, required, type RequestContext } from '../context';
 import { errors } from '../errors';
 import type { Metrics } from '../metrics';
-import type { Quota } from './bucket';
+import type { Limits, Quota } from './bucket';
 import { hasLimits, type RateLimiter } from './limiter';
 
 export function limitRate(limiter: RateLimiter, metrics: Metrics): RequestHandler {
-  return async function rateLimit(_req, res, next) {
-    const context = contextOf(res);
-    const key = required(context.key, 'key');
-    const limits = limiter.limitsFor(key);
-    if (!hasLimits(limits)) return next();
-
+  async function admit(context: RequestContext, key: KeyRecord, limits: Limits, res: Response, next: NextFunction): Promise<void> {
     const slot = randomUUID();
     const answer = await limiter.admit(key.id, limits, slot);
     if ('unavailable' in answer) throw errors.rateLimiterUnavailable();
@@ -31,6 +27,15 @@ export function limitRate(limiter: RateLimiter, metrics: Metrics): RequestHandle
     if (limits.maxConcurrent) whenClosed(res, () => limiter.release(key.id, slot));
     context.limits = limits;
     next();
+  }
+
+  // Not async: a key without limits passes without a promise or a later tick.
+  return function rateLimit(_req, res, next) {
+    const context = contextOf(res);
+    const key = required(context.key, 'key');
+    const limits = limiter.limitsFor(key);
+    if (!hasLimits(limits)) return next();
+    return admit(context, key, limits, res, next);
   };
 }
 

@@ -175,3 +175,17 @@ test('a concurrent flood of unknown keys does not evict known ones either', asyn
   expect(await outcome(cache.lookup(key))).toBe(`found ${record.id}`);
   expect(store.lookups - before).toBe(0); // still cached: not asked of the store again
 });
+
+test('cached() answers without waiting only what the cache knows: a key, a known stranger, or nothing yet', async () => {
+  const { store, cache, counts } = setup();
+  const { key, record } = await issueKey(store, { name: 'k' });
+  const stranger = generateKey();
+  expect(cache.cached(key)).toBeUndefined(); // not looked up yet: only the store can tell
+  await cache.lookup(key);
+  await cache.lookup(stranger);
+  expect(cache.cached(key)).toEqual({ record });
+  expect(cache.cached(stranger)).toEqual({ record: undefined });
+  cache.invalidate(digestKey(key));
+  expect(cache.cached(key)).toBeUndefined();
+  expect(counts).toEqual({ hits: 2, misses: 2 });
+});
