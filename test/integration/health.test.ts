@@ -1,9 +1,9 @@
 /** Active health checks against a real HTTP server whose answers the test controls. */
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { parseConfig } from '../../src/config';
 import { HealthChecker, probe } from '../../src/upstream/health';
 import { buildProviders, closeProviders, type ProviderTable } from '../../src/upstream/providers';
+import { listenOnLoopback } from '../helpers/net';
 
 let server: http.Server;
 let base: string;
@@ -18,8 +18,7 @@ beforeAll(async () => {
     if (req.url === '/slow') return; // never answers
     res.writeHead(404).end();
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  base = await listenOnLoopback(server);
 });
 afterAll(async () => {
   closeProviders(providers);

@@ -4,13 +4,13 @@
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { issueKey } from '../../src/auth/issue';
 import { FileKeyStore } from '../../src/auth/store/file';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import { bearer, chatBody, request } from '../helpers/http';
+import { listenOnLoopback } from '../helpers/net';
 import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
 
 interface OtlpSpan {
@@ -40,7 +40,7 @@ beforeAll(async () => {
       res.end('{}');
     });
   });
-  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+  const receiverUrl = await listenOnLoopback(receiver);
   worker = await startWorker();
   dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-tracing-'));
   keyFile = path.join(dir, 'keys.json');
@@ -48,7 +48,7 @@ beforeAll(async () => {
   gw = await startGatewayProcess(dir, 'tracing', {
     keyStore: { type: 'file', path: keyFile },
     providers: { mock: { workers: [worker.url] } },
-    tracing: { otlpEndpoint: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/v1/traces`, serviceName: 'chatgate-test' },
+    tracing: { otlpEndpoint: `${receiverUrl}/v1/traces`, serviceName: 'chatgate-test' },
   });
 }, 30_000);
 afterAll(async () => {

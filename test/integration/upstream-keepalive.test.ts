@@ -3,9 +3,10 @@
  * worker closes it; otherwise a request sent on it at that moment meets a closed socket (a reset).
  */
 import http from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
 import { bearer, chatBody, request } from '../helpers/http';
+import { listenOnLoopback } from '../helpers/net';
 
 const WORKER_KEEP_ALIVE_MS = 3000;
 
@@ -37,9 +38,8 @@ beforeAll(async () => {
     socket.on('end', () => (gatewayClosed = true));
     socket.on('close', () => proxied.has(socket) && closedBy.push(gatewayClosed ? 'gateway' : 'worker'));
   });
-  await new Promise<void>((resolve) => worker.listen(0, '127.0.0.1', resolve));
-  const { port } = worker.address() as AddressInfo;
-  gw = await startTestGateway({ providers: { plain: { workers: [`http://127.0.0.1:${port}`], upstream: { health: { enabled: false } } } } });
+  const workerUrl = await listenOnLoopback(worker);
+  gw = await startTestGateway({ providers: { plain: { workers: [workerUrl], upstream: { health: { enabled: false } } } } });
 });
 afterAll(async () => {
   await gw?.stop();

@@ -4,10 +4,10 @@
  */
 import http from 'node:http';
 import https from 'node:https';
-import type { AddressInfo } from 'node:net';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
 import { bearer, chatBody } from '../helpers/http';
 import { sample, scrape } from '../helpers/metrics';
+import { listenOnLoopback } from '../helpers/net';
 import { eventually } from '../helpers/processes';
 
 let worker: http.Server;
@@ -24,8 +24,8 @@ beforeAll(async () => {
     res.write(chunk(1) + chunk(2) + chunk(3));
     if (req.headers['x-test-end'] === 'die') setTimeout(() => req.socket.destroy(), 50);
   });
-  await new Promise<void>((resolve) => worker.listen(0, '127.0.0.1', resolve));
-  gw = await startTestGateway({ providers: { cut: { workers: [`http://127.0.0.1:${(worker.address() as AddressInfo).port}`], models: ['m'], upstream: { health: { enabled: false } } } } });
+  const workerUrl = await listenOnLoopback(worker);
+  gw = await startTestGateway({ providers: { cut: { workers: [workerUrl], models: ['m'], upstream: { health: { enabled: false } } } } });
 });
 afterAll(async () => {
   await gw?.stop();
