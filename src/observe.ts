@@ -17,7 +17,7 @@ export function observeRequests(metrics: Metrics, accessLog: Logger | undefined,
   return function observeRequest(req, res, next) {
     createContext(res, now());
     metrics.inFlight.inc();
-    res.once('close', () => {
+    res.on('close', () => {
       const context = contextOf(res);
       const status = res.headersSent ? res.statusCode : CLIENT_CLOSED_REQUEST;
       const seconds = (now() - context.arrivedAt) / 1000;

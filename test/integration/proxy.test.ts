@@ -2,8 +2,10 @@
  * The request path end to end: the official openai client -> gateway (real TLS listener) -> real
  * mock worker processes, and what the worker actually received.
  */
+import http from 'node:http';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
 import { basic, bearer, chatBody, openaiClient, request } from '../helpers/http';
+import { listenOnLoopback } from '../helpers/net';
 import { startWorker, type WorkerProcess } from '../helpers/processes';
 
 const UPSTREAM_SECRET = 'upstream-secret-for-tests';
@@ -11,14 +13,30 @@ const UPSTREAM_SECRET = 'upstream-secret-for-tests';
 let workers: WorkerProcess[];
 let gw: TestGateway;
 let key: string;
+/** A worker that answers with headers of its own, some of which must not reach the client. */
+let chattyWorker: http.Server;
 
 beforeAll(async () => {
   process.env.CHATGATE_TEST_UPSTREAM_KEY = UPSTREAM_SECRET;
   workers = await Promise.all([startWorker(), startWorker()]);
+  chattyWorker = http.createServer((req, res) => {
+    req.resume();
+    res.writeHead(200, {
+      'content-type': 'application/json',
+      'x-request-id': 'worker-own-id-7',
+      'proxy-authenticate': 'Basic realm="worker"',
+      upgrade: 'h2c',
+      trailer: 'x-checksum',
+      'x-custom': 'kept',
+    });
+    res.end(JSON.stringify({ id: 'chatcmpl-1', object: 'chat.completion', choices: [], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }));
+  });
+  const chattyUrl = await listenOnLoopback(chattyWorker);
   gw = await startTestGateway({
     providers: {
       mock: { workers: workers.map((w) => w.url), apiKeyEnv: 'CHATGATE_TEST_UPSTREAM_KEY' },
       vllm: { workers: [workers[0]!.url] },
+      chatty: { workers: [chattyUrl] },
     },
   });
   ({ key } = await gw.issueKey());
@@ -27,6 +45,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await gw?.stop();
   await Promise.all(workers.map((w) => w.stop()));
+  chattyWorker?.close();
 });
 
 beforeEach(() => Promise.all(workers.map((w) => w.clear())));
@@ -165,4 +184,13 @@ test('security headers (helmet, HSTS included) are on answers and errors alike',
     expect(response.headers['x-content-type-options']).toBe('nosniff');
     expect(response.headers['x-powered-by']).toBeUndefined();
   }
+});
+
+test("the worker's hop-by-hop headers stay at the gateway; its request id comes back as x-upstream-request-id", async () => {
+  const response = await request(gw.url, { ca: gw.ca, headers: { ...bearer(key), 'x-request-id': 'client-id-9' }, body: chatBody({ model: 'chatty/any' }) });
+  expect(response.status).toBe(200);
+  expect(response.headers['x-request-id']).toBe('client-id-9');
+  expect(response.headers['x-upstream-request-id']).toBe('worker-own-id-7');
+  expect(response.headers['x-custom']).toBe('kept');
+  for (const name of ['proxy-authenticate', 'upgrade', 'trailer']) expect(response.headers[name]).toBeUndefined();
 });
