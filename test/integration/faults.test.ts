@@ -2,10 +2,12 @@
  * Pools under fault, with real worker processes killed (SIGKILL), frozen (SIGSTOP) and restarted:
  * retries only where safe, ejection and re-admission, timeouts, broken streams, overload, readiness.
  */
+import http from 'node:http';
 import https from 'node:https';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
 import { bearer, chatBody, openaiClient, request, type RawResponse } from '../helpers/http';
 import { scrape, sample } from '../helpers/metrics';
+import { freePort, listenOnLoopback } from '../helpers/net';
 import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
 
 const FAST_HEALTH = {
@@ -257,5 +259,98 @@ describe('faults on small pools', () => {
     const hidden = await request(gw.url, { ca: gw.ca, method: 'GET', path: '/v1/models/named/alpha', headers: bearer(restrictedKey) });
     expect(hidden.status).toBe(404);
     expect((await request(gw.url, { ca: gw.ca, method: 'GET', path: '/v1/models' })).status).toBe(401);
+  });
+});
+
+describe('faults the mock worker cannot make: a refused connection, a JSON answer cut short, 503 answers', () => {
+  /** A worker that answers per X-Raw: "cut" (headers and half the body, then the connection cut), "503", else a completion. */
+  function rawWorker(obeys: boolean): http.Server {
+    return http.createServer((req, res) => {
+      req.resume();
+      const mode = obeys ? req.headers['x-raw'] : undefined;
+      if (mode === 'cut') {
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': '400' });
+        res.write('{"id":"chatcmpl-cut","object":"chat.completion","choices":[');
+        setTimeout(() => res.socket?.destroy(), 20);
+        return;
+      }
+      if (mode === '503') {
+        res.writeHead(503, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ error: { message: 'overloaded', type: 'server_error', param: null, code: null } }));
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ id: 'chatcmpl-ok', object: 'chat.completion', choices: [], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }));
+    });
+  }
+  const workerLabel = (url: string) => new URL(url).host;
+
+  let obeying: http.Server;
+  let plain: http.Server;
+  let obeyingUrl: string;
+  let plainUrl: string;
+  let deadUrl: string;
+  let gw: TestGateway;
+  let key: string;
+
+  beforeAll(async () => {
+    [obeying, plain] = [rawWorker(true), rawWorker(false)];
+    [obeyingUrl, plainUrl] = await Promise.all([listenOnLoopback(obeying), listenOnLoopback(plain)]);
+    deadUrl = `http://127.0.0.1:${await freePort()}`; // nothing listens there
+    const passiveOnly = (consecutiveFailures: number) => ({ health: { enabled: false }, ejection: { consecutiveFailures, baseMs: 60_000, maxMs: 60_000 } });
+    gw = await startTestGateway({
+      providers: {
+        halfdown: { workers: [deadUrl, plainUrl], upstream: passiveOnly(100) },
+        cutter: { workers: [obeyingUrl], upstream: passiveOnly(100) },
+        flaky: { workers: [obeyingUrl, plainUrl], upstream: passiveOnly(1) },
+      },
+    });
+    ({ key } = await gw.issueKey());
+  });
+  afterAll(async () => {
+    await gw?.stop();
+    obeying?.close();
+    plain?.close();
+  });
+
+  const send = (model: string, raw?: string) => request(gw.url, { ca: gw.ca, headers: { ...bearer(key), ...(raw ? { 'x-raw': raw } : {}) }, body: chatBody({ model }) });
+
+  test('a worker that refuses the connection: the request is retried on the other worker, answered, and the retry counted', async () => {
+    const statuses = await Promise.all([0, 1, 2, 3].map(() => send('halfdown/any')));
+    expect(statuses.map((response) => response.status)).toEqual([200, 200, 200, 200]);
+    const retries = sample(await scrape(gw.adminUrl), `chatgate_upstream_retries_total{provider="halfdown",worker="${workerLabel(deadUrl)}"}`);
+    expect(retries).toBeGreaterThanOrEqual(1);
+  });
+
+  test('a JSON answer cut short: the client connection is cut (never a short 200 that looks whole), counted, and serving goes on', async () => {
+    // On a kept-alive connection, as SDKs call: an answer ended early instead of cut would leave this
+    // client waiting for the rest of Content-Length.
+    const agent = new https.Agent({ keepAlive: true });
+    const outcome = await new Promise<string>((resolve) => {
+      const req = https.request(`${gw.url}/v1/chat/completions`, { method: 'POST', ca: gw.ca, agent, headers: { ...bearer(key), 'x-raw': 'cut' } }, (res) => {
+        res.resume();
+        res.on('end', () => resolve(`ended whole with ${res.statusCode}`));
+        res.on('error', () => resolve('cut'));
+      });
+      req.on('error', () => resolve('cut'));
+      req.setTimeout(2000, () => resolve('left waiting'));
+      req.end(chatBody({ model: 'cutter/any' }));
+    });
+    agent.destroy();
+    expect(outcome).toBe('cut');
+    const metrics = await scrape(gw.adminUrl);
+    expect(sample(metrics, `chatgate_upstream_broken_answers_total{provider="cutter",worker="${workerLabel(obeyingUrl)}"}`)).toBe(1);
+    expect((await send('cutter/any')).status).toBe(200);
+  });
+
+  test("a worker's 503 reaches the client as it came, and ejects that worker: the next requests go to the other", async () => {
+    const answers: RawResponse[] = [];
+    while (!answers.some((response) => response.status === 503) && answers.length < 4) answers.push(await send('flaky/any', '503'));
+    const refused = answers.find((response) => response.status === 503)!;
+    expect(refused.json().error.message).toBe('overloaded');
+    const ejections = sample(await scrape(gw.adminUrl), `chatgate_worker_ejections_total{provider="flaky",worker="${workerLabel(obeyingUrl)}"}`);
+    expect(ejections).toBe(1);
+    const after = await Promise.all([0, 1, 2, 3].map(() => send('flaky/any', '503')));
+    expect(after.map((response) => response.status)).toEqual([200, 200, 200, 200]);
   });
 });
