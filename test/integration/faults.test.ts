@@ -2,8 +2,11 @@
  * Pools under fault, with real worker processes killed (SIGKILL), frozen (SIGSTOP) and restarted:
  * retries only where safe, ejection and re-admission, timeouts, broken streams, overload, readiness.
  */
+import { spawn } from 'node:child_process';
 import http from 'node:http';
 import https from 'node:https';
+import net from 'node:net';
+import readline from 'node:readline';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
 import { bearer, chatBody, openaiClient, request, type RawResponse } from '../helpers/http';
 import { scrape, sample } from '../helpers/metrics';
@@ -285,6 +288,38 @@ describe('faults the mock worker cannot make: a refused connection, a JSON answe
   }
   const workerLabel = (url: string) => new URL(url).host;
 
+  /**
+   * A worker whose connections never complete: a process listens with a backlog of 1 and then blocks its
+   * event loop (without spinning), so it never accepts. Once two connections fill its accept queue, the
+   * kernel drops every further SYN, and a connect hangs as it does to a host that has gone away. (Node
+   * takes a backlog of 0 for "the default", 511.)
+   */
+  async function startBlackHole(): Promise<{ url: string; close: () => void }> {
+    const script = `require('net').createServer().listen({ host: '127.0.0.1', port: 0, backlog: 1 }, function () {
+      console.log(this.address().port);
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
+    });`;
+    const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const port = await new Promise<number>((resolve) => readline.createInterface({ input: child.stdout! }).once('line', (line) => resolve(Number(line))));
+    const sockets: net.Socket[] = [];
+    const close = () => {
+      for (const socket of sockets) socket.destroy();
+      child.kill('SIGKILL');
+    };
+    const connects = () => {
+      const socket = net.connect(port, '127.0.0.1').on('error', () => undefined);
+      sockets.push(socket);
+      return Promise.race([new Promise<boolean>((resolve) => socket.once('connect', () => resolve(true))), sleep(500).then(() => false)]);
+    };
+    const queue = [await connects(), await connects()]; // fills the accept queue; these stay open
+    if (queue.includes(false) || (await connects())) {
+      close();
+      throw new Error(`the black hole's accept queue did not fill as expected: ${queue}`);
+    }
+    return { url: `http://127.0.0.1:${port}`, close };
+  }
+
+  let blackHole: { url: string; close: () => void };
   let obeying: http.Server;
   let plain: http.Server;
   let obeyingUrl: string;
@@ -297,12 +332,15 @@ describe('faults the mock worker cannot make: a refused connection, a JSON answe
     [obeying, plain] = [rawWorker(true), rawWorker(false)];
     [obeyingUrl, plainUrl] = await Promise.all([listenOnLoopback(obeying), listenOnLoopback(plain)]);
     deadUrl = `http://127.0.0.1:${await freePort()}`; // nothing listens there
+    blackHole = await startBlackHole();
     const passiveOnly = (consecutiveFailures: number) => ({ health: { enabled: false }, ejection: { consecutiveFailures, baseMs: 60_000, maxMs: 60_000 } });
     gw = await startTestGateway({
       providers: {
         halfdown: { workers: [deadUrl, plainUrl], upstream: passiveOnly(100) },
         cutter: { workers: [obeyingUrl], upstream: passiveOnly(100) },
         flaky: { workers: [obeyingUrl, plainUrl], upstream: passiveOnly(1) },
+        unreachable: { workers: [blackHole.url], upstream: { ...passiveOnly(100), connectTimeoutMs: 300, retries: 0 } },
+        halfunreachable: { workers: [blackHole.url, plainUrl], upstream: { ...passiveOnly(100), connectTimeoutMs: 300 } },
       },
     });
     ({ key } = await gw.issueKey());
@@ -311,6 +349,7 @@ describe('faults the mock worker cannot make: a refused connection, a JSON answe
     await gw?.stop();
     obeying?.close();
     plain?.close();
+    blackHole?.close();
   });
 
   const send = (model: string, raw?: string) => request(gw.url, { ca: gw.ca, headers: { ...bearer(key), ...(raw ? { 'x-raw': raw } : {}) }, body: chatBody({ model }) });
@@ -320,6 +359,26 @@ describe('faults the mock worker cannot make: a refused connection, a JSON answe
     expect(statuses.map((response) => response.status)).toEqual([200, 200, 200, 200]);
     const retries = sample(await scrape(gw.adminUrl), `chatgate_upstream_retries_total{provider="halfdown",worker="${workerLabel(deadUrl)}"}`);
     expect(retries).toBeGreaterThanOrEqual(1);
+  });
+
+  test('a worker whose connection never completes: 504 upstream_timeout after connectTimeoutMs, the connect phase counted', async () => {
+    const started = Date.now();
+    const response = await send('unreachable/any');
+    const elapsed = Date.now() - started;
+    expect(response.status).toBe(504);
+    expect(response.json().error.code).toBe('upstream_timeout');
+    expect(elapsed).toBeGreaterThanOrEqual(300); // waited the connect timeout, not failed at once
+    const metrics = await scrape(gw.adminUrl);
+    expect(sample(metrics, `chatgate_upstream_timeouts_total{provider="unreachable",worker="${workerLabel(blackHole.url)}",phase="connect"}`)).toBe(1);
+  });
+
+  test('a connect that timed out never sent the request: it is retried on the other worker and answered', async () => {
+    const statuses = await Promise.all([0, 1, 2, 3].map(() => send('halfunreachable/any')));
+    expect(statuses.map((response) => response.status)).toEqual([200, 200, 200, 200]);
+    const metrics = await scrape(gw.adminUrl);
+    const labels = `provider="halfunreachable",worker="${workerLabel(blackHole.url)}"`;
+    expect(sample(metrics, `chatgate_upstream_timeouts_total{${labels},phase="connect"}`)).toBeGreaterThanOrEqual(1);
+    expect(sample(metrics, `chatgate_upstream_retries_total{${labels}}`)).toBeGreaterThanOrEqual(1);
   });
 
   test('a JSON answer cut short: the client connection is cut (never a short 200 that looks whole), counted, and serving goes on', async () => {
