@@ -1,6 +1,7 @@
 /**
  * Graceful shutdown of a real gateway process: SIGTERM (and SIGINT) while 20 streams are open. New
  * connections are refused, /readyz says not ready, every open stream completes, the exit code is 0.
+ * Streams that outlast shutdown.drainTimeoutMs are cut at the deadline, and the count is logged.
  */
 import https from 'node:https';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -29,22 +30,22 @@ interface Running extends GatewayProcess {
   key: string;
 }
 
-async function startGateway(name: string): Promise<Running> {
+async function startGateway(name: string, drainTimeoutMs = 15_000): Promise<Running> {
   const keyFile = path.join(dir, `${name}-keys.json`);
   const { key } = await issueKey(new FileKeyStore(keyFile), { name });
   const gateway = await startGatewayProcess(dir, name, {
     keyStore: { type: 'file', path: keyFile },
     providers: { mock: { workers: [worker.url] } },
-    shutdown: { drainTimeoutMs: 15_000 },
+    shutdown: { drainTimeoutMs },
   });
   return { ...gateway, key };
 }
 
-function openStream(gateway: Running): Promise<{ firstChunk: Promise<void>; text: Promise<string> }> {
+function openStream(gateway: Running, tokens = 15): Promise<{ firstChunk: Promise<void>; text: Promise<string>; cut: Promise<boolean> }> {
   return new Promise((resolve, reject) => {
     const req = https.request(
       `https://127.0.0.1:${gateway.port}/v1/chat/completions`,
-      { method: 'POST', ca: gateway.ca, servername: 'localhost', agent: false, headers: { ...bearer(gateway.key), 'x-mock-tokens': '15' } },
+      { method: 'POST', ca: gateway.ca, servername: 'localhost', agent: false, headers: { ...bearer(gateway.key), 'x-mock-tokens': String(tokens) } },
       (res) => {
         let text = '';
         let gotFirst: () => void;
@@ -53,7 +54,11 @@ function openStream(gateway: Running): Promise<{ firstChunk: Promise<void>; text
           text += chunk.toString('utf8');
           gotFirst();
         });
-        resolve({ firstChunk, text: new Promise((r) => res.on('end', () => r(text))) });
+        const cut = new Promise<boolean>((r) => {
+          res.on('end', () => r(false));
+          res.on('error', () => r(true));
+        });
+        resolve({ firstChunk, text: new Promise((r) => res.on('end', () => r(text))), cut });
       },
     );
     req.on('error', reject);
@@ -85,4 +90,20 @@ test.each(['SIGTERM', 'SIGINT'] as const)('%s during 20 open streams: all comple
   const texts = await Promise.all(streams.map((s) => s.text));
   for (const text of texts) expect(text.trimEnd().endsWith('data: [DONE]')).toBe(true);
   expect(await exited).toBe(0);
+});
+
+test('streams that outlast the drain deadline are cut at it, counted in the last log line, and the process still exits 0', async () => {
+  const gateway = await startGateway('deadline', 500);
+  const streams = await Promise.all(Array.from({ length: 3 }, () => openStream(gateway, 300))); // 30 s at 10 tokens/s
+  await Promise.all(streams.map((s) => s.firstChunk));
+
+  const exited = new Promise<number | null>((resolve) => gateway.child.once('exit', (code) => resolve(code)));
+  const signalledAt = Date.now();
+  gateway.child.kill('SIGTERM');
+  expect(await Promise.all(streams.map((s) => s.cut))).toEqual([true, true, true]);
+  const cutAfterMs = Date.now() - signalledAt;
+  expect(cutAfterMs).toBeGreaterThanOrEqual(500); // not before the deadline
+  expect(cutAfterMs).toBeLessThan(10_000); // and not when the streams would have ended (30 s)
+  expect(await exited).toBe(0);
+  expect(gateway.log.find((line) => line.msg === 'stopped')).toMatchObject({ cut: 3 });
 });
