@@ -1,0 +1,67 @@
+/**
+ * Key usage is counted in memory and written to the key store in batches. A write that fails (here: a
+ * real PostgreSQL whose table is away for a while) loses nothing: the batch is kept and written with
+ * the next one, once, and the failure is reported.
+ */
+import pg from 'pg';
+import { issueKey } from '../../src/auth/issue';
+import { PostgresKeyStore } from '../../src/auth/store/postgres';
+import { UsageRecorder } from '../../src/auth/usage-recorder';
+import { createTestDatabase, type TestDatabase } from '../helpers/postgres';
+
+let database: TestDatabase;
+let store: PostgresKeyStore;
+let admin: pg.Client;
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+  store = await PostgresKeyStore.open(database.url);
+  admin = new pg.Client({ connectionString: database.url });
+  await admin.connect();
+});
+afterAll(async () => {
+  await admin?.end();
+  await store?.close();
+  await database?.drop();
+});
+
+test('a failed write keeps its batch: written once with the next, the latest use time kept, the failure reported', async () => {
+  const { record } = await issueKey(store, { name: 'counted' });
+  const failures: string[] = [];
+  const recorder = new UsageRecorder(store, (err) => failures.push((err as Error).message));
+
+  recorder.used(record.id, new Date('2030-01-01T00:00:00Z'));
+  recorder.tokens(record.id, 10, 5);
+  await admin.query('alter table chatgate_keys rename to chatgate_keys_away');
+  await recorder.flush();
+  expect(failures).toHaveLength(1);
+  expect(failures[0]).toMatch(/chatgate_keys/);
+
+  // Used again while the store could not be written.
+  recorder.used(record.id, new Date('2030-01-01T00:00:09Z'));
+  recorder.used(record.id, new Date('2030-01-01T00:00:10Z'));
+  recorder.tokens(record.id, 1, 2);
+  await admin.query('alter table chatgate_keys_away rename to chatgate_keys');
+  await recorder.flush();
+  await recorder.flush(); // nothing pending: nothing written twice
+
+  const stored = await store.get(record.id);
+  expect(stored?.usage).toEqual({ requests: 3, promptTokens: 11, completionTokens: 7 });
+  expect(stored?.lastUsedAt).toBe('2030-01-01T00:00:10.000Z');
+  expect(failures).toHaveLength(1);
+});
+
+test('a use counted during a failing write is kept with the batch, and the later time wins', async () => {
+  const { record } = await issueKey(store, { name: 'overlapping' });
+  const recorder = new UsageRecorder(store, () => undefined);
+  recorder.used(record.id, new Date('2030-02-01T00:00:00Z'));
+  await admin.query('alter table chatgate_keys rename to chatgate_keys_away');
+  const failing = recorder.flush();
+  recorder.used(record.id, new Date('2030-02-01T00:00:30Z')); // while the write is under way
+  await failing;
+  await admin.query('alter table chatgate_keys_away rename to chatgate_keys');
+  await recorder.stop();
+  const stored = await store.get(record.id);
+  expect(stored?.usage.requests).toBe(2);
+  expect(stored?.lastUsedAt).toBe('2030-02-01T00:00:30.000Z');
+});
