@@ -1,4 +1,5 @@
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { issueKey, publicView } from '../../src/auth/issue';
@@ -92,4 +93,43 @@ test('concurrent writes through two instances lose nothing (a revocation survive
   expect(after.map((record) => [record.name, record.revokedAt, record.usage.requests])).toEqual(
     issued.map((record) => [record.name, '2030-01-01T00:00:00.000Z', 1]),
   );
+});
+
+describe('the lock file that orders writers', () => {
+  const lockFile = () => `${file}.lock`;
+  const holdLock = (pid: number) => {
+    mkdirSync(path.dirname(file), { recursive: true });
+    writeFileSync(lockFile(), String(pid));
+  };
+  const pidOfFinishedProcess = () => {
+    const { pid, status } = spawnSync(process.execPath, ['-e', '']);
+    expect(status).toBe(0);
+    return pid;
+  };
+
+  test('a lock left by a process that died is taken over: the write goes through and the lock is gone after', async () => {
+    holdLock(pidOfFinishedProcess());
+    const { record } = await issueKey(new FileKeyStore(file), { name: 'after-crash' });
+    expect((await new FileKeyStore(file).list()).map((key) => key.id)).toEqual([record.id]);
+    expect(existsSync(lockFile())).toBe(false);
+  });
+
+  test('a lock held by a live process is waited for, and the write goes through when it is released', async () => {
+    holdLock(process.pid);
+    let settled = false;
+    const write = issueKey(new FileKeyStore(file), { name: 'patient' }).finally(() => (settled = true));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(settled).toBe(false);
+    rmSync(lockFile());
+    const { record } = await write;
+    expect((await new FileKeyStore(file).list()).map((key) => key.id)).toEqual([record.id]);
+  });
+
+  test('a lock a live process never releases: the write gives up after 10 s with an error that says what to do, and changes nothing', async () => {
+    const { record } = await issueKey(new FileKeyStore(file), { name: 'kept' });
+    holdLock(process.pid);
+    await expect(new FileKeyStore(file).revoke(record.id, new Date())).rejects.toThrow(/key store is locked by another process .*remove the file if no chatgate process holds it/);
+    rmSync(lockFile());
+    expect((await new FileKeyStore(file).get(record.id))?.revokedAt).toBeNull();
+  }, 20_000);
 });
