@@ -217,6 +217,7 @@ async function buildServing(config: Config, log: Logger, metrics: Metrics, lasti
       health.stop();
       proxy.close();
       closeProviders(providers);
+      await limiter.settleOwed();
     },
   };
 }

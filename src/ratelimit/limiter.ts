@@ -1,7 +1,9 @@
 /**
  * The limiter as the gateway uses it: effective limits for a key (its own, else the configured
  * defaults), and the policy when the store fails: fail open (admit, and say so) or closed (refuse
- * with 503). It never throws a store error at the request path.
+ * with 503). It never throws a store error at the request path. A release or token debit the store
+ * could not take is owed, not dropped: it is tried again every second until the store takes it (a
+ * concurrency slot left held would otherwise lock a key out until the slot goes stale).
  */
 import type { Config } from '../config';
 import type { KeyRecord } from '../auth/store/types';
@@ -16,8 +18,17 @@ export interface LimiterEvents {
 
 export type LimiterAnswer = Admission | { allowed: true; degraded: true } | { allowed: false; unavailable: true };
 
+export const OWED_RETRY_MS = 1000;
+/** Past this many owed releases (or keys owing tokens) more are dropped; a dropped slot goes stale in the store. */
+const MAX_OWED = 10_000;
+
 export class RateLimiter {
   private failing = false;
+  /** Concurrency slots to release, by slot id. */
+  private readonly owedReleases = new Map<string, string>();
+  /** Tokens to debit, by key id (amounts owed for one key add up). */
+  private readonly owedDebits = new Map<string, { tokensPerMinute: number; amount: number }>();
+  private owedRetry: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly store: RateLimitStore,
@@ -49,19 +60,72 @@ export class RateLimiter {
   release(keyId: string, requestId: string): void {
     this.store.release(keyId, requestId).then(
       () => this.succeeded(),
-      (err) => this.failed(err),
+      (err) => {
+        this.failed(err);
+        if (this.owedReleases.size < MAX_OWED) this.owedReleases.set(requestId, keyId);
+        this.retryOwedLater();
+      },
     );
   }
 
   debitTokens(keyId: string, tokensPerMinute: number, amount: number): void {
     this.store.debitTokens(keyId, tokensPerMinute, amount).then(
       () => this.succeeded(),
-      (err) => this.failed(err),
+      (err) => {
+        this.failed(err);
+        this.oweTokens(keyId, tokensPerMinute, amount);
+        this.retryOwedLater();
+      },
     );
   }
 
-  close(): Promise<void> {
-    return this.store.close();
+  /**
+   * Pays what is owed now, if the store takes it (a serving unit being retired: at shutdown, the last
+   * chance). The store is not the limiter's to close: it outlives a config reload.
+   */
+  settleOwed(): Promise<void> {
+    return this.payOwed();
+  }
+
+  /** How many releases and token debits the store has not taken yet. */
+  owed(): number {
+    return this.owedReleases.size + this.owedDebits.size;
+  }
+
+  private oweTokens(keyId: string, tokensPerMinute: number, amount: number): void {
+    const owed = this.owedDebits.get(keyId);
+    if (owed) owed.amount += amount;
+    else if (this.owedDebits.size < MAX_OWED) this.owedDebits.set(keyId, { tokensPerMinute, amount });
+  }
+
+  private retryOwedLater(): void {
+    this.owedRetry ??= setTimeout(() => {
+      this.owedRetry = undefined;
+      void this.payOwed().then(() => {
+        if (this.owed() > 0) this.retryOwedLater();
+      });
+    }, OWED_RETRY_MS).unref();
+  }
+
+  /** One at a time, stopping at the first the store refuses: while it is away, one failed call a round. */
+  private async payOwed(): Promise<void> {
+    if (this.owed() === 0) return;
+    try {
+      for (const [requestId, keyId] of this.owedReleases) {
+        await this.store.release(keyId, requestId);
+        this.owedReleases.delete(requestId);
+      }
+      for (const [keyId, { tokensPerMinute, amount }] of this.owedDebits) {
+        this.owedDebits.delete(keyId); // tokens owed while this call runs start a new entry
+        await this.store.debitTokens(keyId, tokensPerMinute, amount).catch((err: unknown) => {
+          this.oweTokens(keyId, tokensPerMinute, amount);
+          throw err;
+        });
+      }
+      this.succeeded();
+    } catch (err) {
+      this.failed(err);
+    }
   }
 
   private failed(err: unknown): void {

@@ -29,21 +29,26 @@ async function answers(url: string): Promise<boolean> {
 export class ThrowawayRedis {
   child: ChildProcess | undefined;
 
-  private constructor(readonly port: number) {}
+  /** `dataDir`: keep the data across stop() and resume() (every write fsynced to an append-only file there), as a Redis with persistence does. */
+  private constructor(
+    readonly port: number,
+    private readonly dataDir?: string,
+  ) {}
 
   get url(): string {
     return `redis://127.0.0.1:${this.port}`;
   }
 
-  static async start(): Promise<ThrowawayRedis> {
-    const redis = new ThrowawayRedis(await freePort());
+  static async start(options: { dataDir?: string } = {}): Promise<ThrowawayRedis> {
+    const redis = new ThrowawayRedis(await freePort(), options.dataDir);
     await redis.resume();
     return redis;
   }
 
   /** Start (again) on the same port; resolves once it answers. */
   async resume(): Promise<void> {
-    this.child = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    const persistence = this.dataDir ? ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', this.dataDir] : ['--appendonly', 'no'];
+    this.child = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', ...persistence], { stdio: 'ignore' });
     for (let i = 0; i < 100 && !(await answers(this.url)); i++) await new Promise((resolve) => setTimeout(resolve, 50));
   }
 

@@ -19,6 +19,7 @@ import { bearer, chatBody, openaiClient, request } from '../helpers/http';
 import { sample, scrape } from '../helpers/metrics';
 import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
 import { sharedRedisUrl, ThrowawayRedis } from '../helpers/redis';
+import Redis from 'ioredis';
 
 const TOKEN = 'rate-limit-admin-token-0123456789';
 let worker: WorkerProcess;
@@ -242,5 +243,52 @@ describe('Redis going away and coming back', () => {
       return round.includes(429) ? round : undefined;
     }, 10_000);
     expect((await send(closed, closedKey)).status).toBe(200);
+  });
+});
+
+describe('Redis lost while a request holds a concurrency slot, and back with its data', () => {
+  let dir: string;
+  let redis: ThrowawayRedis;
+  let gw: TestGateway;
+  let inspect: Redis;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-rl-aof-'));
+    redis = await ThrowawayRedis.start({ dataDir: dir });
+    gw = await startTestGateway({ providers: { mock: { workers: [worker.url] } }, rateLimit: { store: 'redis', url: redis.url, failOpen: true, timeoutMs: 200 } });
+    inspect = new Redis(redis.url, { maxRetriesPerRequest: 1 });
+    inspect.on('error', () => undefined);
+  });
+  afterAll(async () => {
+    inspect?.disconnect();
+    await gw?.stop();
+    await redis?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('the release Redis could not take is owed and paid when it is back: the key is not locked out until the slot goes stale', async () => {
+    const { key, id } = await gw.issueKey({ rateLimit: { maxConcurrent: 1 } });
+    const slots = `chatgate:rl:{${id}}:slots`;
+    const answer = new Promise<IncomingMessage>((resolve) => {
+      https
+        .request(`${gw.url}/v1/chat/completions`, { method: 'POST', ca: gw.ca, agent: false, headers: { ...bearer(key), 'x-mock-latency-ms': '600' } }, resolve)
+        .end(chatBody());
+    });
+    await eventually(async () => ((await inspect.zcard(slots)) === 1 ? true : undefined));
+    await redis.stop(); // the slot is on disk; the gateway's connection is gone
+    const response = await answer;
+    response.resume();
+    await new Promise((resolve) => response.on('end', resolve));
+    expect(response.statusCode).toBe(200);
+    const errorsAfterRelease = await eventually(async () => {
+      const errors = sample(await scrape(gw.adminUrl), 'chatgate_rate_limit_store_errors_total');
+      return errors >= 1 ? errors : undefined;
+    });
+    expect(errorsAfterRelease).toBeGreaterThanOrEqual(1);
+
+    await redis.resume();
+    expect(await inspect.zcard(slots)).toBe(1); // still held after the restart: only the gateway can let it go
+    await eventually(async () => ((await inspect.zcard(slots)) === 0 ? true : undefined), 10_000);
+    expect((await send(gw, key)).status).toBe(200);
   });
 });

@@ -55,6 +55,6 @@ test('a client that leaves while its admission is awaited does not keep its conc
     expect(next.status).toBe(200); // the only slot (maxConcurrent 1) is free
   } finally {
     server.close();
-    await limiter.close();
+    await store.close();
   }
 });

@@ -1,4 +1,4 @@
-import { RateLimiter } from '../../src/ratelimit/limiter';
+import { OWED_RETRY_MS, RateLimiter } from '../../src/ratelimit/limiter';
 import type { RateLimitStore } from '../../src/ratelimit/store';
 import { formatDuration } from '../../src/ratelimit/limit-rate';
 import { keyRecord } from '../fakes/key-record';
@@ -49,4 +49,57 @@ test('durations read like OpenAI headers', () => {
     '1m0s',
     '1m31s',
   ]);
+});
+
+describe('releases and token debits the store could not take are owed', () => {
+  /** A store that refuses everything while `down`, and records what it took. */
+  function recordingStore() {
+    const taken: string[] = [];
+    const store = {
+      down: true,
+      ...failingStore,
+      release: async (keyId: string, requestId: string) => {
+        if (store.down) throw new Error('redis down');
+        taken.push(`release ${keyId} ${requestId}`);
+      },
+      debitTokens: async (keyId: string, tokensPerMinute: number, amount: number) => {
+        if (store.down) throw new Error('redis down');
+        taken.push(`debit ${keyId} ${amount} of ${tokensPerMinute}/min`);
+      },
+    };
+    return { store, taken };
+  }
+  const quietEvents = { storeFailed: () => undefined, storeRecovered: () => undefined };
+  const settle = () => new Promise((resolve) => setImmediate(resolve));
+
+  test('paid once the store is back: each release once, the tokens owed per key added up into one debit', async () => {
+    const { store, taken } = recordingStore();
+    const limiter = new RateLimiter(store, settings(true), quietEvents);
+    limiter.release('key_1', 'slot-a');
+    limiter.debitTokens('key_1', 1000, 10);
+    limiter.debitTokens('key_1', 1000, 5);
+    limiter.debitTokens('key_2', 500, 7);
+    await settle();
+    expect(limiter.owed()).toBe(3);
+
+    await new Promise((resolve) => setTimeout(resolve, OWED_RETRY_MS + 100)); // a round while still down
+    expect(taken).toEqual([]);
+    store.down = false;
+    await new Promise((resolve) => setTimeout(resolve, OWED_RETRY_MS + 100));
+    expect(taken).toEqual(['release key_1 slot-a', 'debit key_1 15 of 1000/min', 'debit key_2 7 of 500/min']);
+    expect(limiter.owed()).toBe(0);
+    await new Promise((resolve) => setTimeout(resolve, OWED_RETRY_MS + 100));
+    expect(taken).toHaveLength(3); // nothing paid twice
+  });
+
+  test('settling pays what is owed at once (a retired serving unit, shutdown)', async () => {
+    const { store, taken } = recordingStore();
+    const limiter = new RateLimiter(store, settings(true), quietEvents);
+    limiter.release('key_1', 'slot-b');
+    await settle();
+    store.down = false;
+    await limiter.settleOwed();
+    expect(taken).toEqual(['release key_1 slot-b']);
+    expect(limiter.owed()).toBe(0);
+  });
 });
