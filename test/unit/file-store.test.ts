@@ -133,3 +133,46 @@ describe('the lock file that orders writers', () => {
     expect((await new FileKeyStore(file).get(record.id))?.revokedAt).toBeNull();
   }, 20_000);
 });
+
+describe('a key file edited by hand into something the gateway cannot use', () => {
+  const editFirstRecord = (edit: (record: Record<string, unknown>) => void) => {
+    const contents = JSON.parse(readFileSync(file, 'utf8')) as { keys: Array<Record<string, unknown>> };
+    edit(contents.keys[0]!);
+    writeFileSync(file, JSON.stringify(contents));
+  };
+
+  test.each([
+    ['models as a string, not a list', (r: Record<string, unknown>) => (r.models = 'mock/*'), /keys\[0\]\.models: /],
+    ['no models at all', (r: Record<string, unknown>) => delete r.models, /keys\[0\]\.models: /],
+    ['an expiry that is not a date', (r: Record<string, unknown>) => (r.expiresAt = 'next tuesday'), /keys\[0\]\.expiresAt: not a date/],
+    ['a digest that is not one', (r: Record<string, unknown>) => (r.digest = 'abc'), /keys\[0\]\.digest: not a SHA-256 digest in hex/],
+    ['a negative limit', (r: Record<string, unknown>) => (r.rateLimit = { requestsPerMinute: -1 }), /keys\[0\]\.rateLimit\.requestsPerMinute: /],
+  ])('%s: reads (and readiness) fail, naming the record and field, quoting no value', async (_name, edit, message) => {
+    const store = new FileKeyStore(file);
+    const { record } = await issueKey(store, { name: 'edited', models: ['mock/*'] });
+    editFirstRecord(edit);
+    await expect(store.ping()).rejects.toThrow(message);
+    const failure = await store.findByDigest(record.digest).then(
+      () => 'found',
+      (err: Error) => err.message,
+    );
+    expect(failure).toMatch(/holds a key record the gateway cannot use/);
+    expect(failure).not.toContain(record.digest);
+    expect(failure).not.toContain('next tuesday');
+  });
+
+  test('fields a file written before they existed lacks get their neutral values; unknown fields are kept', async () => {
+    const store = new FileKeyStore(file);
+    const { record } = await issueKey(store, { name: 'old' });
+    editFirstRecord((r) => {
+      delete r.lastUsedAt;
+      delete r.rateLimit;
+      delete r.usage;
+      r.addedByANewerVersion = { kept: true };
+    });
+    const read = await new FileKeyStore(file).get(record.id);
+    expect(read).toMatchObject({ lastUsedAt: null, rateLimit: { requestsPerMinute: null, tokensPerMinute: null, maxConcurrent: null }, usage: { requests: 0, promptTokens: 0, completionTokens: 0 } });
+    await new FileKeyStore(file).revoke(record.id, new Date('2030-01-01T00:00:00Z'));
+    expect(JSON.parse(readFileSync(file, 'utf8')).keys[0].addedByANewerVersion).toEqual({ kept: true });
+  });
+});

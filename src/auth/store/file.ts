@@ -8,7 +8,8 @@ import { EventEmitter } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { NO_OWN_LIMITS, NO_USAGE, type KeyChanges, type KeyRecord, type KeyStore, type KeyUse } from './types';
+import { z } from 'zod';
+import type { KeyChanges, KeyRecord, KeyStore, KeyUse } from './types';
 import { definedFields } from '../../defined-fields';
 
 interface FileContents {
@@ -192,11 +193,41 @@ async function heldByDeadProcess(lockFile: string): Promise<boolean> {
   }
 }
 
-function parseContents(text: string, file: string): KeyRecord[] {
-  const parsed = JSON.parse(text) as Partial<FileContents>;
-  if (parsed?.version !== 1 || !Array.isArray(parsed.keys)) {
-    throw new Error(`${file} is not a chatgate key file (expected {"version":1,"keys":[...]})`);
-  }
+/**
+ * The file is written by this code, but people edit it by hand too: a record the request path could
+ * not use (models not a list, a date that does not parse) refuses the whole file, naming the record
+ * and field, as a file that is not JSON does, rather than failing requests one by one. Values are
+ * never quoted (a digest is a secret's fingerprint). Fields a newer version may add are kept.
+ */
+const timestamp = z.string().refine((value) => !Number.isNaN(Date.parse(value)), 'not a date');
+const ownLimit = z.number().int().min(0).nullable().default(null);
+const count = z.number().int().min(0).default(0);
+const fileRecord = z.looseObject({
+  id: z.string().min(1),
+  name: z.string(),
+  digest: z.string().regex(/^[0-9a-f]{64}$/, 'not a SHA-256 digest in hex'),
+  prefix: z.string(),
+  createdAt: timestamp,
+  revokedAt: timestamp.nullable(),
+  expiresAt: timestamp.nullable(),
+  models: z.array(z.string()),
   // Files written before a field existed get its neutral value.
-  return parsed.keys.map((k) => ({ ...k, lastUsedAt: k.lastUsedAt ?? null, rateLimit: { ...NO_OWN_LIMITS, ...k.rateLimit }, usage: { ...NO_USAGE, ...k.usage } }));
+  lastUsedAt: timestamp.nullable().default(null),
+  rateLimit: z.object({ requestsPerMinute: ownLimit, tokensPerMinute: ownLimit, maxConcurrent: ownLimit }).prefault({}),
+  usage: z.object({ requests: count, promptTokens: count, completionTokens: count }).prefault({}),
+});
+const fileContents = z.object({ version: z.literal(1), keys: z.array(fileRecord) });
+
+function parseContents(text: string, file: string): KeyRecord[] {
+  const json: unknown = JSON.parse(text);
+  if (!isShapedLikeKeyFile(json)) throw new Error(`${file} is not a chatgate key file (expected {"version":1,"keys":[...]})`);
+  const parsed = fileContents.safeParse(json);
+  if (parsed.success) return parsed.data.keys;
+  const issue = parsed.error.issues[0]!;
+  const at = issue.path.map((part) => (typeof part === 'number' ? `[${part}]` : `.${String(part)}`)).join('').replace(/^\./, '');
+  throw new Error(`${file} holds a key record the gateway cannot use: ${at}: ${issue.message}`);
+}
+
+function isShapedLikeKeyFile(value: unknown): boolean {
+  return typeof value === 'object' && value !== null && (value as FileContents).version === 1 && Array.isArray((value as FileContents).keys);
 }
