@@ -114,7 +114,13 @@ const schema = z.strictObject({
   keyStore: z
     .discriminatedUnion('type', [
       z.strictObject({ type: z.literal('file'), path: z.string().min(1).default('./data/keys.json') }),
-      z.strictObject({ type: z.literal('postgres'), url: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL') }),
+      z.strictObject({
+        type: z.literal('postgres'),
+        url: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL'),
+        // Per serving process, plus one connection that listens for key changes: keep processes ×
+        // replicas × (poolSize + 1) under the server's max_connections (100 by default).
+        poolSize: z.number().int().min(1).max(100).default(10),
+      }),
     ])
     .prefault({ type: 'file' }),
   auth: z
@@ -238,7 +244,10 @@ export function loadConfig(file: string, env: NodeJS.ProcessEnv = process.env): 
 function withEnvironment(document: unknown, env: NodeJS.ProcessEnv): unknown {
   if (typeof document !== 'object' || document === null || Array.isArray(document)) return document;
   const merged = { ...(document as Record<string, unknown>) };
-  if (env.CHATGATE_KEYSTORE_URL) merged.keyStore = { type: 'postgres', url: env.CHATGATE_KEYSTORE_URL };
+  if (env.CHATGATE_KEYSTORE_URL) {
+    const fromFile = merged.keyStore as { type?: unknown } | undefined;
+    merged.keyStore = { ...(fromFile?.type === 'postgres' ? fromFile : {}), type: 'postgres', url: env.CHATGATE_KEYSTORE_URL };
+  }
   if (env.CHATGATE_REDIS_URL) merged.rateLimit = { ...(merged.rateLimit as object | undefined), store: 'redis', url: env.CHATGATE_REDIS_URL };
   if (env.CHATGATE_ADMIN_TOKEN) merged.admin = { ...(merged.admin as object | undefined), token: env.CHATGATE_ADMIN_TOKEN };
   return merged;

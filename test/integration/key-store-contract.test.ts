@@ -150,3 +150,35 @@ describe('PostgreSQL migrations', () => {
     }
   });
 });
+
+describe('PostgreSQL connections per process', () => {
+  let database: TestDatabase;
+  let admin: pg.Client;
+  beforeAll(async () => {
+    database = await createTestDatabase();
+    admin = new pg.Client({ connectionString: database.url });
+    await admin.connect();
+  });
+  afterAll(async () => {
+    await admin?.end();
+    await database?.drop();
+  });
+
+  /** Connections to the test database a burst of 40 concurrent lookups opened, besides the test's own. */
+  async function connectionsAfterBurst(store: PostgresKeyStore): Promise<number> {
+    await Promise.all(Array.from({ length: 40 }, (_, i) => store.findByDigest(digestKey(`cgk_burst_${i}`))));
+    const { rows } = await admin.query<{ n: string }>('select count(*) as n from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()');
+    return Number(rows[0]!.n);
+  }
+
+  test('keyStore.poolSize bounds them: the pool plus the one that listens for key changes', async () => {
+    const small = await PostgresKeyStore.open(database.url, undefined, 2);
+    const smallCount = await connectionsAfterBurst(small);
+    await small.close();
+    const standard = await PostgresKeyStore.open(database.url);
+    const standardCount = await connectionsAfterBurst(standard);
+    await standard.close();
+    expect(smallCount).toBeLessThanOrEqual(3);
+    expect(standardCount).toBeGreaterThan(3); // the same burst does open more when the pool allows it
+  });
+});

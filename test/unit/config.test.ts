@@ -108,9 +108,26 @@ test('the environment gives the secrets: key store URL, Redis URL, admin token',
     CHATGATE_REDIS_URL: 'redis://cache:6379',
     CHATGATE_ADMIN_TOKEN: 'a-token-of-sixteen-chars',
   });
-  expect(config.keyStore).toEqual({ type: 'postgres', url: 'postgres://u:p@db/chatgate' });
+  expect(config.keyStore).toEqual({ type: 'postgres', url: 'postgres://u:p@db/chatgate', poolSize: 10 });
   expect(config.rateLimit).toMatchObject({ store: 'redis', url: 'redis://cache:6379' });
   expect(config.admin).toEqual({ host: '127.0.0.1', port: 9464, token: 'a-token-of-sixteen-chars' });
+});
+
+test("the key store URL from the environment keeps the file's PostgreSQL settings, and replaces a file store", () => {
+  const url = 'postgres://u:p@db/chatgate';
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-config-env-'));
+  try {
+    const file = path.join(dir, 'c.yaml');
+    writeFileSync(file, YAML.stringify({ ...minimal, keyStore: { type: 'postgres', url: 'postgres://old/db', poolSize: 3 } }));
+    expect(loadConfig(file, {}).keyStore).toEqual({ type: 'postgres', url: 'postgres://old/db', poolSize: 3 });
+    expect(loadConfig(file, { CHATGATE_KEYSTORE_URL: url }).keyStore).toEqual({ type: 'postgres', url, poolSize: 3 });
+    writeFileSync(file, YAML.stringify({ ...minimal, keyStore: { type: 'file', path: './keys.json' } }));
+    expect(loadConfig(file, { CHATGATE_KEYSTORE_URL: url }).keyStore).toEqual({ type: 'postgres', url, poolSize: 10 });
+    writeFileSync(file, YAML.stringify({ ...minimal, keyStore: { type: 'postgres', url, poolSize: 0 } }));
+    expect(() => loadConfig(file, {})).toThrow(/keyStore\.poolSize/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 describe('loading files', () => {

@@ -6,6 +6,6 @@ import { PostgresKeyStore, type PostgresEvents } from './postgres';
 import type { KeyStore } from './types';
 
 export async function openKeyStore(config: Pick<Config, 'keyStore'>, events?: PostgresEvents): Promise<KeyStore> {
-  if (config.keyStore.type === 'postgres') return PostgresKeyStore.open(config.keyStore.url, events);
+  if (config.keyStore.type === 'postgres') return PostgresKeyStore.open(config.keyStore.url, events, config.keyStore.poolSize);
   return new FileKeyStore(path.resolve(config.keyStore.path));
 }

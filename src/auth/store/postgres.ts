@@ -104,8 +104,8 @@ export class PostgresKeyStore implements KeyStore {
   ) {}
 
   /** Connects, applies pending migrations and starts listening for changes. */
-  static async open(url: string, events: PostgresEvents = { listener: () => undefined }): Promise<PostgresKeyStore> {
-    const pool = new pg.Pool({ connectionString: url, max: 10, connectionTimeoutMillis: 5000, statement_timeout: 5000 });
+  static async open(url: string, events: PostgresEvents = { listener: () => undefined }, poolSize = 10): Promise<PostgresKeyStore> {
+    const pool = new pg.Pool({ connectionString: url, max: poolSize, connectionTimeoutMillis: 5000, statement_timeout: 5000 });
     pool.on('error', () => undefined); // an idle client lost (database restart): the pool replaces it
     const store = new PostgresKeyStore(url, pool, events);
     try {
