@@ -197,11 +197,13 @@ async function heldByDeadProcess(lockFile: string): Promise<boolean> {
  * The file is written by this code, but people edit it by hand too: a record the request path could
  * not use (models not a list, a date that does not parse) refuses the whole file, naming the record
  * and field, as a file that is not JSON does, rather than failing requests one by one. Values are
- * never quoted (a digest is a secret's fingerprint). Fields a newer version may add are kept.
+ * never quoted (a digest is a secret's fingerprint). Fields a newer version may add are kept. The
+ * rules are no stricter than what the CLI and the admin API write (a limit of 1e20 is a whole number).
  */
 const timestamp = z.string().refine((value) => !Number.isNaN(Date.parse(value)), 'not a date');
-const ownLimit = z.number().int().min(0).nullable().default(null);
-const count = z.number().int().min(0).default(0);
+const wholeNumber = z.number().min(0).refine(Number.isInteger, 'not a whole number');
+const ownLimit = wholeNumber.nullable().default(null);
+const count = wholeNumber.default(0);
 const fileRecord = z.looseObject({
   id: z.string().min(1),
   name: z.string(),
@@ -213,21 +215,26 @@ const fileRecord = z.looseObject({
   models: z.array(z.string()),
   // Files written before a field existed get its neutral value.
   lastUsedAt: timestamp.nullable().default(null),
-  rateLimit: z.object({ requestsPerMinute: ownLimit, tokensPerMinute: ownLimit, maxConcurrent: ownLimit }).prefault({}),
-  usage: z.object({ requests: count, promptTokens: count, completionTokens: count }).prefault({}),
-});
-const fileContents = z.object({ version: z.literal(1), keys: z.array(fileRecord) });
+  rateLimit: z.looseObject({ requestsPerMinute: ownLimit, tokensPerMinute: ownLimit, maxConcurrent: ownLimit }).prefault({}),
+  usage: z.looseObject({ requests: count, promptTokens: count, completionTokens: count }).prefault({}),
+}) satisfies z.ZodType<KeyRecord>;
+const keyFile = z.object({ version: z.literal(1), keys: z.array(z.unknown()) });
 
 function parseContents(text: string, file: string): KeyRecord[] {
-  const json: unknown = JSON.parse(text);
-  if (!isShapedLikeKeyFile(json)) throw new Error(`${file} is not a chatgate key file (expected {"version":1,"keys":[...]})`);
-  const parsed = fileContents.safeParse(json);
-  if (parsed.success) return parsed.data.keys;
-  const issue = parsed.error.issues[0]!;
-  const at = issue.path.map((part) => (typeof part === 'number' ? `[${part}]` : `.${String(part)}`)).join('').replace(/^\./, '');
-  throw new Error(`${file} holds a key record the gateway cannot use: ${at}: ${issue.message}`);
+  const shape = keyFile.safeParse(parseJson(text, file));
+  if (!shape.success) throw new Error(`${file} is not a chatgate key file (expected {"version":1,"keys":[...]})`);
+  const records = z.array(fileRecord).safeParse(shape.data.keys);
+  if (records.success) return records.data;
+  const issue = records.error.issues[0]!;
+  const at = issue.path.map((part) => (typeof part === 'number' ? `[${part}]` : `.${String(part)}`)).join('');
+  throw new Error(`${file} holds a key record the gateway cannot use: keys${at}: ${issue.message}`);
 }
 
-function isShapedLikeKeyFile(value: unknown): boolean {
-  return typeof value === 'object' && value !== null && (value as FileContents).version === 1 && Array.isArray((value as FileContents).keys);
+/** JSON.parse's own message quotes the text around the error, which may be part of a digest. */
+function parseJson(text: string, file: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new Error(`${file} is not valid JSON`);
+  }
 }
