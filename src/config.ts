@@ -117,8 +117,7 @@ const schema = z.strictObject({
       z.strictObject({
         type: z.literal('postgres'),
         url: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL'),
-        // Per serving process, plus one connection that listens for key changes: keep processes ×
-        // replicas × (poolSize + 1) under the server's max_connections (100 by default).
+        // Per process (a cluster's primary too), plus one connection that listens for key changes.
         poolSize: z.number().int().min(1).max(100).default(10),
       }),
     ])

@@ -1,14 +1,16 @@
 /**
  * The limiter as the gateway uses it: effective limits for a key (its own, else the configured
  * defaults), and the policy when the store fails: fail open (admit, and say so) or closed (refuse
- * with 503). It never throws a store error at the request path. A release or token debit the store
- * could not take is owed, not dropped: it is tried again every second until the store takes it (a
- * concurrency slot left held would otherwise lock a key out until the slot goes stale).
+ * with 503). It never throws a store error at the request path. A release the store could not take is
+ * owed, not dropped: it is tried again every second until the store takes it (a concurrency slot left
+ * held would otherwise lock a key out until the slot goes stale). A token debit is owed only when the
+ * store was certainly not reached (a debit that timed out may have been applied, and is not repeated),
+ * at most a minute's worth per key and for at most a minute (the bucket refills in that time anyway).
  */
 import type { Config } from '../config';
 import type { KeyRecord } from '../auth/store/types';
-import type { Limits } from './bucket';
-import type { Admission, RateLimitStore } from './store';
+import { WINDOW_MS, type Limits } from './bucket';
+import { StoreNotReached, type Admission, type RateLimitStore } from './store';
 
 export interface LimiterEvents {
   storeFailed(err: unknown): void;
@@ -26,14 +28,15 @@ export class RateLimiter {
   private failing = false;
   /** Concurrency slots to release, by slot id. */
   private readonly owedReleases = new Map<string, string>();
-  /** Tokens to debit, by key id (amounts owed for one key add up). */
-  private readonly owedDebits = new Map<string, { tokensPerMinute: number; amount: number }>();
+  /** Tokens to debit, by key id (amounts owed for one key add up, to one minute's worth). */
+  private readonly owedDebits = new Map<string, { tokensPerMinute: number; amount: number; since: number }>();
   private owedRetry: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly store: RateLimitStore,
     private readonly settings: Config['rateLimit'],
     private readonly events: LimiterEvents,
+    private readonly now: () => number = Date.now,
   ) {}
 
   limitsFor(key: KeyRecord): Limits {
@@ -73,7 +76,8 @@ export class RateLimiter {
       () => this.succeeded(),
       (err) => {
         this.failed(err);
-        this.oweTokens(keyId, tokensPerMinute, amount);
+        if (!(err instanceof StoreNotReached)) return;
+        this.oweTokens(keyId, tokensPerMinute, amount, this.now());
         this.retryOwedLater();
       },
     );
@@ -92,10 +96,10 @@ export class RateLimiter {
     return this.owedReleases.size + this.owedDebits.size;
   }
 
-  private oweTokens(keyId: string, tokensPerMinute: number, amount: number): void {
+  private oweTokens(keyId: string, tokensPerMinute: number, amount: number, since: number): void {
     const owed = this.owedDebits.get(keyId);
-    if (owed) owed.amount += amount;
-    else if (this.owedDebits.size < MAX_OWED) this.owedDebits.set(keyId, { tokensPerMinute, amount });
+    if (owed) owed.amount = Math.min(owed.amount + amount, tokensPerMinute);
+    else if (this.owedDebits.size < MAX_OWED) this.owedDebits.set(keyId, { tokensPerMinute, amount: Math.min(amount, tokensPerMinute), since });
   }
 
   private retryOwedLater(): void {
@@ -107,24 +111,28 @@ export class RateLimiter {
     }, OWED_RETRY_MS).unref();
   }
 
-  /** One at a time, stopping at the first the store refuses: while it is away, one failed call a round. */
+  /**
+   * One at a time, stopping at the first the store refuses: while it is away, one failed call a round,
+   * not reported again (the failure that made the debt was).
+   */
   private async payOwed(): Promise<void> {
+    for (const [keyId, { since }] of this.owedDebits) if (this.now() - since > WINDOW_MS) this.owedDebits.delete(keyId);
     if (this.owed() === 0) return;
     try {
       for (const [requestId, keyId] of this.owedReleases) {
         await this.store.release(keyId, requestId);
         this.owedReleases.delete(requestId);
       }
-      for (const [keyId, { tokensPerMinute, amount }] of this.owedDebits) {
+      for (const [keyId, { tokensPerMinute, amount, since }] of this.owedDebits) {
         this.owedDebits.delete(keyId); // tokens owed while this call runs start a new entry
         await this.store.debitTokens(keyId, tokensPerMinute, amount).catch((err: unknown) => {
-          this.oweTokens(keyId, tokensPerMinute, amount);
+          if (err instanceof StoreNotReached) this.oweTokens(keyId, tokensPerMinute, amount, since);
           throw err;
         });
       }
       this.succeeded();
-    } catch (err) {
-      this.failed(err);
+    } catch {
+      // still away: the next round tries again
     }
   }
 

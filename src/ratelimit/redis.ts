@@ -6,7 +6,7 @@
  */
 import Redis from 'ioredis';
 import { WINDOW_MS, type Limits, type LimitReason, type QuotaLine } from './bucket';
-import type { Admission, RateLimitStore } from './store';
+import { StoreNotReached, type Admission, type RateLimitStore } from './store';
 
 /** A request holding a concurrency slot longer than this (a replica died mid-request) no longer counts. */
 const STALE_SLOT_MS = 15 * 60_000;
@@ -134,6 +134,9 @@ export class RedisRateLimitStore implements RateLimitStore {
   }
 
   async debitTokens(keyId: string, tokensPerMinute: number, amount: number): Promise<void> {
+    // Without an offline queue nothing is sent while the connection is not ready; once sent, a
+    // timeout leaves it unknown whether Redis ran the script.
+    if (this.redis.status !== 'ready') throw new StoreNotReached(`redis is ${this.redis.status}`);
     await this.redis.chatgateDebit(bucketKey(keyId), tokensPerMinute, amount);
   }
 

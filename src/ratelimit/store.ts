@@ -8,12 +8,15 @@ export interface Admission {
   quota: Quota;
 }
 
+/** The store was not reached: the operation certainly did not happen, so it may be tried again. */
+export class StoreNotReached extends Error {}
+
 export interface RateLimitStore {
   /** Atomically: refill, check and take for the key's request and token buckets, and a concurrency slot. */
   admit(keyId: string, limits: Limits, requestId: string): Promise<Admission>;
   /** The request is over: give back its concurrency slot. */
   release(keyId: string, requestId: string): Promise<void>;
-  /** Charge the tokens an answer used. */
+  /** Charge the tokens an answer used. Rejects with StoreNotReached when the charge was certainly not made. */
   debitTokens(keyId: string, tokensPerMinute: number, amount: number): Promise<void>;
   close(): Promise<void>;
 }

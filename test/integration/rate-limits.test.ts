@@ -271,7 +271,7 @@ describe('Redis lost while a request holds a concurrency slot, and back with its
     const slots = `chatgate:rl:{${id}}:slots`;
     const answer = new Promise<IncomingMessage>((resolve) => {
       https
-        .request(`${gw.url}/v1/chat/completions`, { method: 'POST', ca: gw.ca, agent: false, headers: { ...bearer(key), 'x-mock-latency-ms': '600' } }, resolve)
+        .request(`${gw.url}/v1/chat/completions`, { method: 'POST', ca: gw.ca, agent: false, headers: { ...bearer(key), 'x-mock-latency-ms': '2000' } }, resolve)
         .end(chatBody());
     });
     await eventually(async () => ((await inspect.zcard(slots)) === 1 ? true : undefined));
@@ -286,9 +286,10 @@ describe('Redis lost while a request holds a concurrency slot, and back with its
     });
     expect(errorsAfterRelease).toBeGreaterThanOrEqual(1);
 
+    // The slot is on disk and comes back with Redis; only the gateway's owed release lets it go (a
+    // release merely counted as failed left it held for STALE_SLOT_MS, 15 minutes).
     await redis.resume();
-    expect(await inspect.zcard(slots)).toBe(1); // still held after the restart: only the gateway can let it go
-    await eventually(async () => ((await inspect.zcard(slots)) === 0 ? true : undefined), 10_000);
+    await eventually(async () => ((await inspect.zcard(slots).catch(() => undefined)) === 0 ? true : undefined), 10_000);
     expect((await send(gw, key)).status).toBe(200);
   });
 });

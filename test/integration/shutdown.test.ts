@@ -97,7 +97,8 @@ test('streams that outlast the drain deadline are cut at it, counted in the last
   const streams = await Promise.all(Array.from({ length: 3 }, () => openStream(gateway, 300))); // 30 s at 10 tokens/s
   await Promise.all(streams.map((s) => s.firstChunk));
 
-  const exited = new Promise<number | null>((resolve) => gateway.child.once('exit', (code) => resolve(code)));
+  // 'close', not 'exit': the last log lines may still be in the pipe when the process has exited.
+  const exited = new Promise<number | null>((resolve) => gateway.child.once('close', (code) => resolve(code)));
   const signalledAt = Date.now();
   gateway.child.kill('SIGTERM');
   expect(await Promise.all(streams.map((s) => s.cut))).toEqual([true, true, true]);

@@ -1,5 +1,5 @@
 import { OWED_RETRY_MS, RateLimiter } from '../../src/ratelimit/limiter';
-import type { RateLimitStore } from '../../src/ratelimit/store';
+import { StoreNotReached, type RateLimitStore } from '../../src/ratelimit/store';
 import { formatDuration } from '../../src/ratelimit/limit-rate';
 import { keyRecord } from '../fakes/key-record';
 
@@ -63,7 +63,7 @@ describe('releases and token debits the store could not take are owed', () => {
         taken.push(`release ${keyId} ${requestId}`);
       },
       debitTokens: async (keyId: string, tokensPerMinute: number, amount: number) => {
-        if (store.down) throw new Error('redis down');
+        if (store.down) throw new StoreNotReached('redis down');
         taken.push(`debit ${keyId} ${amount} of ${tokensPerMinute}/min`);
       },
     };
@@ -90,6 +90,35 @@ describe('releases and token debits the store could not take are owed', () => {
     expect(limiter.owed()).toBe(0);
     await new Promise((resolve) => setTimeout(resolve, OWED_RETRY_MS + 100));
     expect(taken).toHaveLength(3); // nothing paid twice
+  });
+
+  test('a debit that may have been applied (a timeout) is not repeated; debts are capped at a minute of tokens and dropped after a minute', async () => {
+    const { store, taken } = recordingStore();
+    let now = 1_000_000;
+    const limiter = new RateLimiter(store, settings(true), quietEvents, () => now);
+    const timedOut = new RateLimiter({ ...store, debitTokens: () => Promise.reject(new Error('Command timed out')) }, settings(true), quietEvents);
+    timedOut.debitTokens('key_1', 1000, 10);
+    limiter.debitTokens('key_1', 1000, 700);
+    limiter.debitTokens('key_1', 1000, 700); // 1,400 used during the outage: a minute's worth is owed
+    limiter.debitTokens('key_2', 1000, 5);
+    await settle();
+    expect(timedOut.owed()).toBe(0);
+    now += 30_000;
+    limiter.debitTokens('key_3', 1000, 9); // owed since 30 s later
+    await settle();
+    now += 31_000; // key_1 and key_2 owed for 61 s: the bucket has refilled since
+    store.down = false;
+    await limiter.settleOwed();
+    expect(taken).toEqual(['debit key_3 9 of 1000/min']);
+
+    limiter.debitTokens('key_4', 1000, 700);
+    store.down = true;
+    limiter.debitTokens('key_4', 1000, 700);
+    limiter.debitTokens('key_4', 1000, 700);
+    await settle();
+    store.down = false;
+    await limiter.settleOwed();
+    expect(taken.slice(1)).toEqual(['debit key_4 700 of 1000/min', 'debit key_4 1000 of 1000/min']);
   });
 
   test('settling pays what is owed at once (a retired serving unit, shutdown)', async () => {
