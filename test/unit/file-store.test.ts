@@ -1,10 +1,10 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { issueKey, publicView } from '../../src/auth/issue';
 import { digestKey, generateKey } from '../../src/auth/keys';
-import { FileKeyStore } from '../../src/auth/store/file';
+import { FileKeyStore, removeStaleLock } from '../../src/auth/store/file';
 
 let dir: string;
 let file: string;
@@ -123,6 +123,23 @@ describe('the lock file that orders writers', () => {
     rmSync(lockFile());
     const { record } = await write;
     expect((await new FileKeyStore(file).list()).map((key) => key.id)).toEqual([record.id]);
+  });
+
+  test('two waiters saw the same dead holder: the one that takes over second leaves the first one\'s new lock alone', async () => {
+    const dead = `${pidOfFinishedProcess()} 0123456789ab`;
+    mkdirSync(path.dirname(file), { recursive: true });
+    writeFileSync(lockFile(), dead);
+    // Waiter A removes the stale lock and takes the lock; waiter B, which read the same stale lock
+    // just before, now removes what it saw.
+    rmSync(lockFile());
+    writeFileSync(lockFile(), `${process.pid} a-token`);
+    await removeStaleLock(lockFile(), dead);
+    expect(readFileSync(lockFile(), 'utf8')).toBe(`${process.pid} a-token`);
+    expect(readdirSync(path.dirname(file)).filter((name) => name.endsWith('.stale'))).toEqual([]);
+
+    writeFileSync(lockFile(), dead); // and when what B saw is still there, it goes
+    await removeStaleLock(lockFile(), dead);
+    expect(existsSync(lockFile())).toBe(false);
   });
 
   test('a lock a live process never releases: the write gives up after 10 s with an error that says what to do, and changes nothing', async () => {
