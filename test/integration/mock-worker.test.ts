@@ -1,4 +1,6 @@
 /** The mock worker speaks enough of the OpenAI API for SDKs, demos and benchmarks: tested as a process. */
+import { createMockWorker } from '../../src/mock-worker/server';
+import { listenOnLoopback } from '../helpers/net';
 import { startWorker, type WorkerProcess } from '../helpers/processes';
 
 let worker: WorkerProcess;
@@ -8,8 +10,8 @@ beforeAll(async () => {
 });
 afterAll(() => worker?.stop());
 
-const post = (body: unknown, headers: Record<string, string> = {}) =>
-  fetch(`${worker.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+const post = (body: unknown, headers: Record<string, string> = {}, url = worker.url) =>
+  fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
 
 test('/health and /v1/models answer in the OpenAI shapes', async () => {
   expect(await (await fetch(`${worker.url}/health`)).json()).toEqual({ status: 'ok' });
@@ -57,4 +59,34 @@ test('it records what it received, and a failure mode answers 500 on request', a
   const [seen] = await worker.requests();
   expect(seen).toEqual(expect.objectContaining({ method: 'POST', url: '/v1/chat/completions', outcome: 'completed' }));
   expect(JSON.parse(seen!.body)).toEqual({ model: 'echo', messages: [] });
+});
+
+describe('pacing, with the global setTimeout under a fake clock', () => {
+  // Only setTimeout is faked: Node's sockets use their own timers, so the request itself flows as usual.
+  const realSetTimeout = setTimeout;
+  const clearTimeout = globalThis.clearTimeout;
+  beforeEach(() => jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'queueMicrotask', 'setInterval', 'clearInterval', 'Date', 'hrtime', 'performance'] }));
+  afterEach(() => jest.useRealTimers());
+
+  const statusWithin = (url: string, latencyMs: string, ms: number) => {
+    const answer = post({ model: 'echo', messages: [{ role: 'user', content: 'hi' }] }, { 'x-mock-latency-ms': latencyMs }, url).then((r) => r.status);
+    let timer: NodeJS.Timeout | undefined;
+    const pending = new Promise<'pending'>((resolve) => (timer = realSetTimeout(() => resolve('pending'), ms)));
+    return { answer, orPending: Promise.race([answer, pending]).finally(() => clearTimeout(timer)) };
+  };
+
+  test('a zero-latency worker answers at once, without the 1 ms a timer would add; a latency is waited out', async () => {
+    const server = createMockWorker({ latencyMs: 0, tokensPerSecond: 1_000_000 });
+    const url = await listenOnLoopback(server);
+    try {
+      expect(await statusWithin(url, '0', 2000).orPending).toBe(200);
+      const delayed = statusWithin(url, '5', 300);
+      expect(await delayed.orPending).toBe('pending');
+      jest.advanceTimersByTime(5);
+      expect(await delayed.answer).toBe(200);
+    } finally {
+      server.closeAllConnections();
+      server.close();
+    }
+  });
 });
