@@ -24,7 +24,7 @@ import { assignRequestId } from './request-id';
 import { limitRate } from './ratelimit/limit-rate';
 import type { RateLimiter } from './ratelimit/limiter';
 import { route } from './route';
-import { securityHeaders } from './security-headers';
+import { API_SECURITY_HEADERS, securityHeaders } from './security-headers';
 import { continueTrace } from './trace';
 import { limitHeaderCount, requireHttps } from './transport';
 import type { SpanExport } from './tracing';
@@ -61,7 +61,7 @@ export function createPublicApp({ config, metrics, log, keyCache, providers, pro
   // request matches at once and runs its whole chain inside one route.
   const front = [
     observeRequests(metrics, config.log.access ? accessLogger(log) : undefined, spans),
-    securityHeaders(),
+    securityHeaders(API_SECURITY_HEADERS),
     assignRequestId,
     continueTrace,
     requireHttps,

@@ -176,13 +176,18 @@ test('the gateway keeps its connections to a worker alive across requests', asyn
   expect(ports.size).toBe(1);
 });
 
-test('security headers (helmet, HSTS included) are on answers and errors alike', async () => {
+test("security headers (helmet, an API's set: HSTS, nothing may load or frame it) are on answers and errors alike", async () => {
   const ok = await request(gw.url, { ca: gw.ca, headers: bearer(key), body: chatBody() });
   const refused = await request(gw.url, { ca: gw.ca, body: chatBody() });
   for (const response of [ok, refused]) {
     expect(response.headers['strict-transport-security']).toMatch(/max-age=\d+/);
     expect(response.headers['x-content-type-options']).toBe('nosniff');
-    expect(response.headers['x-powered-by']).toBeUndefined();
+    expect(response.headers['content-security-policy']).toBe("default-src 'none';frame-ancestors 'none'");
+    expect(response.headers['x-frame-options']).toBe('DENY');
+    // Headers that only mean something on an HTML page stay off a JSON answer.
+    for (const name of ['x-powered-by', 'x-dns-prefetch-control', 'x-download-options', 'x-permitted-cross-domain-policies', 'origin-agent-cluster', 'x-xss-protection']) {
+      expect(response.headers[name]).toBeUndefined();
+    }
   }
 });
 

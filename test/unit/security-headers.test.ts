@@ -1,7 +1,7 @@
 import express from 'express';
 import helmet from 'helmet';
 import request from 'supertest';
-import { securityHeaders } from '../../src/security-headers';
+import { API_SECURITY_HEADERS, securityHeaders } from '../../src/security-headers';
 
 function answerWith(middleware: express.RequestHandler) {
   const app = express();
@@ -35,4 +35,10 @@ test("and with options: helmet's choices are kept", async () => {
   expect(securityHeaderSet(precomputed.headers)).toEqual(securityHeaderSet((await answerWith(helmet(options))).headers));
   expect(precomputed.headers['strict-transport-security']).toMatch(/^max-age=60;/);
   expect(precomputed.headers['x-frame-options']).toBeUndefined();
+});
+
+test("the public listener's API set is helmet's own with those options", async () => {
+  const precomputed = await answerWith(securityHeaders(API_SECURITY_HEADERS));
+  expect(securityHeaderSet(precomputed.headers)).toEqual(securityHeaderSet((await answerWith(helmet(API_SECURITY_HEADERS))).headers));
+  expect(precomputed.headers['content-security-policy']).toBe("default-src 'none';frame-ancestors 'none'");
 });
