@@ -83,6 +83,7 @@ async function main() {
       }
     }
     const figures = Object.fromEntries(Object.entries(rounds).filter(([, list]) => list.length > 0).map(([name, list]) => [name, medianOf(list)]));
+    const ratios = throughputRatios(rounds);
 
     const streamFigures: StreamFigure[] = [];
     for (const n of PLAN.streams) {
@@ -91,7 +92,11 @@ async function main() {
       const pacing = { 'x-mock-tokens': String(PLAN.streamTokens), 'x-mock-tokens-per-second': '10' };
       progress(`${n} concurrent streams, direct`);
       const direct = await load<StreamResult>({ kind: 'streams', target: target(servers[0]!, streamBody, pacing), streams: n, opensPerSecond: PLAN.opensPerSecond });
-      const gateway = servers[3]!;
+      // A gateway of its own: one that ran the saturated rounds holds a heap grown for them, which new
+      // streams would fill before its RSS moved (memory per stream read 7 KiB that way). A few streams
+      // first, so that compiled code and pools count as idle, not as the streams' memory.
+      const gateway: Server = { name: `chatgate (streams)`, ...(await chatgate(dir, `streams-${n}`, 1, upstream, keyFile, tls.certFile, children)), headers: auth };
+      await load<StreamResult>({ kind: 'streams', target: target(gateway, streamBody, { 'x-mock-tokens': '3', 'x-mock-tokens-per-second': '100' }), streams: 50, opensPerSecond: PLAN.opensPerSecond });
       const idleKiB = rssKiB(gateway.child.pid!);
       let plateauKiB: number | undefined;
       progress(`${n} concurrent streams, chatgate`);
@@ -110,12 +115,13 @@ async function main() {
         betweenTokensP99Ms: through.betweenTokensMs.p99,
         directBetweenTokensP99Ms: direct.betweenTokensMs.p99,
       });
+      await stop(gateway.child);
     }
 
     progress('key check cost (in this process)');
     const authFigures = STREAMS_ONLY ? {} : await authCost(dir);
 
-    const results = { at: new Date().toISOString(), smoke: SMOKE, machine: machine(), plan: PLAN, figures, streams: streamFigures, auth: authFigures };
+    const results = { at: new Date().toISOString(), smoke: SMOKE, machine: machine(), plan: PLAN, figures, ratios, streams: streamFigures, auth: authFigures };
     const resultsDir = path.join(ROOT, 'bench', 'results');
     mkdirSync(resultsDir, { recursive: true });
     const file = path.join(resultsDir, `${results.at.replace(/[:.]/g, '-')}${SMOKE ? '-smoke' : ''}.json`);
@@ -234,6 +240,28 @@ function stop(child: ChildProcess): Promise<void> {
   });
 }
 
+const RATIOS: Array<[string, string]> = [
+  ['chatgate', 'bare Express'],
+  ['chatgate', 'bare proxy'],
+  ['chatgate', 'direct'],
+  ['chatgate ×2', 'chatgate'],
+];
+
+/**
+ * Each ratio is taken within a round, where the two targets ran minutes apart at most, then the
+ * median over rounds: on a shared machine whose speed drifts, that cancels what a ratio of two
+ * separate medians would not.
+ */
+function throughputRatios(rounds: Record<string, Array<Record<string, number>>>): Record<string, { median: number; min: number; max: number }> {
+  const measured = RATIOS.filter(([a, b]) => rounds[a]!.length > 0 && rounds[a]!.length === rounds[b]!.length);
+  return Object.fromEntries(
+    measured.map(([a, b]) => {
+      const perRound = rounds[a]!.map((round, i) => round.rps! / rounds[b]![i]!.rps!).sort((x, y) => x - y);
+      return [`${a}/${b}`, { median: perRound[Math.floor(perRound.length / 2)]!, min: perRound[0]!, max: perRound[perRound.length - 1]! }];
+    }),
+  );
+}
+
 function medianOf(list: Array<Record<string, number>>): Record<string, number> {
   return Object.fromEntries(
     Object.keys(list[0]!).map((name) => {
@@ -299,7 +327,7 @@ interface StreamFigure {
   directBetweenTokensP99Ms: number;
 }
 
-function report(results: { figures: Record<string, Record<string, number>>; streams: StreamFigure[]; auth: Record<string, unknown>; machine: ReturnType<typeof machine>; smoke: boolean }): string {
+function report(results: { figures: Record<string, Record<string, number>>; ratios: ReturnType<typeof throughputRatios>; streams: StreamFigure[]; auth: Record<string, unknown>; machine: ReturnType<typeof machine>; smoke: boolean }): string {
   const f = results.figures;
   const direct = f['direct'];
   const rows = Object.entries(f).map(([name, x]) => [
@@ -314,7 +342,6 @@ function report(results: { figures: Record<string, Record<string, number>>; stre
     String(x.failures),
   ]);
   const header = ['target', 'req/s (saturated)', `p50 / p99 / p99.9 ms @${PLAN.rate}/s`, 'added p99 ms', 'sequential p50 ms', 'added seq. p50 ms', 'CPU µs/req', 'RSS MiB', 'failures'];
-  const ratio = (a: string, b: string) => (f[a]!.rps! / f[b]!.rps!).toFixed(2);
   const lines = [
     `chatgate benchmark${results.smoke ? ' (smoke run: figures are not meaningful)' : ''}: ${results.machine.cpus} × ${results.machine.cpu}, Node ${results.machine.node}`,
     '',
@@ -322,7 +349,9 @@ function report(results: { figures: Record<string, Record<string, number>>; stre
       ? [
           table([header, ...rows]),
           '',
-          `throughput ratios: chatgate/bare Express ${ratio('chatgate', 'bare Express')}×, chatgate/bare proxy ${ratio('chatgate', 'bare proxy')}×, chatgate/direct ${ratio('chatgate', 'direct')}×, chatgate ×2/chatgate ${ratio('chatgate ×2', 'chatgate')}×`,
+          `throughput ratios, median of the rounds' own (lowest-highest): ${Object.entries(results.ratios)
+            .map(([pair, r]) => `${pair} ${r.median.toFixed(2)}× (${r.min.toFixed(2)}-${r.max.toFixed(2)})`)
+            .join(', ')}`,
           '',
         ]
       : []),
