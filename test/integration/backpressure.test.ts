@@ -1,0 +1,69 @@
+/**
+ * A stream is relayed at the pace of the slower side: a client that stops reading holds the worker
+ * back through the gateway, which buffers no more than its sockets do. A fake worker on a real socket
+ * writes SSE events as fast as its connection takes them and counts what it got out.
+ */
+import http from 'node:http';
+import https from 'node:https';
+import type { IncomingMessage } from 'node:http';
+import { startTestGateway, type TestGateway } from '../helpers/gateway';
+import { bearer, chatBody } from '../helpers/http';
+import { listenOnLoopback } from '../helpers/net';
+import { eventually } from '../helpers/processes';
+
+const EVENT = `data: ${JSON.stringify({ object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content: 'x'.repeat(4000) } }] })}\n\n`;
+/** What the worker would send in all: far more than the sockets between it and the client can hold. */
+const ANSWER_BYTES = 512 * 2 ** 20;
+/** Socket buffers on two loopback hops (autotuned, a few MiB each) and the gateway's stream buffers stay under this. */
+const HELD_BACK_BYTES = 64 * 2 ** 20;
+
+let written = 0;
+const firehose = http.createServer((req, res) => {
+  req.resume();
+  res.writeHead(200, { 'content-type': 'text/event-stream' });
+  const pump = () => {
+    while (written < ANSWER_BYTES) {
+      written += EVENT.length;
+      if (!res.write(EVENT)) return void res.once('drain', pump);
+    }
+    res.end('data: [DONE]\n\n');
+  };
+  pump();
+});
+let gw: TestGateway;
+let key: string;
+
+beforeAll(async () => {
+  gw = await startTestGateway({ providers: { fire: { workers: [await listenOnLoopback(firehose)] } } });
+  key = (await gw.issueKey()).key;
+});
+afterAll(async () => {
+  await gw?.stop();
+  firehose.closeAllConnections();
+  firehose.close();
+});
+
+test('a client that stops reading holds the worker back; reading again lets it go on', async () => {
+  const response = await new Promise<IncomingMessage>((resolve, reject) => {
+    const req = https.request(`${gw.url}/v1/chat/completions`, { method: 'POST', ca: gw.ca, agent: false, headers: bearer(key) }, resolve);
+    req.on('error', reject);
+    req.end(chatBody({ model: 'fire/any', stream: true }));
+  });
+  expect(response.statusCode).toBe(200);
+  response.pause();
+  // Wait until the worker is stuck: what it has written stops growing.
+  let stuckAt = -1;
+  await eventually(async () => {
+    const now = written;
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    return written === now && now > 0 ? (stuckAt = now) : undefined;
+  });
+  expect(stuckAt).toBeLessThan(HELD_BACK_BYTES);
+
+  let received = 0;
+  response.on('data', (chunk: Buffer) => (received += chunk.length));
+  response.resume();
+  await eventually(async () => (written > stuckAt + HELD_BACK_BYTES ? true : undefined));
+  expect(received).toBeGreaterThan(0);
+  response.destroy();
+});
