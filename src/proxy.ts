@@ -15,7 +15,7 @@
  */
 import type { Agent, ClientRequest, IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import type { Readable, Transform } from 'node:stream';
+import type { Readable } from 'node:stream';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import httpProxy from 'http-proxy';
 import { contextOf, required, type RequestContext } from './context';
@@ -96,7 +96,7 @@ interface Attempt {
   deadline: number;
   timedOut?: Phase;
   /** A stream's relay: whole events at a time, reading token usage (a JSON answer is piped straight through). */
-  meter?: Transform;
+  meter?: SseUsageMeter;
   settled: boolean;
 }
 
@@ -191,18 +191,22 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
     arm(attempt, 'idle', attempt.target.provider.settings.idleTimeoutMs);
     if (stream) {
       res.removeHeader('content-length'); // a dropped usage chunk changes the length
-      attempt.meter = new SseUsageMeter(attempt.target.dropUsageChunk, reportUsage);
-      upstreamResponse.pipe(attempt.meter).pipe(res);
+      const meter = (attempt.meter = new SseUsageMeter(attempt.target.dropUsageChunk, reportUsage));
       const firstToken = metrics.streamFirstToken.labels(attempt.target.provider.name);
       const interToken = metrics.streamInterToken.labels(attempt.target.provider.name);
       let lastChunkAt: number | undefined;
-      upstreamResponse.on('data', () => {
+      upstreamResponse.on('data', (chunk: Buffer) => {
         stillAnswering(attempt);
         const at = now();
         if (lastChunkAt === undefined) firstToken.observe((at - required(attempt.context.dispatchedAt, 'dispatch time')) / 1000);
         else interToken.observe((at - lastChunkAt) / 1000);
         lastChunkAt = at;
+        // Backpressure, as pipe() would: a client that reads slowly holds the worker back.
+        const events = meter.relay(chunk);
+        if (events !== '' && !res.write(events)) upstreamResponse.pause();
       });
+      res.on('drain', () => upstreamResponse.resume());
+      upstreamResponse.on('end', () => res.end(meter.end()));
     } else {
       const meter = new JsonUsageMeter(reportUsage);
       upstreamResponse.on('data', (chunk: Buffer) => {
@@ -217,8 +221,7 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
       if (upstreamResponse.complete || attempt.settled) return;
       settle(attempt, 'failure');
       metrics.streamFailures.inc(labels(attempt));
-      attempt.meter?.unpipe(res);
-      attempt.meter?.destroy(); // pipe() does not end it: destroying charges the usage seen so far
+      attempt.meter?.abort(); // charges the usage seen so far
       endBrokenAnswer(res, attempt);
     });
   });
@@ -242,7 +245,7 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
       if (res.writableFinished || !attempt) return;
       settle(attempt, 'neutral');
       attempt.upstreamRequest?.destroy();
-      attempt.meter?.destroy(); // the client left mid-stream: charge the usage seen so far
+      attempt.meter?.abort(); // the client left mid-stream: charge the usage seen so far
     });
 
     req.headers = upstreamHeaders(req, context, target);

@@ -4,7 +4,6 @@
  * events as they arrive, and the usage chunk is read (and dropped, when the gateway asked for it and
  * the client had not). Either way the client gets each byte as soon as it is complete.
  */
-import { Transform, type TransformCallback } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 
 export interface TokenUsage {
@@ -94,7 +93,13 @@ export class JsonUsageMeter {
   }
 }
 
-export class SseUsageMeter extends Transform {
+/**
+ * A stream's relay: what arrives is split into whole events, and `relay` returns the text to pass on
+ * (the usage chunk left out when the gateway asked for it and the client had not). A plain object
+ * rather than a Transform: proxy.ts writes what it returns straight to the client, so a stream holds
+ * no stream of its own between the two sockets (and no pipe's closures).
+ */
+export class SseUsageMeter {
   private pending = '';
   private readonly decoder = new StringDecoder('utf8');
   private readonly usage: UsageReport;
@@ -104,11 +109,11 @@ export class SseUsageMeter extends Transform {
     private readonly dropUsageChunk: boolean,
     onUsage: (usage: TokenUsage) => void,
   ) {
-    super();
     this.usage = new UsageReport(onUsage);
   }
 
-  override _transform(chunk: Buffer, _encoding: BufferEncoding, done: TransformCallback): void {
+  /** The complete events in what has arrived so far ('' until one is complete). */
+  relay(chunk: Buffer): string {
     this.pending += this.decoder.write(chunk);
     let out = '';
     for (let end = eventEnd(this.pending); end !== -1; end = eventEnd(this.pending)) {
@@ -120,19 +125,20 @@ export class SseUsageMeter extends Transform {
       out += this.pending;
       this.pending = '';
     }
-    done(null, out === '' ? undefined : out);
+    return out;
   }
 
-  override _flush(done: TransformCallback): void {
-    this.pending += this.decoder.end();
+  /** The answer ended: what is left of it (an unfinished last event passes as it is); usage is reported. */
+  end(): string {
+    const rest = this.pending + this.decoder.end();
+    this.pending = '';
     this.usage.report();
-    done(null, this.pending === '' ? undefined : this.pending);
+    return rest;
   }
 
   /** Cut short (client gone, worker failed): what was used so far is still charged. */
-  override _destroy(err: Error | null, done: (err: Error | null) => void): void {
+  abort(): void {
     this.usage.report();
-    done(err);
   }
 
   private isDroppedUsageChunk(event: string): boolean {
