@@ -18,7 +18,7 @@ export interface RequestContext {
   /** Metric label: the configured provider once routing chose one. */
   provider: string;
   key?: KeyRecord;
-  /** The request body as text (valid UTF-8 JSON). */
+  /** The request body as text (valid UTF-8 JSON), until the route stage turns it into the worker's bytes. */
   body?: string;
   chat?: ChatRequest;
   target?: UpstreamTarget;

@@ -61,6 +61,8 @@ const DROPPED_REQUEST_HEADERS = new Set([
   'accept-encoding',
 ]);
 
+const RELEASED_BODY = Buffer.alloc(0);
+
 const DROPPED_RESPONSE_HEADERS = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'trailer', 'upgrade', 'transfer-encoding']);
 
 type Phase = 'connect' | 'first_byte' | 'idle';
@@ -172,6 +174,7 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
     const attempt = attemptOf(res);
     if (!attempt) return;
     attempt.answering = true;
+    attempt.target.body = RELEASED_BODY; // nothing is retried once a worker answers
     attempt.context.worker = attempt.state.worker.label;
     attempt.context.firstByteAt = now();
     metrics.upstreamTimeToFirstByte.observe({ provider: attempt.target.provider.name }, (now() - required(attempt.context.dispatchedAt, 'dispatch time')) / 1000);
@@ -260,7 +263,7 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
       tried.add(state);
       const attempt: Attempt = { context, target, state, connected: false, answering: false, settled: false, deadline: Infinity };
       (res as CarriesAttempt)[ATTEMPT] = attempt;
-      const options = { target: state.worker.proxyTarget, agent: state.worker.agent, buffer: wholeBody(target.body) };
+      const options = { target: state.worker.proxyTarget, agent: state.worker.agent, buffer: wholeBody(target) };
       proxy.web(req, res, options, (err: Error) => {
         if (attempt.answering) return; // a failure mid-answer is handled where the answer is relayed
         const stale = !staleRetried && isStalePooledConnection(attempt, err);
@@ -292,10 +295,12 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
 /**
  * http-proxy sends the body with `options.buffer.pipe(upstreamRequest)`. The body is already whole in
  * memory, so it is written in one call, without a Readable per request (test/integration/proxy.test.ts
- * checks the worker receives it intact).
+ * checks the worker receives it intact). It is read from the target when sent, not captured here:
+ * http-proxy's listeners keep these options as long as the answer lasts, and the body is released
+ * once the worker answers (test/integration/stream-memory.test.ts).
  */
-function wholeBody(body: Buffer): Readable {
-  return { pipe: (upstreamRequest: ClientRequest) => upstreamRequest.end(body) } as unknown as Readable;
+function wholeBody(target: UpstreamTarget): Readable {
+  return { pipe: (upstreamRequest: ClientRequest) => upstreamRequest.end(target.body) } as unknown as Readable;
 }
 
 /**

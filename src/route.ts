@@ -25,6 +25,7 @@ export function route(providers: ProviderTable): RequestHandler {
 
     context.provider = provider.name;
     context.target = { provider, body: Buffer.from(body), dropUsageChunk: addUsageChunk };
+    context.body = undefined; // the worker's bytes take the text's place: a request holds its prompt once
     next();
   };
 }

@@ -36,7 +36,8 @@ export interface Provider {
 /** Where a validated request goes, and the body it goes with (model renamed for the worker). */
 export interface UpstreamTarget {
   readonly provider: Provider;
-  readonly body: Buffer;
+  /** Kept for retries until a worker's answer starts, then released: a long stream must not hold its prompt. */
+  body: Buffer;
   /** The gateway added stream_options.include_usage: the usage chunk is not the client's. */
   readonly dropUsageChunk: boolean;
 }
