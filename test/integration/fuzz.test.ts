@@ -7,16 +7,11 @@
  * after a full collection grows by less than a leak of 100 bytes per request would make). A fixed seed
  * under CI, a random one otherwise; the seed is in the failure report.
  */
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import https from 'node:https';
-import os from 'node:os';
-import path from 'node:path';
 import tls from 'node:tls';
-import { issueKey } from '../../src/auth/issue';
-import { FileKeyStore } from '../../src/auth/store/file';
-import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
-import { sample, scrape } from '../helpers/metrics';
-import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { startMeasuredGateway, type MeasuredGateway } from '../helpers/live-memory';
+import { eventually, startWorker, type WorkerProcess } from '../helpers/processes';
 
 const TOTAL = Number(process.env.CHATGATE_FUZZ_REQUESTS ?? 100_000); // fewer, to explore locally
 const PARALLEL = 32;
@@ -25,34 +20,21 @@ const SEED = process.env.CI ? 0x5eed2026 : (Math.random() * 2 ** 32) >>> 0;
 const WARM_UP = Math.floor(TOTAL / 10);
 
 let worker: WorkerProcess;
-let gateway: GatewayProcess;
-let dir: string;
-let snapshotDir: string;
+let measured: MeasuredGateway;
+let gateway: MeasuredGateway['process'];
 let key: string;
 
 beforeAll(async () => {
   worker = await startWorker();
-  dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-fuzz-'));
-  const keyFile = path.join(dir, 'keys.json');
-  ({ key } = await issueKey(new FileKeyStore(keyFile), { name: 'fuzz' }));
-  snapshotDir = path.join(dir, 'heap');
-  mkdirSync(snapshotDir);
-  gateway = await startGatewayProcess(
-    dir,
-    'fuzz',
-    {
-      keyStore: { type: 'file', path: keyFile },
-      limits: { maxBodyBytes: MAX_BODY_BYTES },
-      log: { access: false }, // 100,000 access lines would only fill this test's memory
-      providers: { mock: { workers: [worker.url] } },
-    },
-    { NODE_OPTIONS: `--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${snapshotDir}` },
-  );
+  measured = await startMeasuredGateway('fuzz', worker.url, {
+    limits: { maxBodyBytes: MAX_BODY_BYTES },
+    log: { access: false }, // 100,000 access lines would only fill this test's memory
+  });
+  ({ process: gateway, key } = measured);
 }, 30_000);
 afterAll(async () => {
-  if (gateway) await stopProcess(gateway.child);
+  await measured?.stop();
   await worker?.stop();
-  rmSync(dir, { recursive: true, force: true });
 });
 
 /** mulberry32: small, seeded, good enough to pick cases. */
@@ -249,18 +231,7 @@ function problemWith(answer: Answer, expect: Expect, key: string): string | unde
 
 const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) / 1024;
 
-/**
- * The gateway's live heap: a heap snapshot (asked for by signal) collects all garbage first, and /metrics
- * answers once the snapshot is written. RSS cannot tell a leak: V8 keeps freed pages, and the same run
- * grew it by -15 MiB alone and by 65 MiB beside other test suites.
- */
-async function liveHeapMiB(): Promise<number> {
-  gateway.child.kill('SIGUSR2');
-  const snapshot = await eventually(() => readdirSync(snapshotDir)[0], 60_000);
-  const heapUsed = sample(await scrape(gateway.adminUrl), 'nodejs_heap_size_used_bytes');
-  rmSync(path.join(snapshotDir, snapshot));
-  return heapUsed / 2 ** 20;
-}
+const liveHeapMiB = () => measured.liveMiB(['nodejs_heap_size_used_bytes']);
 
 test(`${TOTAL.toLocaleString('en')} fuzzed requests: only valid ones reach the worker, every refusal is a well-formed 4xx, the gateway holds`, async () => {
   const g = generator(SEED);
