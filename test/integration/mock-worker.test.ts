@@ -64,7 +64,7 @@ test('it records what it received, and a failure mode answers 500 on request', a
 describe('pacing, with the global setTimeout under a fake clock', () => {
   // Only setTimeout is faked: Node's sockets use their own timers, so the request itself flows as usual.
   const realSetTimeout = setTimeout;
-  const clearTimeout = globalThis.clearTimeout;
+  const realClearTimeout = clearTimeout;
   beforeEach(() => jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'queueMicrotask', 'setInterval', 'clearInterval', 'Date', 'hrtime', 'performance'] }));
   afterEach(() => jest.useRealTimers());
 
@@ -72,7 +72,7 @@ describe('pacing, with the global setTimeout under a fake clock', () => {
     const answer = post({ model: 'echo', messages: [{ role: 'user', content: 'hi' }] }, { 'x-mock-latency-ms': latencyMs }, url).then((r) => r.status);
     let timer: NodeJS.Timeout | undefined;
     const pending = new Promise<'pending'>((resolve) => (timer = realSetTimeout(() => resolve('pending'), ms)));
-    return { answer, orPending: Promise.race([answer, pending]).finally(() => clearTimeout(timer)) };
+    return { answer, orPending: Promise.race([answer, pending]).finally(() => realClearTimeout(timer)) };
   };
 
   test('a zero-latency worker answers at once, without the 1 ms a timer would add; a latency is waited out', async () => {

@@ -10,7 +10,7 @@ import { startWorker, type WorkerProcess } from '../helpers/processes';
 
 const STREAMS = 16;
 const PROMPT_BYTES = 2 ** 20;
-/** What holding each prompt once (text or bytes) would add: 16 MiB. The streams' own state is a few KiB each. */
+/** Half of what holding each prompt once (as text or as bytes) would add, 16 MiB; the streams' own state is a few KiB each. */
 const BOUND_MIB = (STREAMS * PROMPT_BYTES) / 2 ** 20 / 2;
 
 let worker: WorkerProcess;
