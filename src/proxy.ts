@@ -12,6 +12,9 @@
  * - A worker failing mid-answer. It pipes the answer and never ends the client response if the worker
  *   dies; we end it, for a stream with a final SSE `error` event in the OpenAI shape.
  * - Timeouts by phase (connect, first byte, idle between chunks), which it cannot tell from resets.
+ * - The relay itself (`selfHandleResponse`): a JSON answer is piped; a stream is written event by event
+ *   through the usage meter, the worker paused while the client's side is full.
+ * - Memory: the body is released once a worker answers, since nothing is retried after that.
  */
 import type { Agent, ClientRequest, IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
