@@ -1,26 +1,77 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createLogger, destinationOf } from '../../src/log';
+import { createLogger, destinationOf, GATHER_BYTES, GATHER_MS } from '../../src/log';
+
+let dir: string;
+beforeEach(() => {
+  dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-log-'));
+});
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+const readLines = (file: string) => (existsSync(file) ? readFileSync(file, 'utf8') : '').split('\n').filter(Boolean);
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function closeDestination(destination: ReturnType<typeof destinationOf>): Promise<unknown> {
+  const closed = new Promise((resolve) => (destination as unknown as NodeJS.EventEmitter).once('close', resolve));
+  (destination as unknown as { end(): void }).end(); // writes what is pending, then closes
+  return closed;
+}
 
 test('a log file gets every line whole and in order, lines longer than one write included', async () => {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-log-'));
-  try {
-    const file = path.join(dir, 'gateway.log');
-    const destination = destinationOf(file);
-    const log = createLogger('info', destination);
-    const long = 'x'.repeat(10_000); // more than one write of the destination's buffer
-    for (let burst = 0; burst < 50; burst++) {
-      for (let i = 0; i < 40; i++) log.info({ n: burst * 40 + i, text: i === 7 ? long : 'y'.repeat(600) }, 'line');
-      await new Promise((resolve) => setImmediate(resolve)); // let writes be under way while lines pile up
-    }
-    const closed = new Promise((resolve) => (destination as unknown as NodeJS.EventEmitter).once('close', resolve));
-    (destination as unknown as { end(): void }).end(); // writes what is pending, then closes
-    await closed;
-    const lines = readFileSync(file, 'utf8').trimEnd().split('\n').map((line) => JSON.parse(line) as { n: number; text: string });
-    expect(lines.map((line) => line.n)).toEqual(Array.from({ length: 2000 }, (_, n) => n));
-    expect(lines.filter((line) => line.text === long)).toHaveLength(50);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
+  const file = path.join(dir, 'gateway.log');
+  const destination = destinationOf(file);
+  const log = createLogger('info', destination);
+  const long = 'x'.repeat(10_000); // more than one write of the destination's buffer
+  for (let burst = 0; burst < 50; burst++) {
+    for (let i = 0; i < 40; i++) log.info({ n: burst * 40 + i, text: i === 7 ? long : 'y'.repeat(600) }, 'line');
+    await new Promise((resolve) => setImmediate(resolve)); // let writes be under way while lines pile up
   }
+  await closeDestination(destination);
+  const lines = readLines(file).map((line) => JSON.parse(line) as { n: number; text: string });
+  expect(lines.map((line) => line.n)).toEqual(Array.from({ length: 2000 }, (_, n) => n));
+  expect(lines.filter((line) => line.text === long)).toHaveLength(50);
+});
+
+test('lines logged one at a time are written a few kilobytes at a time, not one write each', async () => {
+  const file = path.join(dir, 'gateway.log');
+  const destination = destinationOf(file);
+  let writes = 0;
+  (destination as unknown as NodeJS.EventEmitter).on('write', () => writes++);
+  const log = createLogger('info', destination);
+  const lines = 40;
+  for (let n = 0; n < lines; n++) {
+    log.info({ n, text: 'y'.repeat(150) }, 'line');
+    await sleep(2); // time enough for a write of the line before to be over
+  }
+  await closeDestination(destination);
+  expect(readLines(file)).toHaveLength(lines);
+  const lineBytes = readFileSync(file).length / lines;
+  expect(writes).toBeLessThanOrEqual(Math.ceil((lines * lineBytes) / GATHER_BYTES) + Math.ceil((lines * 2) / GATHER_MS) + 1);
+});
+
+test('a lone line is written within the gathering time, with nothing else logged', async () => {
+  const file = path.join(dir, 'gateway.log');
+  const destination = destinationOf(file);
+  createLogger('info', destination).info({ quiet: true }, 'alone');
+  const began = Date.now();
+  while (readLines(file).length === 0 && Date.now() - began < 20 * GATHER_MS) await sleep(5);
+  expect(readLines(file).map((line) => JSON.parse(line).msg)).toEqual(['alone']);
+  await closeDestination(destination);
+});
+
+test('lines still gathered when the process exits are written', () => {
+  const file = path.join(dir, 'gateway.log');
+  const script = `const { createLogger, destinationOf } = require(${JSON.stringify(path.join(__dirname, '../../dist/log.js'))});
+    const destination = destinationOf(${JSON.stringify(file)});
+    const log = createLogger('info', destination);
+    destination.once('ready', () => {
+      for (let n = 0; n < 3; n++) log.info({ n }, 'before exit');
+      process.exit(0);
+    });`;
+  const child = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8' });
+  expect(child.stderr).toBe('');
+  expect(child.status).toBe(0);
+  expect(readLines(file).map((line) => JSON.parse(line).n)).toEqual([0, 1, 2]);
 });
