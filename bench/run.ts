@@ -56,6 +56,7 @@ async function main() {
       { name: 'direct', child: worker.child, url: `https://127.0.0.1:${worker.ports.https}/v1/chat/completions`, headers: {} },
       { name: 'bare proxy', ...(await proxyServer(serverArgs('bare', upstream), children)) },
       { name: 'bare Express', ...(await proxyServer(serverArgs('express', upstream), children)) },
+      { name: 'tuned Express', ...(await proxyServer(serverArgs('tuned-express', upstream), children)) },
       { name: 'chatgate', ...(await chatgate(dir, 'one', 1, upstream, keyFile, tls.certFile, children)), headers: auth },
       { name: 'chatgate ×2', ...(await chatgate(dir, 'two', 2, upstream, keyFile, tls.certFile, children)), headers: auth },
     ];
@@ -242,6 +243,8 @@ function stop(child: ChildProcess): Promise<void> {
 
 const RATIOS: Array<[string, string]> = [
   ['chatgate', 'bare Express'],
+  ['chatgate', 'tuned Express'],
+  ['tuned Express', 'bare proxy'],
   ['chatgate', 'bare proxy'],
   ['chatgate', 'direct'],
   ['chatgate ×2', 'chatgate'],

@@ -1,8 +1,10 @@
 /**
  * The benchmark's servers, each in its own process: `worker` (the mock worker over HTTP for the
- * proxies and over HTTPS for direct calls), `bare` (Node https + http-proxy, nothing else) and
- * `express` (Express 5 + helmet + http-proxy, no auth or validation). Each prints {"ports":...} once
- * it listens.
+ * proxies and over HTTPS for direct calls), `bare` (Node https + http-proxy, nothing else),
+ * `express` (stock Express 5 + helmet + http-proxy, no auth or validation) and `tuned-express` (the
+ * same with chatgate's framework settings: requests created on Express's prototypes, the API security
+ * headers worked out once, no etag: what the stack costs before any stage of the gateway). Each prints
+ * {"ports":...} once it listens.
  */
 import http from 'node:http';
 import https from 'node:https';
@@ -11,7 +13,9 @@ import type { AddressInfo } from 'node:net';
 import express from 'express';
 import helmet from 'helmet';
 import httpProxy from 'http-proxy';
+import { ExpressRequest, ExpressResponse, useSharedPrototypes } from '../src/express-prototypes';
 import { mockWorkerHandler } from '../src/mock-worker/server';
+import { API_SECURITY_HEADERS, securityHeaders } from '../src/security-headers';
 
 const [role, certFile, keyFile, upstream] = process.argv.slice(2) as [string, string, string, string | undefined];
 const tls = { cert: readFileSync(certFile), key: readFileSync(keyFile) };
@@ -42,6 +46,14 @@ async function main(): Promise<Record<string, number>> {
     app.use(helmet());
     app.post('/v1/chat/completions', proxyTo(target));
     return { https: await listen(https.createServer({ ...tls, keepAliveTimeout: 60_000 }, app)) };
+  }
+  if (role === 'tuned-express') {
+    const app = express();
+    app.disable('x-powered-by');
+    app.disable('etag');
+    useSharedPrototypes(app);
+    app.post('/v1/chat/completions', securityHeaders(API_SECURITY_HEADERS), proxyTo(target));
+    return { https: await listen(https.createServer({ ...tls, keepAliveTimeout: 60_000, IncomingMessage: ExpressRequest, ServerResponse: ExpressResponse }, app)) };
   }
   throw new Error(`unknown role ${role}`);
 }
