@@ -55,6 +55,21 @@ test('lines logged one at a time are written a few kilobytes at a time, not one 
   expect(writes).toBeLessThan(lines / 2);
 });
 
+test('a full batch of lines is written before the logging call returns, not by the thread pool later', async () => {
+  const file = path.join(dir, 'gateway.log');
+  const destination = destinationOf(file);
+  await new Promise((resolve) => (destination as unknown as NodeJS.EventEmitter).once('ready', resolve));
+  let written = 0;
+  (destination as unknown as NodeJS.EventEmitter).on('write', (bytes: number) => (written += bytes));
+  const log = createLogger('info', destination);
+  let logged = 0;
+  // A write through the thread pool reports itself on a later turn of the event loop: never inside this loop.
+  while (written === 0 && logged < GATHER_BYTES) log.info({ n: logged++, text: 'y'.repeat(150) }, 'line');
+  expect(written).toBeGreaterThanOrEqual(GATHER_BYTES);
+  expect(readFileSync(file).length).toBe(written);
+  await closeDestination(destination);
+});
+
 test('a lone line is written within the gathering time, with nothing else logged', async () => {
   const file = path.join(dir, 'gateway.log');
   const destination = destinationOf(file);
