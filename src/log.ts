@@ -13,7 +13,7 @@ const MAX_WRITE_BYTES = 4096;
 /**
  * Lines are gathered until this much is pending, or for at most GATHER_MS, then written in one call:
  * 1.11x the requests/s at saturation against a write per line (median of 5 paired rounds).
- * pino writes what is pending when the process exits.
+ * What is pending when the process exits is written then (flushAll below).
  */
 export const GATHER_BYTES = 2048;
 export const GATHER_MS = 100;
