@@ -30,32 +30,47 @@ const WRITE_SYNCHRONOUSLY = true;
 
 type Destination = ReturnType<typeof pino.destination>;
 
-/** stdout, stderr, or a file path (appended to, created if missing). */
+/**
+ * stdout, stderr, or a file path (appended to, created if missing). A destination that refuses
+ * writes (a full disk) does not stop the gateway: it is reported on stderr once, and again only if it
+ * fails anew after taking a write.
+ */
 export function destinationOf(name: string): pino.DestinationStream {
   const buffering = { sync: WRITE_SYNCHRONOUSLY, maxWrite: MAX_WRITE_BYTES, minLength: GATHER_BYTES, periodicFlush: GATHER_MS };
-  if (name === 'stdout') return flushedAtExit(pino.destination({ fd: 1, ...buffering }));
-  if (name === 'stderr') return flushedAtExit(pino.destination({ fd: 2, ...buffering }));
-  return flushedAtExit(pino.destination({ dest: name, mkdir: true, append: true, ...buffering }));
+  if (name === 'stdout') return watched(name, pino.destination({ fd: 1, ...buffering }));
+  if (name === 'stderr') return watched(name, pino.destination({ fd: 2, ...buffering }));
+  return watched(name, pino.destination({ dest: name, mkdir: true, append: true, ...buffering }));
 }
 
-/** pino writes out what a destination still gathers at exit only for asynchronous ones: the others are flushed here. */
-const gathering = new Set<Destination>();
+/**
+ * Open destinations, and whether each is refusing writes. pino writes out what a destination still
+ * gathers at exit only for asynchronous ones: the others are flushed here, except those refusing
+ * writes, since sonic-boom's flushSync would retry them for ever and the process would never exit.
+ */
+const openDestinations = new Map<Destination, { refusing: boolean }>();
 let flushAtExitRegistered = false;
 
-function flushedAtExit(destination: Destination): Destination {
+function watched(name: string, destination: Destination): Destination {
   if (!flushAtExitRegistered) process.once('exit', flushAll);
   flushAtExitRegistered = true;
-  gathering.add(destination);
-  destination.once('close', () => gathering.delete(destination));
+  const state = { refusing: false };
+  openDestinations.set(destination, state);
+  destination.on('error', (err: NodeJS.ErrnoException) => {
+    if (!state.refusing) process.stderr.write(`chatgate: log destination ${name} failed (${err.code ?? err.message}); serving goes on\n`);
+    state.refusing = true;
+  });
+  destination.on('write', () => (state.refusing = false));
+  destination.once('close', () => openDestinations.delete(destination));
   return destination;
 }
 
 function flushAll(): void {
-  for (const destination of gathering) {
+  for (const [destination, { refusing }] of openDestinations) {
+    if (refusing) continue;
     try {
       destination.flushSync();
     } catch {
-      // A destination gone (stdout's reader closed, a file on a failed disk): nothing more can reach it.
+      // Destroyed just before exit, its 'close' not yet emitted: nothing more can reach it.
     }
   }
 }

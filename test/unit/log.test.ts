@@ -94,3 +94,53 @@ test('lines still gathered when the process exits are written', () => {
   expect(child.status).toBe(0);
   expect(readLines(file).map((line) => JSON.parse(line).n)).toEqual([0, 1, 2]);
 });
+
+test('a destination that refuses writes (a full disk) is reported once on stderr, and neither stops nor hangs the process', () => {
+  const script = `const { createLogger, destinationOf } = require(${JSON.stringify(path.join(__dirname, '../../dist/log.js'))});
+    const log = createLogger('info', destinationOf('/dev/full'));
+    for (let n = 0; n < 100; n++) log.info({ n, text: 'y'.repeat(150) }, 'line');
+    setTimeout(() => {
+      log.info('still logging');
+      process.stdout.write('still serving\\n');
+      process.exit(0);
+    }, ${GATHER_MS * 4});`;
+  const child = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 10_000 });
+  expect(child.stdout).toBe('still serving\n');
+  expect(child.stderr.match(/ENOSPC/g)).toHaveLength(1);
+  expect(child.stderr).toContain('log destination /dev/full failed');
+  expect(child.status).toBe(0);
+});
+
+test('a destination destroyed just before the process exits lets it exit cleanly', () => {
+  const file = path.join(dir, 'gateway.log');
+  const script = `const { createLogger, destinationOf } = require(${JSON.stringify(path.join(__dirname, '../../dist/log.js'))});
+    const destination = destinationOf(${JSON.stringify(file)});
+    createLogger('info', destination).info('before destroy');
+    destination.destroy();
+    process.exit(0);`;
+  const child = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 10_000 });
+  expect(child.stderr).toBe('');
+  expect(child.status).toBe(0);
+});
+
+test('a destination that fails again after taking a write is reported again', async () => {
+  const destination = destinationOf(path.join(dir, 'gateway.log'));
+  const emitter = destination as unknown as NodeJS.EventEmitter;
+  await new Promise((resolve) => emitter.once('ready', resolve));
+  const reports: string[] = [];
+  const stderrWrite = jest.spyOn(process.stderr, 'write').mockImplementation((text) => reports.push(String(text)) > 0);
+  try {
+    const diskFull = () => emitter.emit('error', Object.assign(new Error('no space left'), { code: 'ENOSPC' }));
+    diskFull();
+    diskFull();
+    expect(reports).toHaveLength(1);
+    const log = createLogger('info', destination);
+    for (let n = 0; n * 150 < GATHER_BYTES * 2; n++) log.info({ n, text: 'y'.repeat(150) }, 'line'); // a write taken
+    diskFull();
+    expect(reports).toHaveLength(2);
+    expect(reports[1]).toContain('ENOSPC');
+  } finally {
+    stderrWrite.mockRestore();
+  }
+  await closeDestination(destination);
+});
