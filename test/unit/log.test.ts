@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createLogger, destinationOf, GATHER_BYTES, GATHER_MS } from '../../src/log';
+import { createLogger, destinationOf, GATHER_BYTES, GATHER_MS, MAX_WAITING_BYTES } from '../../src/log';
 
 let dir: string;
 beforeEach(() => {
@@ -109,6 +109,43 @@ test('a destination that refuses writes (a full disk) is reported once on stderr
   expect(child.stderr.match(/ENOSPC/g)).toHaveLength(1);
   expect(child.stderr).toContain('log destination /dev/full failed');
   expect(child.status).toBe(0);
+});
+
+test('lines a refusing destination cannot take wait in memory only up to a bound; the rest are dropped, reported once', () => {
+  // Four times the bound in lines: unbounded, they all stay on the heap.
+  const script = `const { createLogger, destinationOf } = require(${JSON.stringify(path.join(__dirname, '../../dist/log.js'))});
+    const log = createLogger('info', destinationOf('/dev/full'));
+    global.gc();
+    const before = process.memoryUsage().heapUsed;
+    const text = 'y'.repeat(200);
+    for (let n = 0; n * 250 < ${MAX_WAITING_BYTES * 4}; n++) log.info({ n, text }, 'line');
+    global.gc();
+    process.stdout.write(String(process.memoryUsage().heapUsed - before));
+    process.exit(0);`;
+  const child = spawnSync(process.execPath, ['--expose-gc', '-e', script], { encoding: 'utf8', timeout: 60_000 });
+  expect(child.status).toBe(0);
+  expect(Number(child.stdout)).toBeGreaterThan(MAX_WAITING_BYTES / 2);
+  expect(Number(child.stdout)).toBeLessThan(MAX_WAITING_BYTES * 2);
+  expect(child.stderr.match(/newer lines are dropped/g)).toHaveLength(1);
+});
+
+test('a destination that takes writes again reports how many lines it dropped meanwhile', async () => {
+  const destination = destinationOf(path.join(dir, 'gateway.log'));
+  const emitter = destination as unknown as NodeJS.EventEmitter;
+  await new Promise((resolve) => emitter.once('ready', resolve));
+  const reports: string[] = [];
+  const stderrWrite = jest.spyOn(process.stderr, 'write').mockImplementation((text) => reports.push(String(text)) > 0);
+  try {
+    emitter.emit('error', Object.assign(new Error('no space left'), { code: 'ENOSPC' }));
+    for (let n = 0; n < 3; n++) emitter.emit('drop', 'a line');
+    const log = createLogger('info', destination);
+    for (let n = 0; n * 150 < GATHER_BYTES * 2; n++) log.info({ n, text: 'y'.repeat(150) }, 'line'); // a write taken
+    expect(reports).toHaveLength(3); // failed, dropping, taking writes again
+    expect(reports[2]).toContain('takes writes again; 3 lines were dropped meanwhile');
+  } finally {
+    stderrWrite.mockRestore();
+  }
+  await closeDestination(destination);
 });
 
 test('a destination destroyed just before the process exits lets it exit cleanly', () => {
