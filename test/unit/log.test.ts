@@ -19,6 +19,28 @@ function closeDestination(destination: ReturnType<typeof destinationOf>): Promis
   return closed;
 }
 
+const diskFull = (destination: NodeJS.EventEmitter) => destination.emit('error', Object.assign(new Error('no space left'), { code: 'ENOSPC' }));
+
+/** What chatgate says on stderr while `act` drives a file destination's events and logs a batch big enough to be written. */
+async function stderrReportsWhile(act: (destination: NodeJS.EventEmitter, logWrittenBatch: () => void, reportsSoFar: string[]) => void): Promise<string[]> {
+  const destination = destinationOf(path.join(dir, 'gateway.log'));
+  const emitter = destination as unknown as NodeJS.EventEmitter;
+  await new Promise((resolve) => emitter.once('ready', resolve));
+  const log = createLogger('info', destination);
+  const logWrittenBatch = () => {
+    for (let n = 0; n * 150 < GATHER_BYTES * 2; n++) log.info({ n, text: 'y'.repeat(150) }, 'line');
+  };
+  const reports: string[] = [];
+  const stderrWrite = jest.spyOn(process.stderr, 'write').mockImplementation((text) => reports.push(String(text)) > 0);
+  try {
+    act(emitter, logWrittenBatch, reports);
+  } finally {
+    stderrWrite.mockRestore();
+  }
+  await closeDestination(destination);
+  return reports;
+}
+
 test('a log file gets every line whole and in order, lines longer than one write included', async () => {
   const file = path.join(dir, 'gateway.log');
   const destination = destinationOf(file);
@@ -130,22 +152,13 @@ test('lines a refusing destination cannot take wait in memory only up to a bound
 });
 
 test('a destination that takes writes again reports how many lines it dropped meanwhile', async () => {
-  const destination = destinationOf(path.join(dir, 'gateway.log'));
-  const emitter = destination as unknown as NodeJS.EventEmitter;
-  await new Promise((resolve) => emitter.once('ready', resolve));
-  const reports: string[] = [];
-  const stderrWrite = jest.spyOn(process.stderr, 'write').mockImplementation((text) => reports.push(String(text)) > 0);
-  try {
-    emitter.emit('error', Object.assign(new Error('no space left'), { code: 'ENOSPC' }));
-    for (let n = 0; n < 3; n++) emitter.emit('drop', 'a line');
-    const log = createLogger('info', destination);
-    for (let n = 0; n * 150 < GATHER_BYTES * 2; n++) log.info({ n, text: 'y'.repeat(150) }, 'line'); // a write taken
-    expect(reports).toHaveLength(3); // failed, dropping, taking writes again
-    expect(reports[2]).toContain('takes writes again; 3 lines were dropped meanwhile');
-  } finally {
-    stderrWrite.mockRestore();
-  }
-  await closeDestination(destination);
+  const reports = await stderrReportsWhile((destination, logWrittenBatch) => {
+    diskFull(destination);
+    for (let n = 0; n < 3; n++) destination.emit('drop', 'a line');
+    logWrittenBatch();
+  });
+  expect(reports).toHaveLength(3); // failed, dropping, taking writes again
+  expect(reports[2]).toContain('takes writes again; 3 lines were dropped meanwhile');
 });
 
 test('a destination destroyed just before the process exits lets it exit cleanly', () => {
@@ -161,23 +174,13 @@ test('a destination destroyed just before the process exits lets it exit cleanly
 });
 
 test('a destination that fails again after taking a write is reported again', async () => {
-  const destination = destinationOf(path.join(dir, 'gateway.log'));
-  const emitter = destination as unknown as NodeJS.EventEmitter;
-  await new Promise((resolve) => emitter.once('ready', resolve));
-  const reports: string[] = [];
-  const stderrWrite = jest.spyOn(process.stderr, 'write').mockImplementation((text) => reports.push(String(text)) > 0);
-  try {
-    const diskFull = () => emitter.emit('error', Object.assign(new Error('no space left'), { code: 'ENOSPC' }));
-    diskFull();
-    diskFull();
-    expect(reports).toHaveLength(1);
-    const log = createLogger('info', destination);
-    for (let n = 0; n * 150 < GATHER_BYTES * 2; n++) log.info({ n, text: 'y'.repeat(150) }, 'line'); // a write taken
-    diskFull();
-    expect(reports).toHaveLength(2);
-    expect(reports[1]).toContain('ENOSPC');
-  } finally {
-    stderrWrite.mockRestore();
-  }
-  await closeDestination(destination);
+  const reports = await stderrReportsWhile((destination, logWrittenBatch, reportsSoFar) => {
+    diskFull(destination);
+    diskFull(destination);
+    expect(reportsSoFar).toHaveLength(1);
+    logWrittenBatch();
+    diskFull(destination);
+  });
+  expect(reports).toHaveLength(2);
+  expect(reports[1]).toContain('ENOSPC');
 });
