@@ -45,14 +45,17 @@ async function main(argv: string[]): Promise<number> {
 
 async function serve(args: string[]): Promise<number> {
   const { values } = parse(args, { config: { type: 'string' } });
-  const running = await (await gateway()).startGateway(configFileFrom(values.config));
-  process.on('SIGHUP', () => void running.reload());
-  // The first SIGTERM or SIGINT starts the drain; later ones (a terminal's Ctrl-C reaches every
-  // process of a cluster, and the primary then asks too) change nothing.
-  await new Promise<void>((resolve) => {
+  // Listening before the start: a SIGTERM or SIGINT that arrives while the gateway starts (an
+  // orchestrator that gives up, a quick Ctrl-C) must drain it once it is up, not kill it half-built.
+  // The first one starts the drain; later ones (a terminal's Ctrl-C reaches every process of a
+  // cluster, and the primary then asks too) change nothing.
+  const stopAsked = new Promise<void>((resolve) => {
     process.on('SIGTERM', resolve);
     process.on('SIGINT', resolve);
   });
+  const running = await (await gateway()).startGateway(configFileFrom(values.config));
+  process.on('SIGHUP', () => void running.reload());
+  await stopAsked;
   await running.shutdown();
   if (process.connected) process.disconnect(); // a cluster serving process: let the IPC channel go
   return 0;

@@ -20,7 +20,12 @@ export interface GatewayProcess {
 }
 
 /** `dir` holds the config and the data directory; the config listens on ports the OS picks. */
-export async function startGatewayProcess(dir: string, name: string, settings: Record<string, unknown>, env: NodeJS.ProcessEnv = {}): Promise<GatewayProcess> {
+export function startGatewayProcess(dir: string, name: string, settings: Record<string, unknown>, env: NodeJS.ProcessEnv = {}): Promise<GatewayProcess> {
+  return spawnGatewayProcess(dir, name, settings, env).listening;
+}
+
+/** The process at once, for what must reach it while it starts; `listening` as startGatewayProcess. */
+export function spawnGatewayProcess(dir: string, name: string, settings: Record<string, unknown>, env: NodeJS.ProcessEnv = {}): { child: ChildProcess; listening: Promise<GatewayProcess> } {
   const dataDir = path.join(dir, name);
   const configFile = path.join(dir, `${name}.yaml`);
   writeFileSync(
@@ -31,21 +36,23 @@ export async function startGatewayProcess(dir: string, name: string, settings: R
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
   const log: Array<Record<string, unknown>> = [];
-  const listening = await new Promise<{ https: string; admin: string }>((resolve, reject) => {
+  const listening = new Promise<{ https: string; admin: string }>((resolve, reject) => {
     readline.createInterface({ input: child.stdout! }).on('line', (line) => {
       const entry = JSON.parse(line) as Record<string, unknown>;
       log.push(entry);
       if (entry.msg === 'chatgate listening' && entry.role !== 'worker') resolve(entry as { https: string; admin: string }); // serving processes of a cluster log it too
     });
-    child.once('exit', (code) => reject(new Error(`gateway ${name} exited with ${code}: ${stderr}`)));
+    child.once('exit', (code, signal) => reject(new Error(`gateway ${name} exited with ${code ?? signal}: ${stderr}`)));
+  }).then((addresses) => {
+    const port = Number(addresses.https.split(':').pop());
+    return {
+      child,
+      port,
+      url: `https://127.0.0.1:${port}`,
+      adminUrl: `http://127.0.0.1:${Number(addresses.admin.split(':').pop())}`,
+      ca: readFileSync(path.join(dataDir, 'tls', 'cert.pem'), 'utf8'),
+      log,
+    };
   });
-  const port = Number(listening.https.split(':').pop());
-  return {
-    child,
-    port,
-    url: `https://127.0.0.1:${port}`,
-    adminUrl: `http://127.0.0.1:${Number(listening.admin.split(':').pop())}`,
-    ca: readFileSync(path.join(dataDir, 'tls', 'cert.pem'), 'utf8'),
-    log,
-  };
+  return { child, listening };
 }

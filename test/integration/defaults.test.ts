@@ -63,7 +63,7 @@ test('first start: a dev certificate, one key printed once, and a curl line that
   } finally {
     await stopProcess(child);
   }
-  expect(child.exitCode).toBe(0);
+  expect({ code: child.exitCode, signal: child.signalCode }).toEqual({ code: 0, signal: null });
   // The mock worker went with it.
   await eventually(async () => ((await fetch('http://127.0.0.1:9100/health').catch(() => 'gone')) === 'gone' ? true : undefined));
 });
@@ -78,5 +78,5 @@ test('second start: same certificate, no new key printed', async () => {
   } finally {
     await stopProcess(child, 'SIGINT');
   }
-  expect(child.exitCode).toBe(0);
+  expect({ code: child.exitCode, signal: child.signalCode }).toEqual({ code: 0, signal: null });
 });

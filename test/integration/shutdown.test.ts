@@ -1,7 +1,8 @@
 /**
  * Graceful shutdown of a real gateway process: SIGTERM (and SIGINT) while 20 streams are open. New
  * connections are refused, /readyz says not ready, every open stream completes, the exit code is 0.
- * Streams that outlast shutdown.drainTimeoutMs are cut at the deadline, and the count is logged.
+ * Streams that outlast shutdown.drainTimeoutMs are cut at the deadline, and the count is logged. A
+ * signal that arrives while the gateway starts drains it once it is up.
  */
 import https from 'node:https';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -11,7 +12,8 @@ import path from 'node:path';
 import { issueKey } from '../../src/auth/issue';
 import { FileKeyStore } from '../../src/auth/store/file';
 import { bearer, chatBody } from '../helpers/http';
-import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
+import { spawnGatewayProcess, startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
+import { createTestDatabase } from '../helpers/postgres';
 import { eventually, startWorker, type WorkerProcess } from '../helpers/processes';
 
 let worker: WorkerProcess;
@@ -107,4 +109,46 @@ test('streams that outlast the drain deadline are cut at it, counted in the last
   expect(cutAfterMs).toBeLessThan(10_000); // and not when the streams would have ended (30 s)
   expect(await exited).toBe(0);
   expect(gateway.log.find((line) => line.msg === 'stopped')).toMatchObject({ cut: 3 });
+});
+
+test('a SIGTERM while the gateway starts: it finishes starting, then drains and exits 0 (not killed half-built)', async () => {
+  const database = await createTestDatabase();
+  const target = new URL(database.url);
+  // A relay to PostgreSQL that holds the gateway's connections until the signal is sent: the start waits on it.
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let connected!: () => void;
+  const firstConnection = new Promise<void>((resolve) => (connected = resolve));
+  const sockets = new Set<net.Socket>();
+  const relay = net.createServer((client) => {
+    connected();
+    sockets.add(client);
+    void released.then(() => {
+      const upstream = net.connect(Number(target.port), target.hostname);
+      sockets.add(upstream);
+      for (const socket of [client, upstream]) socket.on('error', () => undefined);
+      client.pipe(upstream).pipe(client);
+    });
+  });
+  await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
+  const relayUrl = new URL(database.url);
+  relayUrl.hostname = '127.0.0.1';
+  relayUrl.port = String((relay.address() as net.AddressInfo).port);
+  try {
+    const { child, listening } = spawnGatewayProcess(dir, 'signalled-while-starting', {
+      keyStore: { type: 'postgres', url: relayUrl.href },
+      providers: { mock: { workers: [worker.url] } },
+    });
+    const closed = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('close', (code, signal) => resolve({ code, signal })));
+    await firstConnection;
+    child.kill('SIGTERM');
+    release();
+    const gateway = await listening;
+    expect(await closed).toEqual({ code: 0, signal: null });
+    expect(gateway.log.map((line) => line.msg)).toEqual(expect.arrayContaining(['chatgate listening', 'draining', 'stopped']));
+  } finally {
+    for (const socket of sockets) socket.destroy();
+    relay.close();
+    await database.drop();
+  }
 });
