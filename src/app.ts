@@ -16,7 +16,7 @@ import { handleErrors } from './error-handler';
 import { useSharedPrototypes } from './express-prototypes';
 import { modelLister } from './model-list';
 import { errors } from './errors';
-import type { Logger } from './log';
+import { accessLogOf, type Logger } from './log';
 import type { Metrics } from './metrics';
 import { observeRequests } from './observe';
 import type { createProxy } from './proxy';
@@ -45,11 +45,6 @@ export interface PublicAppDeps {
   spans?: SpanExport;
 }
 
-/** Access lines are built field by field from the context (no headers): redaction has nothing to do there, and it halves their cost. */
-function accessLogger(log: Logger): Logger {
-  return log.child({ log: 'access' }, { redact: { paths: [] } });
-}
-
 export function createPublicApp({ config, metrics, log, keyCache, providers, proxy, limiter, onKeyUsed, spans }: PublicAppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
@@ -60,7 +55,7 @@ export function createPublicApp({ config, metrics, log, keyCache, providers, pro
   // Every path passes the same front stages; the hot route is the router's first layer, so a chat
   // request matches at once and runs its whole chain inside one route.
   const front = [
-    observeRequests(metrics, config.log.access ? accessLogger(log) : undefined, spans),
+    observeRequests(metrics, config.log.access ? accessLogOf(log) : undefined, spans),
     securityHeaders(API_SECURITY_HEADERS),
     assignRequestId,
     continueTrace,

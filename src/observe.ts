@@ -6,14 +6,14 @@
 import type { RequestHandler } from 'express';
 import { withoutKeys } from './auth/keys';
 import { contextOf, createContext, type RequestContext } from './context';
-import type { Logger } from './log';
+import type { AccessLog } from './log';
 import type { Metrics } from './metrics';
 import type { SpanExport } from './tracing';
 
 /** Status recorded for a request whose client left before any answer was sent (nginx's convention). */
 const CLIENT_CLOSED_REQUEST = 499;
 
-export function observeRequests(metrics: Metrics, accessLog: Logger | undefined, spans?: SpanExport, now: () => number = () => performance.now()): RequestHandler {
+export function observeRequests(metrics: Metrics, writeAccessLine: AccessLog | undefined, spans?: SpanExport, now: () => number = () => performance.now()): RequestHandler {
   return function observeRequest(req, res, next) {
     createContext(res, now());
     metrics.inFlight.inc();
@@ -24,7 +24,7 @@ export function observeRequests(metrics: Metrics, accessLog: Logger | undefined,
       metrics.inFlight.dec();
       metrics.requests.inc({ provider: context.provider, status: String(status) });
       metrics.requestDuration.observe({ provider: context.provider }, seconds);
-      accessLog?.info(accessLine(context, req.method, req.path, req.ip, status, seconds, res.writableFinished), 'request');
+      writeAccessLine?.(accessLine(context, req.method, req.path, req.ip, status, seconds, res.writableFinished));
       spans?.record(context, { method: req.method, path: req.path, status, endedAt: now() });
     });
     next();

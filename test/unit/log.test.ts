@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createLogger, destinationOf, GATHER_BYTES, GATHER_MS, MAX_WAITING_BYTES } from '../../src/log';
+import { accessLogOf, createLogger, destinationOf, GATHER_BYTES, GATHER_MS, MAX_WAITING_BYTES } from '../../src/log';
 
 let dir: string;
 beforeEach(() => {
@@ -40,6 +40,39 @@ async function stderrReportsWhile(act: (destination: NodeJS.EventEmitter, logWri
   await closeDestination(destination);
   return reports;
 }
+
+test('an access line is, but for its time, the line pino writes for the same fields', async () => {
+  const file = path.join(dir, 'gateway.log');
+  const destination = destinationOf(file);
+  const log = createLogger('info', destination);
+  const writeAccessLine = accessLogOf(log);
+  const samples: object[] = [
+    { requestId: 'r-1', traceId: 'a'.repeat(32), keyId: 'k1', keyName: 'team', client: '127.0.0.1', method: 'POST', path: '/v1/chat/completions', status: 200, durationMs: 1.25, stream: false, promptTokens: 9, completionTokens: 16, completed: true },
+    { requestId: 'r-2', keyName: 'quote " back\\ slash \n \u0001 é 𝄞 \u2028', model: 'mock/<script>', status: 499, code: undefined, durationMs: NaN, completed: false },
+    {},
+  ];
+  for (const fields of samples) {
+    writeAccessLine(fields);
+    log.child({ log: 'access' }).info(fields, 'request');
+  }
+  writeAccessLine({ status: 403 }, 'plain "HTTP" refused');
+  log.child({ log: 'access' }).info({ status: 403 }, 'plain "HTTP" refused');
+  await closeDestination(destination);
+  const lines = readLines(file).map((line) => line.replace(/"time":\d+,/, '"time":0,'));
+  expect(lines).toHaveLength(2 * samples.length + 2);
+  for (let i = 0; i <= samples.length; i++) expect(lines[2 * i]).toBe(lines[2 * i + 1]);
+});
+
+test('access lines follow the logger level: none below it', async () => {
+  const file = path.join(dir, 'gateway.log');
+  const destination = destinationOf(file);
+  const log = createLogger('warn', destination);
+  accessLogOf(log)({ requestId: 'quiet' });
+  log.level = 'info';
+  accessLogOf(log)({ requestId: 'heard' });
+  await closeDestination(destination);
+  expect(readLines(file).map((line) => JSON.parse(line).requestId)).toEqual(['heard']);
+});
 
 test('a log file gets every line whole and in order, lines longer than one write included', async () => {
   const file = path.join(dir, 'gateway.log');
