@@ -27,18 +27,22 @@ function isCount(value: unknown): value is number {
   return typeof value === 'number' && Number.isFinite(value) && value >= 0;
 }
 
-/** Pure: the last `"usage": {...}` object in the text, read without parsing the rest. */
-export function usageInTail(tail: string): TokenUsage | undefined {
+const MAX_TAIL_CHUNKS = 64;
+const OPEN_BRACE = 0x7b;
+const CLOSE_BRACE = 0x7d;
+
+/** Pure: the last `"usage": {...}` object in the bytes, read without decoding or parsing the rest. */
+export function usageInTail(tail: Buffer): TokenUsage | undefined {
   const at = tail.lastIndexOf('"usage"');
   if (at === -1) return undefined;
-  const open = tail.indexOf('{', at);
+  const open = tail.indexOf(OPEN_BRACE, at);
   if (open === -1) return undefined;
   let depth = 0;
   for (let i = open; i < tail.length; i++) {
-    if (tail[i] === '{') depth++;
-    else if (tail[i] === '}' && --depth === 0) {
+    if (tail[i] === OPEN_BRACE) depth++;
+    else if (tail[i] === CLOSE_BRACE && --depth === 0) {
       try {
-        return usageOf(JSON.parse(tail.slice(open, i + 1)));
+        return usageOf(JSON.parse(tail.toString('utf8', open, i + 1)));
       } catch {
         return undefined;
       }
@@ -73,10 +77,14 @@ class UsageReport {
   }
 }
 
-/** A JSON answer's usage, read from its last few KiB as it passes (a tap, not a stream of its own). */
+/**
+ * A JSON answer's usage, read from its last few KiB as it passes (a tap, not a stream of its own).
+ * It keeps the answer's last chunks as they are, at least JSON_TAIL_BYTES of them and at most that plus
+ * one chunk (a socket read, 64 KiB at most); nothing is decoded but the usage object at the end.
+ */
 export class JsonUsageMeter {
-  private tail = '';
-  private readonly decoder = new StringDecoder('utf8');
+  private tail: Buffer[] = [];
+  private tailBytes = 0;
   private readonly usage: UsageReport;
 
   constructor(onUsage: (usage: TokenUsage) => void) {
@@ -84,11 +92,21 @@ export class JsonUsageMeter {
   }
 
   see(chunk: Buffer): void {
-    this.tail = (this.tail + this.decoder.write(chunk)).slice(-JSON_TAIL_BYTES);
+    this.tail.push(chunk);
+    this.tailBytes += chunk.length;
+    while (this.tailBytes - this.tail[0]!.length >= JSON_TAIL_BYTES) this.tailBytes -= this.tail.shift()!.length;
+    // Many small reads (an upstream writing a byte at a time): one buffer, so keeping stays O(1) per chunk.
+    if (this.tail.length > MAX_TAIL_CHUNKS) {
+      const joined = Buffer.concat(this.tail, this.tailBytes);
+      this.tail = [joined.subarray(Math.max(0, joined.length - JSON_TAIL_BYTES))];
+      this.tailBytes = this.tail[0]!.length;
+    }
   }
 
   end(): void {
-    this.usage.saw(usageInTail(this.tail + this.decoder.end()));
+    const tail = this.tail.length === 1 ? this.tail[0]! : Buffer.concat(this.tail);
+    this.tail = [];
+    this.usage.saw(usageInTail(tail));
     this.usage.report();
   }
 }

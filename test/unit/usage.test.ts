@@ -16,9 +16,9 @@ test('usageOf reads an OpenAI usage object and nothing else', () => {
 
 test('usageInTail finds the last usage object, nested details included', () => {
   const answer = JSON.stringify({ choices: [{ message: { content: '"usage": {"prompt_tokens": 99}' } }], usage: { prompt_tokens: 12, completion_tokens: 4, prompt_tokens_details: { cached_tokens: 0 } } });
-  expect(usageInTail(answer)).toEqual({ promptTokens: 12, completionTokens: 4 });
-  expect(usageInTail('{"usage": {"prompt_tokens": 1,')).toBeUndefined();
-  expect(usageInTail('{"choices": []}')).toBeUndefined();
+  expect(usageInTail(Buffer.from(answer))).toEqual({ promptTokens: 12, completionTokens: 4 });
+  expect(usageInTail(Buffer.from('{"usage": {"prompt_tokens": 1,'))).toBeUndefined();
+  expect(usageInTail(Buffer.from('{"choices": []}'))).toBeUndefined();
 });
 
 test("a JSON answer's usage is read as its chunks pass, and reported once at the end", () => {
@@ -29,6 +29,18 @@ test("a JSON answer's usage is read as its chunks pass, and reported once at the
   expect(seen).toEqual([]);
   meter.end();
   expect(seen).toEqual([{ promptTokens: 20, completionTokens: 30 }]);
+});
+
+test("a long JSON answer: only its last chunks are kept, and the usage at its end is read whatever the chunk sizes", () => {
+  const body = JSON.stringify({ id: 'x', choices: [{ message: { content: 'é'.repeat(300_000) } }], usage: { prompt_tokens: 8, completion_tokens: 9 }, system_fingerprint: 'f'.repeat(12_000) });
+  const bytes = Buffer.from(body);
+  for (const size of [1, 100, 700, 4096, 16 * 1024 + 3, 65_536, bytes.length]) {
+    const seen: TokenUsage[] = [];
+    const meter = new JsonUsageMeter((u) => seen.push(u));
+    for (let at = 0; at < bytes.length; at += size) meter.see(bytes.subarray(at, at + size));
+    meter.end();
+    expect(seen).toEqual([{ promptTokens: 8, completionTokens: 9 }]);
+  }
 });
 
 test('a stream: events split across chunks come out whole; the usage chunk is read and kept when the client asked', () => {
@@ -80,7 +92,7 @@ test('a character split between two chunks arrives whole, in a stream and in a J
 test('usage that is not a finite count is ignored', () => {
   expect(usageOf({ prompt_tokens: Infinity, completion_tokens: 2 })).toBeUndefined();
   expect(usageOf({ prompt_tokens: 1, completion_tokens: NaN })).toBeUndefined();
-  expect(usageInTail('{"usage": {"prompt_tokens": 1e999, "completion_tokens": 2}}')).toBeUndefined();
+  expect(usageInTail(Buffer.from('{"usage": {"prompt_tokens": 1e999, "completion_tokens": 2}}'))).toBeUndefined();
 });
 
 test('continuous usage stats (a growing total in every chunk) are charged once, with the last total', () => {
