@@ -3,8 +3,10 @@
  * answer is the OpenAI error shape with the documented status and code, never echoes the key, and
  * nothing that failed reaches a worker.
  */
+import tls from 'node:tls';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
 import { basic, bearer, chatBody, rawExchange, request, type RawResponse } from '../helpers/http';
+import { scrape, sample } from '../helpers/metrics';
 import { freePort } from '../helpers/net';
 import { eventually, startWorker, type WorkerProcess } from '../helpers/processes';
 
@@ -173,6 +175,24 @@ describe('body', () => {
     expect(head).toMatch(/request_too_large/);
     expect(closed).toBe(true);
     await expectNothingProxied();
+  });
+
+  test('a client that stops sending halfway through its body: counted as invalid_request, nothing proxied, serving goes on', async () => {
+    const counted = async () => sample(await scrape(gw.adminUrl), 'chatgate_errors_total{code="invalid_request"}');
+    const before = await counted();
+    const body = chatBody();
+    await new Promise<void>((resolve) => {
+      const socket = tls.connect({ port: Number(new URL(gw.url).port), host: '127.0.0.1', ca: gw.ca, servername: 'localhost' }, () => {
+        socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length + 100}\r\n\r\n${body.slice(0, 20)}`);
+        setTimeout(() => socket.end(), 100); // the rest never comes
+      });
+      socket.resume();
+      socket.on('close', () => resolve());
+      socket.on('error', () => undefined); // the gateway may reset the half-closed connection
+    });
+    expect(await eventually(async () => ((await counted()) === before + 1 ? true : undefined))).toBe(true);
+    await expectNothingProxied();
+    expect((await request(gw.url, { ca: gw.ca, headers: bearer(key), body })).status).toBe(200);
   });
 
   test('a refusal before the body is read closes the connection instead of reading what the client still sends', async () => {
