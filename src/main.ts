@@ -19,7 +19,7 @@ import { startPrimary, type WorkerMessages } from './cluster';
 import { banner, openStore, prepareOnce, reloadConfig, tlsMaterial, type Gateway } from './startup';
 import { loadConfig, type Config } from './config';
 import { required } from './context';
-import { createLogger, destinationOf, type Logger } from './log';
+import { accessLogOf, createLogger, destinationOf, type Logger } from './log';
 import { createMetrics, type Metrics } from './metrics';
 import { createProxy } from './proxy';
 import { createSpanExport } from './tracing';
@@ -46,6 +46,7 @@ async function startServing(config: Config, configFile: string, log: Logger, rol
   const metrics = createMetrics();
   const lasting = await buildLastingParts(config, log, metrics, keyStore);
   let serving = await buildServing(config, log, metrics, lasting);
+  const writeAccessLine = accessLogOf(log);
   let accepting = true;
   const readiness = async (): Promise<Readiness> => {
     const checks = {
@@ -72,7 +73,7 @@ async function startServing(config: Config, configFile: string, log: Logger, rol
     {
       plainHttpRefused: (client) => {
         metrics.errors.inc({ code: 'https_required' });
-        if (config.log.access) log.info({ log: 'access', client, status: 403, code: 'https_required', tls: false }, 'plain HTTP refused on the HTTPS port');
+        if (config.log.access) writeAccessLine({ client, status: 403, code: 'https_required', tls: false }, 'plain HTTP refused on the HTTPS port');
       },
       clientErrorRefused: (code) => metrics.errors.inc({ code }),
     },

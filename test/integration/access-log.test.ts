@@ -39,6 +39,8 @@ test('one access line per request, with its fields, and never a key', async () =
   await send(401, 'invalid_api_key', bearer('cgk_' + 'Z'.repeat(43)));
   await send(400, 'invalid_body', bearer(key), chatBody({ messages: [] }));
   await send(429, 'rate_limit_exceeded', bearer(key));
+  const plain = await request(started.url.replace('https:', 'http:'), { headers: bearer(key), body: chatBody() });
+  expect(plain.status).toBe(403);
   await started.stop(); // flushes the log
 
   const lines = readFileSync(logFile, 'utf8').trim().split('\n');
@@ -48,6 +50,8 @@ test('one access line per request, with its fields, and never a key', async () =
   }
   const access = lines.map((line) => JSON.parse(line)).filter((entry) => entry.log === 'access' && entry.msg === 'request');
   expect(access).toHaveLength(sent.length);
+  const refused = lines.map((line) => JSON.parse(line)).filter((entry) => entry.log === 'access' && entry.msg === 'plain HTTP refused on the HTTPS port');
+  expect(refused).toEqual([expect.objectContaining({ level: 30, service: 'chatgate', client: '127.0.0.1', status: 403, code: 'https_required', tls: false })]);
   for (const [response, status, code] of sent) {
     const matching = access.filter((entry) => entry.requestId === response.headers['x-request-id']);
     expect(matching).toHaveLength(1);
