@@ -62,7 +62,7 @@ export function createPublicApp({ config, metrics, log, keyCache, providers, pro
     requireHttps,
     limitHeaderCount(config.limits.maxHeaders),
   ];
-  const authenticateKey = authenticate({ cache: keyCache, onFailure: (reason) => metrics.authFailures.inc({ reason }), onSuccess: onKeyUsed });
+  const authenticateKey = authenticate({ cache: keyCache, onFailure: (reason) => metrics.authFailures.series({ reason }).inc(), onSuccess: onKeyUsed });
   app.post(
     CHAT_COMPLETIONS_PATH,
     ...front,

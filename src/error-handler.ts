@@ -15,7 +15,7 @@ export function handleErrors(log: Logger, metrics: Metrics): ErrorRequestHandler
     const context = findContext(res);
     const failure = toGatewayError(err, context?.requestId ?? '');
     if (context) context.errorCode = failure.code;
-    metrics.errors.inc({ code: failure.code });
+    metrics.errors.series({ code: failure.code }).inc();
     if (failure.status >= 500) {
       const cause = err === failure ? failure.cause : err;
       log.error({ requestId: context?.requestId, code: failure.code, method: req.method, path: withoutKeys(req.path), err: cause }, 'request failed');

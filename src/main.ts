@@ -72,10 +72,10 @@ async function startServing(config: Config, configFile: string, log: Logger, rol
     tls,
     {
       plainHttpRefused: (client) => {
-        metrics.errors.inc({ code: 'https_required' });
+        metrics.errors.series({ code: 'https_required' }).inc();
         if (config.log.access) writeAccessLine({ client, status: 403, code: 'https_required', tls: false }, 'plain HTTP refused on the HTTPS port');
       },
-      clientErrorRefused: (code) => metrics.errors.inc({ code }),
+      clientErrorRefused: (code) => metrics.errors.series({ code }).inc(),
     },
   );
   if (role === 'worker') answerPrimary(metrics, readiness, lasting.keyCache, listeners.publicAddress.port);
@@ -166,7 +166,7 @@ type LastingParts = Awaited<ReturnType<typeof buildLastingParts>>;
 async function buildServing(config: Config, log: Logger, metrics: Metrics, lasting: LastingParts) {
   const providers = buildProviders(config, {
     ejected: (provider, state, forMs) => {
-      metrics.ejections.inc({ provider, worker: state.worker.label });
+      metrics.ejections.series({ provider, worker: state.worker.label }).inc();
       log.warn({ provider, worker: state.worker.label, forMs }, 'worker ejected after consecutive failures');
     },
   });
@@ -189,8 +189,8 @@ async function buildServing(config: Config, log: Logger, metrics: Metrics, lasti
       const key = required(context.key, 'key');
       const target = required(context.target, 'target');
       const model = modelLabel(target.provider, required(context.chat, 'chat').modelName);
-      metrics.tokens.inc({ provider: target.provider.name, model, kind: 'prompt' }, tokens.promptTokens);
-      metrics.tokens.inc({ provider: target.provider.name, model, kind: 'completion' }, tokens.completionTokens);
+      metrics.tokens.series({ provider: target.provider.name, model, kind: 'prompt' }).inc(tokens.promptTokens);
+      metrics.tokens.series({ provider: target.provider.name, model, kind: 'completion' }).inc(tokens.completionTokens);
       usage.tokens(key.id, tokens.promptTokens, tokens.completionTokens);
       if (context.limits?.tokensPerMinute) limiter.debitTokens(key.id, context.limits.tokensPerMinute, tokens.promptTokens + tokens.completionTokens);
     },

@@ -2,7 +2,8 @@
  * Every instrument, in one place, on our own registry (never prom-client's global one).
  * Labels carry only bounded, non-secret values: configured provider names, status codes, reason codes.
  */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { CounterFamily, HistogramFamily } from './instruments';
 
 /** The provider label of a request that failed before a configured provider was chosen. */
 export const NO_PROVIDER = 'none';
@@ -34,47 +35,47 @@ export function createMetrics() {
 
   return {
     registry,
-    requests: new Counter({
+    requests: new CounterFamily({
       name: 'chatgate_requests_total',
       help: 'Requests answered on the public listener, by provider and HTTP status.',
       labelNames: ['provider', 'status'] as const,
       registers,
     }),
-    errors: new Counter({
+    errors: new CounterFamily({
       name: 'chatgate_errors_total',
       help: 'Error answers, by error code (the OpenAI error body code).',
       labelNames: ['code'] as const,
       registers,
     }),
-    requestDuration: new Histogram({
+    requestDuration: new HistogramFamily({
       name: 'chatgate_request_duration_seconds',
       help: 'Time from the request arriving to the last byte of the answer, by provider.',
       labelNames: ['provider'] as const,
       buckets: LATENCY_BUCKETS,
       registers,
     }),
-    upstreamTimeToFirstByte: new Histogram({
+    upstreamTimeToFirstByte: new HistogramFamily({
       name: 'chatgate_upstream_time_to_first_byte_seconds',
       help: 'Time from sending the request to a worker to its response headers, by provider.',
       labelNames: ['provider'] as const,
       buckets: LATENCY_BUCKETS,
       registers,
     }),
-    streamFirstToken: new Histogram({
+    streamFirstToken: new HistogramFamily({
       name: 'chatgate_stream_time_to_first_token_seconds',
       help: "Streams: time from sending the request to a worker to the first SSE chunk of its answer (a chunk carries about one token), by provider.",
       labelNames: ['provider'] as const,
       buckets: LATENCY_BUCKETS,
       registers,
     }),
-    streamInterToken: new Histogram({
+    streamInterToken: new HistogramFamily({
       name: 'chatgate_stream_inter_token_seconds',
       help: 'Streams: time between consecutive SSE chunks from a worker, as relayed, by provider.',
       labelNames: ['provider'] as const,
       buckets: INTER_TOKEN_BUCKETS,
       registers,
     }),
-    gatewayOverhead: new Histogram({
+    gatewayOverhead: new HistogramFamily({
       name: 'chatgate_gateway_overhead_seconds',
       help: 'Time spent in the gateway itself before a request is sent to a worker (every stage from arrival to dispatch), by provider.',
       labelNames: ['provider'] as const,
@@ -86,34 +87,37 @@ export function createMetrics() {
       help: 'Requests on the public listener that have not been answered yet.',
       registers,
     }),
-    authFailures: new Counter({
+    authFailures: new CounterFamily({
       name: 'chatgate_auth_failures_total',
       help: 'Requests refused by authentication, by reason.',
       labelNames: ['reason'] as const,
       registers,
     }),
-    keyCacheHits: new Counter({
+    keyCacheHits: new CounterFamily({
       name: 'chatgate_key_cache_hits_total',
       help: 'Key lookups answered by the in-process cache (known and recently unknown keys).',
+      labelNames: [],
       registers,
-    }),
-    keyCacheMisses: new Counter({
+    }).series({}),
+    keyCacheMisses: new CounterFamily({
       name: 'chatgate_key_cache_misses_total',
       help: 'Key lookups the cache could not answer (concurrent ones for the same key share one key store read).',
+      labelNames: [],
       registers,
-    }),
-    rateLimited: new Counter({
+    }).series({}),
+    rateLimited: new CounterFamily({
       name: 'chatgate_rate_limited_total',
       help: 'Requests refused by a per-key limit, by reason: requests, tokens, concurrency.',
       labelNames: ['reason'] as const,
       registers,
     }),
-    rateLimitStoreErrors: new Counter({
+    rateLimitStoreErrors: new CounterFamily({
       name: 'chatgate_rate_limit_store_errors_total',
       help: 'Rate limit checks the store (Redis) could not answer; failOpen decides what the request got.',
+      labelNames: [],
       registers,
-    }),
-    tokens: new Counter({
+    }).series({}),
+    tokens: new CounterFamily({
       name: 'chatgate_tokens_total',
       help: 'Tokens the workers reported using, by provider, model (other: not in the provider model list) and kind.',
       labelNames: ['provider', 'model', 'kind'] as const,
@@ -150,25 +154,25 @@ export function createMetrics() {
         for (const q of queues()) this.set({ provider: q.provider }, q.queued);
       },
     }),
-    ejections: new Counter({
+    ejections: new CounterFamily({
       name: 'chatgate_worker_ejections_total',
       help: 'Times a worker was taken out of its pool after consecutive failures.',
       labelNames: ['provider', 'worker'] as const,
       registers,
     }),
-    retries: new Counter({
+    retries: new CounterFamily({
       name: 'chatgate_upstream_retries_total',
       help: 'Requests sent again after the connection to this worker failed before it could have read them (refused, or reset as it was reused).',
       labelNames: ['provider', 'worker'] as const,
       registers,
     }),
-    timeouts: new Counter({
+    timeouts: new CounterFamily({
       name: 'chatgate_upstream_timeouts_total',
       help: 'Upstream timeouts, by phase: connect, first_byte (waiting for the answer to start), idle (silence mid-answer).',
       labelNames: ['provider', 'worker', 'phase'] as const,
       registers,
     }),
-    streamFailures: new Counter({
+    streamFailures: new CounterFamily({
       name: 'chatgate_upstream_broken_answers_total',
       help: 'Answers a worker started and did not finish (it died or fell silent mid-answer).',
       labelNames: ['provider', 'worker'] as const,

@@ -22,8 +22,8 @@ export function observeRequests(metrics: Metrics, writeAccessLine: AccessLog | u
       const status = res.headersSent ? res.statusCode : CLIENT_CLOSED_REQUEST;
       const seconds = (now() - context.arrivedAt) / 1000;
       metrics.inFlight.dec();
-      metrics.requests.inc({ provider: context.provider, status: String(status) });
-      metrics.requestDuration.observe({ provider: context.provider }, seconds);
+      metrics.requests.series({ provider: context.provider, status: String(status) }).inc();
+      metrics.requestDuration.series({ provider: context.provider }).observe(seconds);
       writeAccessLine?.(accessLine(context, req.method, req.path, req.ip, status, seconds, res.writableFinished));
       spans?.record(context, { method: req.method, path: req.path, status, endedAt: now() });
     });

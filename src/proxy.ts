@@ -142,7 +142,7 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
       if (at < attempt.deadline) continue;
       timed.delete(attempt);
       attempt.timedOut = attempt.phase;
-      metrics.timeouts.inc({ ...labels(attempt), phase: attempt.phase! });
+      metrics.timeouts.series({ ...labels(attempt), phase: attempt.phase! }).inc();
       attempt.upstreamRequest?.destroy();
     }
     if (timed.size === 0) {
@@ -180,7 +180,7 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
     attempt.target.body = RELEASED_BODY; // nothing is retried once a worker answers
     attempt.context.worker = attempt.state.worker.label;
     attempt.context.firstByteAt = now();
-    metrics.upstreamTimeToFirstByte.observe({ provider: attempt.target.provider.name }, (now() - required(attempt.context.dispatchedAt, 'dispatch time')) / 1000);
+    metrics.upstreamTimeToFirstByte.series({ provider: attempt.target.provider.name }).observe((now() - required(attempt.context.dispatchedAt, 'dispatch time')) / 1000);
     const status = upstreamResponse.statusCode ?? 502;
     res.statusCode = status;
     for (const [name, value] of Object.entries(clientResponseHeaders(upstreamResponse.headers))) {
@@ -198,8 +198,8 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
     if (stream) {
       res.removeHeader('content-length'); // a dropped usage chunk changes the length
       const meter = (attempt.meter = new SseUsageMeter(attempt.target.dropUsageChunk, reportUsage));
-      const firstToken = metrics.streamFirstToken.labels(attempt.target.provider.name);
-      const interToken = metrics.streamInterToken.labels(attempt.target.provider.name);
+      const firstToken = metrics.streamFirstToken.series({ provider: attempt.target.provider.name });
+      const interToken = metrics.streamInterToken.series({ provider: attempt.target.provider.name });
       let lastChunkAt: number | undefined;
       upstreamResponse.on('data', (chunk: Buffer) => {
         stillAnswering(attempt);
@@ -226,7 +226,7 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
     upstreamResponse.on('close', () => {
       if (upstreamResponse.complete || attempt.settled) return;
       settle(attempt, 'failure');
-      metrics.streamFailures.inc(labels(attempt));
+      metrics.streamFailures.series(labels(attempt)).inc();
       attempt.meter?.abort(); // charges the usage seen so far
       endBrokenAnswer(res, attempt);
     });
@@ -256,7 +256,7 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
 
     req.headers = upstreamHeaders(req, context, target);
     context.dispatchedAt = now();
-    metrics.gatewayOverhead.observe({ provider: target.provider.name }, (context.dispatchedAt - context.arrivedAt) / 1000);
+    metrics.gatewayOverhead.series({ provider: target.provider.name }).observe((context.dispatchedAt - context.arrivedAt) / 1000);
 
     const attemptOn = (state: WorkerState) => {
       if (res.destroyed) {
@@ -280,7 +280,7 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
           tried.delete(state);
         }
         if (stale || (!attempt.connected && tried.size <= settings.retries)) {
-          metrics.retries.inc(labels(attempt));
+          metrics.retries.series(labels(attempt)).inc();
           pool.acquire(tried, whenGone).then(attemptOn, (noneLeft: GatewayError) => unlessGone(withCause(upstreamFailure(attempt), err, noneLeft)));
           return;
         }

@@ -21,7 +21,7 @@ export function limitRate(limiter: RateLimiter, metrics: Metrics): RequestHandle
     setQuotaHeaders(res, answer.quota);
     if (!answer.allowed) {
       const reason = answer.reason ?? 'requests';
-      metrics.rateLimited.inc({ reason });
+      metrics.rateLimited.series({ reason }).inc();
       throw errors.rateLimited(reason, answer.retryAfterMs);
     }
     if (limits.maxConcurrent) whenClosed(res, () => limiter.release(key.id, slot));
