@@ -85,7 +85,14 @@ const provider = z.strictObject({
 });
 
 const schema = z.strictObject({
-  listen: z.strictObject({ host: host.default('0.0.0.0'), port: port.default(8443) }).prefault({}),
+  listen: z
+    .strictObject({
+      host: host.default('0.0.0.0'),
+      port: port.default(8443),
+      /** Connections the kernel holds until the gateway accepts them (Linux caps it at net.core.somaxconn). */
+      backlog: z.number().int().min(1).max(65535).default(4096),
+    })
+    .prefault({}),
   server: z
     .strictObject({
       /** Serving processes on the same ports: a number, or auto (one per core). */

@@ -70,7 +70,7 @@ export async function openListeners(
   secureServer.on('tlsClientError', (err: NodeJS.ErrnoException, tlsSocket: TLSSocket) => {
     if (err.code === 'ERR_SSL_HTTP_REQUEST' && refusePlainHttp(tlsSocket)) events.plainHttpRefused(tlsSocket.remoteAddress);
   });
-  const publicAddress = await listen(secureServer, config.listen.port, config.listen.host);
+  const publicAddress = await listen(secureServer, config.listen.port, config.listen.host, config.listen.backlog);
 
   let plainServer: http.Server | undefined;
   let plainAddress: AddressInfo | undefined;
@@ -169,10 +169,10 @@ function track(sockets: Set<Socket>, socket: Socket): void {
   socket.once('close', () => sockets.delete(socket));
 }
 
-function listen(server: http.Server, port: number, host: string): Promise<AddressInfo> {
+function listen(server: http.Server, port: number, host: string, backlog?: number): Promise<AddressInfo> {
   return new Promise((resolve, reject) => {
     server.once('error', reject);
-    server.listen(port, host, () => {
+    server.listen({ port, host, backlog }, () => {
       server.removeListener('error', reject);
       resolve(server.address() as AddressInfo);
     });

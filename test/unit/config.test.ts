@@ -26,7 +26,7 @@ function unfrozen(value: unknown, at = 'config'): string[] {
 
 test('the embedded defaults are the documented ones', () => {
   const config = loadConfig(DEFAULT_CONFIG_FILE, noEnv);
-  expect(config.listen).toEqual({ host: '0.0.0.0', port: 8443 });
+  expect(config.listen).toEqual({ host: '0.0.0.0', port: 8443, backlog: 4096 });
   expect(config.admin).toEqual({ host: '127.0.0.1', port: 9464 });
   expect(config.keyStore).toEqual({ type: 'file', path: './data/keys.json' });
   expect(Object.keys(config.providers)).toEqual(['mock']);
@@ -76,6 +76,7 @@ test('a worker may be a URL or { url, weight, maxConcurrent }, weight 1 by defau
 
 test.each([
   ['a port out of range', { ...minimal, listen: { port: 70000 } }, 'listen.port'],
+  ['a backlog of none', { ...minimal, listen: { backlog: 0 } }, 'listen.backlog'],
   ['a port that is not a number', { ...minimal, admin: { port: '9464' } }, 'admin.port'],
   ['a worker that is not an http URL', { providers: { mock: { workers: ['ftp://x'] } } }, 'providers.mock.workers[0]'],
   ['a second worker that is no URL', { providers: { mock: { workers: ['http://x:1', 'x'] } } }, 'providers.mock.workers[1]'],
@@ -184,7 +185,7 @@ describe('loading files', () => {
     const file = path.join(dir, 'ok.yaml');
     writeFileSync(file, YAML.stringify({ ...minimal, listen: { port: 9443 } }));
     const config = loadConfig(file, noEnv);
-    expect(config.listen).toEqual({ host: '0.0.0.0', port: 9443 });
+    expect(config.listen).toEqual({ host: '0.0.0.0', port: 9443, backlog: 4096 });
     expect(config.providers).toEqual(minimal.providers);
   });
 });
