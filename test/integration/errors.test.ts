@@ -166,6 +166,18 @@ describe('body', () => {
     await expectNothingProxied();
   });
 
+  test('a chunked body (no declared length) that grows past the limit: 413 request_too_large, nothing proxied', async () => {
+    const piece = 'x'.repeat(16 * 1024);
+    const chunks = Array.from({ length: 5 }, () => `${piece.length.toString(16)}\r\n${piece}\r\n`).join('');
+    const { head } = await rawExchange(
+      gw,
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n${chunks}0\r\n\r\n`,
+    );
+    expect(head).toMatch(/^HTTP\/1\.1 413 /);
+    expect(head).toMatch(/request_too_large/);
+    await expectNothingProxied();
+  });
+
   test('a declared Content-Length over the limit is refused before the body is sent, and the connection closed', async () => {
     const { head, closed } = await rawExchange(
       gw,
