@@ -6,6 +6,7 @@ import { parseArgs } from 'node:util';
 import { issueKey, publicView, rotateKey } from './auth/issue';
 import { openKeyStore } from './auth/store/open';
 import { configFileFrom, ConfigError, loadConfig } from './config';
+import type { Gateway } from './startup';
 
 // Each command loads only what it needs: `keys` and `mock-worker` start fast without the gateway's stack.
 const gateway = () => import('./main');
@@ -45,16 +46,20 @@ async function main(argv: string[]): Promise<number> {
 
 async function serve(args: string[]): Promise<number> {
   const { values } = parse(args, { config: { type: 'string' } });
-  // Listening before the start: a SIGTERM or SIGINT that arrives while the gateway starts (an
-  // orchestrator that gives up, a quick Ctrl-C) must drain it once it is up, not kill it half-built.
-  // The first one starts the drain; later ones (a terminal's Ctrl-C reaches every process of a
-  // cluster, and the primary then asks too) change nothing.
+  // Listening before the start: a signal that arrives while the gateway starts (an orchestrator that
+  // gives up, a quick Ctrl-C, a reload sent at once) must act on it once it is up, not kill it
+  // half-built by the signal's default action. The first SIGTERM or SIGINT starts the drain; later
+  // ones (a terminal's Ctrl-C reaches every process of a cluster, and the primary then asks too)
+  // change nothing.
+  let running: Gateway | undefined;
+  let reloadAsked = false;
+  process.on('SIGHUP', () => (running ? void running.reload() : (reloadAsked = true)));
   const stopAsked = new Promise<void>((resolve) => {
     process.on('SIGTERM', resolve);
     process.on('SIGINT', resolve);
   });
-  const running = await (await gateway()).startGateway(configFileFrom(values.config));
-  process.on('SIGHUP', () => void running.reload());
+  running = await (await gateway()).startGateway(configFileFrom(values.config));
+  if (reloadAsked) void running.reload(); // the start may have read the file before it changed
   await stopAsked;
   await running.shutdown();
   if (process.connected) process.disconnect(); // a cluster serving process: let the IPC channel go

@@ -6,6 +6,7 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -60,6 +61,51 @@ async function withClient<T>(url: string, use: (client: pg.Client) => Promise<T>
 }
 
 /** A PostgreSQL server of the test's own, which it may stop and start (a database restart). */
+/**
+ * A relay to a database that holds every connection until released: a gateway starting on it waits
+ * in its start-up (the key store's first query) for as long as the test likes.
+ */
+export interface HeldRelay {
+  /** The database's URL, through the relay. */
+  url: string;
+  /** Resolves when the first connection reaches the relay. */
+  firstConnection: Promise<void>;
+  release(): void;
+  close(): void;
+}
+
+export async function heldRelay(databaseUrl: string): Promise<HeldRelay> {
+  const target = new URL(databaseUrl);
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let connected!: () => void;
+  const firstConnection = new Promise<void>((resolve) => (connected = resolve));
+  const sockets = new Set<net.Socket>();
+  const relay = net.createServer((client) => {
+    connected();
+    sockets.add(client);
+    void released.then(() => {
+      const upstream = net.connect(Number(target.port), target.hostname);
+      sockets.add(upstream);
+      for (const socket of [client, upstream]) socket.on('error', () => undefined);
+      client.pipe(upstream).pipe(client);
+    });
+  });
+  await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
+  const url = new URL(databaseUrl);
+  url.hostname = '127.0.0.1';
+  url.port = String((relay.address() as net.AddressInfo).port);
+  return {
+    url: url.href,
+    firstConnection,
+    release,
+    close() {
+      for (const socket of sockets) socket.destroy();
+      relay.close();
+    },
+  };
+}
+
 export class ThrowawayPostgres {
   private constructor(
     readonly dir: string,

@@ -1,6 +1,7 @@
 /**
  * SIGHUP re-reads the config file: providers, workers and limits change while requests in flight
  * finish on the workers they started on; a bad file is refused with a log line and the old config kept.
+ * A SIGHUP that arrives while the gateway starts is acted on once it is up.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -8,8 +9,9 @@ import path from 'node:path';
 import YAML from 'yaml';
 import { issueKey } from '../../src/auth/issue';
 import { FileKeyStore } from '../../src/auth/store/file';
-import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
+import { spawnGatewayProcess, startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import { bearer, chatBody, request } from '../helpers/http';
+import { createTestDatabase, heldRelay } from '../helpers/postgres';
 import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
 
 let slowWorker: WorkerProcess;
@@ -94,3 +96,24 @@ test('a file that loads but cannot be served is refused and the gateway lives on
   expect(logged('these settings change only on restart; the running values are kept').at(-1)).toEqual(expect.objectContaining({ settings: expect.arrayContaining(['limits']) }));
   expect((await send()).status).toBe(200); // a body of more than 10 bytes: the running limit still applies
 }, 30_000);
+
+test('a SIGHUP while the gateway starts: it is not killed, and reloads once it is up', async () => {
+  const database = await createTestDatabase();
+  const relay = await heldRelay(database.url);
+  const { child, listening } = spawnGatewayProcess(dir, 'hung-up-while-starting', {
+    keyStore: { type: 'postgres', url: relay.url },
+    providers: { mock: { workers: [newWorker.url] } },
+  });
+  try {
+    await relay.firstConnection;
+    child.kill('SIGHUP');
+    relay.release();
+    const started = await listening;
+    await eventually(() => (started.log.some((line) => line.msg === 'config reloaded') ? true : undefined), 10_000);
+    expect({ code: child.exitCode, signal: child.signalCode }).toEqual({ code: null, signal: null }); // still running
+  } finally {
+    await stopProcess(child);
+    relay.close();
+    await database.drop();
+  }
+});

@@ -13,7 +13,7 @@ import { issueKey } from '../../src/auth/issue';
 import { FileKeyStore } from '../../src/auth/store/file';
 import { bearer, chatBody } from '../helpers/http';
 import { spawnGatewayProcess, startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
-import { createTestDatabase } from '../helpers/postgres';
+import { createTestDatabase, heldRelay } from '../helpers/postgres';
 import { eventually, startWorker, type WorkerProcess } from '../helpers/processes';
 
 let worker: WorkerProcess;
@@ -113,41 +113,20 @@ test('streams that outlast the drain deadline are cut at it, counted in the last
 
 test('a SIGTERM while the gateway starts: it finishes starting, then drains and exits 0 (not killed half-built)', async () => {
   const database = await createTestDatabase();
-  const target = new URL(database.url);
-  // A relay to PostgreSQL that holds the gateway's connections until the signal is sent: the start waits on it.
-  let release!: () => void;
-  const released = new Promise<void>((resolve) => (release = resolve));
-  let connected!: () => void;
-  const firstConnection = new Promise<void>((resolve) => (connected = resolve));
-  const sockets = new Set<net.Socket>();
-  const relay = net.createServer((client) => {
-    connected();
-    sockets.add(client);
-    void released.then(() => {
-      const upstream = net.connect(Number(target.port), target.hostname);
-      sockets.add(upstream);
-      for (const socket of [client, upstream]) socket.on('error', () => undefined);
-      client.pipe(upstream).pipe(client);
-    });
-  });
-  await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
-  const relayUrl = new URL(database.url);
-  relayUrl.hostname = '127.0.0.1';
-  relayUrl.port = String((relay.address() as net.AddressInfo).port);
+  const relay = await heldRelay(database.url);
   try {
     const { child, listening } = spawnGatewayProcess(dir, 'signalled-while-starting', {
-      keyStore: { type: 'postgres', url: relayUrl.href },
+      keyStore: { type: 'postgres', url: relay.url },
       providers: { mock: { workers: [worker.url] } },
     });
     const closed = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('close', (code, signal) => resolve({ code, signal })));
-    await firstConnection;
+    await relay.firstConnection;
     child.kill('SIGTERM');
-    release();
+    relay.release();
     const gateway = await listening;
     expect(await closed).toEqual({ code: 0, signal: null });
     expect(gateway.log.map((line) => line.msg)).toEqual(expect.arrayContaining(['chatgate listening', 'draining', 'stopped']));
   } finally {
-    for (const socket of sockets) socket.destroy();
     relay.close();
     await database.drop();
   }
