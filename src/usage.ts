@@ -95,7 +95,8 @@ export class JsonUsageMeter {
     this.tail.push(chunk);
     this.tailBytes += chunk.length;
     while (this.tailBytes - this.tail[0]!.length >= JSON_TAIL_BYTES) this.tailBytes -= this.tail.shift()!.length;
-    // Many small reads (an upstream writing a byte at a time): one buffer, so keeping stays O(1) per chunk.
+    // Many small reads (an upstream writing a byte at a time) are joined into one buffer every
+    // MAX_TAIL_CHUNKS, so keeping them costs amortised O(1) per chunk, not a shift() over thousands.
     if (this.tail.length > MAX_TAIL_CHUNKS) {
       const joined = Buffer.concat(this.tail, this.tailBytes);
       this.tail = [joined.subarray(Math.max(0, joined.length - JSON_TAIL_BYTES))];
