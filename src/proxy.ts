@@ -27,6 +27,7 @@ import { errors, GatewayError } from './errors';
 import type { Metrics } from './metrics';
 import type { Outcome, WorkerState } from './upstream/pool';
 import type { UpstreamTarget } from './upstream/providers';
+import { SlotSet, type SlotMember } from './slot-set';
 import { JsonUsageMeter, SseUsageMeter, type TokenUsage } from './usage';
 
 /** Request headers that never leave the gateway: credentials, hop-by-hop, and what we set ourselves. */
@@ -87,8 +88,8 @@ const ATTEMPT = Symbol('chatgate.attempt');
 type CarriesAttempt = ServerResponse & { [ATTEMPT]?: Attempt };
 const attemptOf = (res: ServerResponse): Attempt | undefined => (res as CarriesAttempt)[ATTEMPT];
 
-/** One try of one request on one worker. */
-interface Attempt {
+/** One try of one request on one worker; its slot is in the set of timed attempts. */
+interface Attempt extends SlotMember {
   readonly context: RequestContext;
   readonly target: UpstreamTarget;
   readonly state: WorkerState;
@@ -112,7 +113,7 @@ export interface ProxyEvents {
 
 export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => number = () => performance.now()) {
   const proxy = httpProxy.createProxyServer({ changeOrigin: true, ignorePath: true, xfwd: false, selfHandleResponse: true });
-  const timed = new Set<Attempt>();
+  const timed = new SlotSet<Attempt>();
   let deadlineCheck: NodeJS.Timeout | undefined;
 
   const labels = (attempt: Attempt) => ({ provider: attempt.target.provider.name, worker: attempt.state.worker.label });
@@ -138,13 +139,13 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
 
   function expireDeadlines(): void {
     const at = now();
-    for (const attempt of timed) {
-      if (at < attempt.deadline) continue;
+    timed.forEach((attempt) => {
+      if (at < attempt.deadline) return;
       timed.delete(attempt);
       attempt.timedOut = attempt.phase;
       metrics.timeouts.series({ ...labels(attempt), phase: attempt.phase! }).inc();
       attempt.upstreamRequest?.destroy();
-    }
+    });
     if (timed.size === 0) {
       clearInterval(deadlineCheck);
       deadlineCheck = undefined;
@@ -264,7 +265,7 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
         return;
       }
       tried.add(state);
-      const attempt: Attempt = { context, target, state, connected: false, answering: false, settled: false, deadline: Infinity };
+      const attempt: Attempt = { context, target, state, connected: false, answering: false, settled: false, deadline: Infinity, slot: -1 };
       (res as CarriesAttempt)[ATTEMPT] = attempt;
       const options = { target: state.worker.proxyTarget, agent: state.worker.agent, buffer: wholeBody(target) };
       proxy.web(req, res, options, (err: Error) => {
