@@ -9,7 +9,7 @@
  * promoted every request it served: 70-90 MB/s against 0.2 without, in `--trace-gc-nvp` at saturation.
  */
 export interface SlotMember {
-  /** Index in the set's array; -1 while not a member. Only the set writes it. */
+  /** Index in the set's array; -1 while not a member. Only the set writes it, so a member is in one SlotSet at most. */
   slot: number;
 }
 
