@@ -12,8 +12,8 @@
  * - A worker failing mid-answer. It pipes the answer and never ends the client response if the worker
  *   dies; we end it, for a stream with a final SSE `error` event in the OpenAI shape.
  * - Timeouts by phase (connect, first byte, idle between chunks), which it cannot tell from resets.
- * - The relay itself (`selfHandleResponse`): a JSON answer is piped; a stream is written event by event
- *   through the usage meter, the worker paused while the client's side is full.
+ * - The relay itself (`selfHandleResponse`): a JSON answer is written chunk by chunk as it comes, a
+ *   stream event by event, both through their usage meter, the worker paused while the client's side is full.
  * - Memory: the body is released once a worker answers, since nothing is retried after that.
  */
 import type { Agent, ClientRequest, IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
@@ -28,7 +28,7 @@ import type { Metrics } from './metrics';
 import type { Outcome, WorkerState } from './upstream/pool';
 import type { UpstreamTarget } from './upstream/providers';
 import { SlotSet, type SlotMember } from './slot-set';
-import { JsonUsageMeter, SseUsageMeter, type TokenUsage } from './usage';
+import { JsonUsageMeter, SseUsageMeter, type AnswerRelay, type TokenUsage } from './usage';
 
 /** Request headers that never leave the gateway: credentials, hop-by-hop, and what we set ourselves. */
 const DROPPED_REQUEST_HEADERS = new Set([
@@ -101,7 +101,7 @@ interface Attempt extends SlotMember {
   phase?: Phase;
   deadline: number;
   timedOut?: Phase;
-  /** A stream's relay: whole events at a time, reading token usage (a JSON answer is piped straight through). */
+  /** A stream's relay: whole events at a time, reading token usage (charged so far if the stream is cut). */
   meter?: SseUsageMeter;
   settled: boolean;
 }
@@ -184,7 +184,9 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
     metrics.upstreamTimeToFirstByte.series({ provider: attempt.target.provider.name }).observe((now() - required(attempt.context.dispatchedAt, 'dispatch time')) / 1000);
     const status = upstreamResponse.statusCode ?? 502;
     res.statusCode = status;
-    for (const [name, value] of Object.entries(clientResponseHeaders(upstreamResponse.headers))) {
+    const headers = clientResponseHeaders(upstreamResponse.headers);
+    for (const name in headers) {
+      const value = headers[name];
       // Our x-ratelimit-* describe the caller's key; a hosted API's describe the gateway's account.
       if (value === undefined || (name.startsWith('x-ratelimit-') && res.hasHeader(name))) continue;
       res.setHeader(name, value);
@@ -196,34 +198,28 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
       events.usage(attempt.context, usage);
     };
     arm(attempt, 'idle', attempt.target.provider.settings.idleTimeoutMs);
+    let relay: AnswerRelay;
+    let timeTokens: (() => void) | undefined;
     if (stream) {
       res.removeHeader('content-length'); // a dropped usage chunk changes the length
-      const meter = (attempt.meter = new SseUsageMeter(attempt.target.dropUsageChunk, reportUsage));
-      const firstToken = metrics.streamFirstToken.series({ provider: attempt.target.provider.name });
-      const interToken = metrics.streamInterToken.series({ provider: attempt.target.provider.name });
-      let lastChunkAt: number | undefined;
-      upstreamResponse.on('data', (chunk: Buffer) => {
-        stillAnswering(attempt);
-        const at = now();
-        if (lastChunkAt === undefined) firstToken.observe((at - required(attempt.context.dispatchedAt, 'dispatch time')) / 1000);
-        else interToken.observe((at - lastChunkAt) / 1000);
-        lastChunkAt = at;
-        // Backpressure, as pipe() would: a client that reads slowly holds the worker back.
-        const events = meter.relay(chunk);
-        if (events !== '' && !res.write(events)) upstreamResponse.pause();
-      });
-      res.on('drain', () => upstreamResponse.resume());
-      upstreamResponse.on('end', () => res.end(meter.end()));
+      relay = attempt.meter = new SseUsageMeter(attempt.target.dropUsageChunk, reportUsage);
+      timeTokens = tokenTimer(attempt);
     } else {
-      const meter = new JsonUsageMeter(reportUsage);
-      upstreamResponse.on('data', (chunk: Buffer) => {
-        stillAnswering(attempt);
-        meter.see(chunk);
-      });
-      upstreamResponse.on('end', () => meter.end());
-      upstreamResponse.pipe(res);
+      relay = new JsonUsageMeter(reportUsage);
     }
-    upstreamResponse.on('end', () => settle(attempt, outcomeOfAnswer(upstreamResponse.statusCode ?? 502)));
+    // One relay for both kinds, with backpressure as pipe() would: a client that reads slowly holds the
+    // worker back. pipe() itself would add and later remove eight listeners per answer.
+    upstreamResponse.on('data', (chunk: Buffer) => {
+      stillAnswering(attempt);
+      timeTokens?.();
+      const out = relay.relay(chunk);
+      if (out.length > 0 && !res.write(out)) upstreamResponse.pause();
+    });
+    res.on('drain', () => upstreamResponse.resume());
+    upstreamResponse.on('end', () => {
+      res.end(relay.end());
+      settle(attempt, outcomeOfAnswer(upstreamResponse.statusCode ?? 502));
+    });
     upstreamResponse.on('close', () => {
       if (upstreamResponse.complete || attempt.settled) return;
       settle(attempt, 'failure');
@@ -232,6 +228,19 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
       endBrokenAnswer(res, attempt);
     });
   });
+
+  /** Observes each chunk's arrival for a stream's first-token and inter-token histograms. */
+  function tokenTimer(attempt: Attempt): () => void {
+    const firstToken = metrics.streamFirstToken.series({ provider: attempt.target.provider.name });
+    const interToken = metrics.streamInterToken.series({ provider: attempt.target.provider.name });
+    let lastChunkAt: number | undefined;
+    return () => {
+      const at = now();
+      if (lastChunkAt === undefined) firstToken.observe((at - required(attempt.context.dispatchedAt, 'dispatch time')) / 1000);
+      else interToken.observe((at - lastChunkAt) / 1000);
+      lastChunkAt = at;
+    };
+  }
 
   // http-proxy emits 'error' only when no callback is given; keep a listener so that can never crash us.
   proxy.on('error', () => undefined);

@@ -78,11 +78,20 @@ class UsageReport {
 }
 
 /**
- * A JSON answer's usage, read from its last few KiB as it passes (a tap, not a stream of its own).
+ * What proxy.ts writes between the worker's answer and the client: each chunk goes through `relay`,
+ * and what it returns is written; `end` gives the rest when the answer is over, and reports usage.
+ */
+export interface AnswerRelay {
+  relay(chunk: Buffer): Buffer | string;
+  end(): string;
+}
+
+/**
+ * A JSON answer's usage, read from its last few KiB as it passes (a tap: every chunk goes on unchanged).
  * It keeps the answer's last chunks as they are, at least JSON_TAIL_BYTES of them and at most that plus
  * one chunk (a socket read, 64 KiB at most); nothing is decoded but the usage object at the end.
  */
-export class JsonUsageMeter {
+export class JsonUsageMeter implements AnswerRelay {
   private tail: Buffer[] = [];
   private tailBytes = 0;
   private readonly usage: UsageReport;
@@ -91,7 +100,12 @@ export class JsonUsageMeter {
     this.usage = new UsageReport(onUsage);
   }
 
-  see(chunk: Buffer): void {
+  relay(chunk: Buffer): Buffer {
+    this.keep(chunk);
+    return chunk;
+  }
+
+  private keep(chunk: Buffer): void {
     this.tail.push(chunk);
     this.tailBytes += chunk.length;
     while (this.tailBytes - this.tail[0]!.length >= JSON_TAIL_BYTES) this.tailBytes -= this.tail.shift()!.length;
@@ -104,11 +118,12 @@ export class JsonUsageMeter {
     }
   }
 
-  end(): void {
+  end(): string {
     const tail = this.tail.length === 1 ? this.tail[0]! : Buffer.concat(this.tail);
     this.tail = [];
     this.usage.saw(usageInTail(tail));
     this.usage.report();
+    return '';
   }
 }
 
@@ -118,7 +133,7 @@ export class JsonUsageMeter {
  * rather than a Transform: proxy.ts writes what it returns straight to the client, so a stream holds
  * no stream of its own between the two sockets (and no pipe's closures).
  */
-export class SseUsageMeter {
+export class SseUsageMeter implements AnswerRelay {
   private pending = '';
   private readonly decoder = new StringDecoder('utf8');
   private readonly usage: UsageReport;

@@ -1,7 +1,8 @@
 /**
- * A stream is relayed at the pace of the slower side: a client that stops reading holds the worker
+ * An answer is relayed at the pace of the slower side: a client that stops reading holds the worker
  * back through the gateway, which buffers no more than its sockets do. A fake worker on a real socket
- * writes SSE events as fast as its connection takes them and counts what it got out.
+ * writes SSE events (or, asked with `x-answer: json`, one endless JSON answer) as fast as its
+ * connection takes them and counts what it got out.
  */
 import http from 'node:http';
 import https from 'node:https';
@@ -20,13 +21,16 @@ const HELD_BACK_BYTES = 64 * 2 ** 20;
 let written = 0;
 const firehose = http.createServer((req, res) => {
   req.resume();
-  res.writeHead(200, { 'content-type': 'text/event-stream' });
+  const json = req.headers['x-answer'] === 'json';
+  res.writeHead(200, { 'content-type': json ? 'application/json' : 'text/event-stream' });
+  const piece = json ? 'x'.repeat(EVENT.length) : EVENT;
+  if (json) res.write('{"choices":[{"index":0,"message":{"role":"assistant","content":"');
   const pump = () => {
     while (written < ANSWER_BYTES) {
-      written += EVENT.length;
-      if (!res.write(EVENT)) return void res.once('drain', pump);
+      written += piece.length;
+      if (!res.write(piece)) return void res.once('drain', pump);
     }
-    res.end('data: [DONE]\n\n');
+    res.end(json ? '"}}]}' : 'data: [DONE]\n\n');
   };
   pump();
 });
@@ -43,13 +47,15 @@ afterAll(async () => {
   firehose.close();
 });
 
-test('a client that stops reading holds the worker back; reading again lets it go on', async () => {
+test.each(['stream', 'json'] as const)('a client that stops reading holds the worker back; reading again lets it go on (%s answer)', async (kind) => {
+  written = 0;
   const response = await new Promise<IncomingMessage>((resolve, reject) => {
-    const req = https.request(`${gw.url}/v1/chat/completions`, { method: 'POST', ca: gw.ca, agent: false, headers: bearer(key) }, resolve);
+    const req = https.request(`${gw.url}/v1/chat/completions`, { method: 'POST', ca: gw.ca, agent: false, headers: { ...bearer(key), 'x-answer': kind } }, resolve);
     req.on('error', reject);
-    req.end(chatBody({ model: 'fire/any', stream: true }));
+    req.end(chatBody({ model: 'fire/any', stream: kind === 'stream' }));
   });
   expect(response.statusCode).toBe(200);
+  expect(response.headers['content-type']).toBe(kind === 'json' ? 'application/json' : 'text/event-stream');
   response.pause();
   // Wait until the worker is stuck: what it has written stops growing.
   let stuckAt = -1;

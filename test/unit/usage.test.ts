@@ -25,9 +25,9 @@ test("a JSON answer's usage is read as its chunks pass, and reported once at the
   const seen: TokenUsage[] = [];
   const body = JSON.stringify({ id: 'x', choices: [], usage: { prompt_tokens: 20, completion_tokens: 30 } });
   const meter = new JsonUsageMeter((u) => seen.push(u));
-  for (const part of [body.slice(0, 10), body.slice(10, 25), body.slice(25)]) meter.see(Buffer.from(part));
+  for (const part of [body.slice(0, 10), body.slice(10, 25), body.slice(25)]) expect(meter.relay(Buffer.from(part)).toString()).toBe(part);
   expect(seen).toEqual([]);
-  meter.end();
+  expect(meter.end()).toBe(''); // nothing held back: every byte went on as it came
   expect(seen).toEqual([{ promptTokens: 20, completionTokens: 30 }]);
 });
 
@@ -37,7 +37,7 @@ test("a long JSON answer: only its last chunks are kept, and the usage at its en
   for (const size of [1, 100, 700, 4096, 16 * 1024 + 3, 65_536, bytes.length]) {
     const seen: TokenUsage[] = [];
     const meter = new JsonUsageMeter((u) => seen.push(u));
-    for (let at = 0; at < bytes.length; at += size) meter.see(bytes.subarray(at, at + size));
+    for (let at = 0; at < bytes.length; at += size) meter.relay(bytes.subarray(at, at + size));
     meter.end();
     expect(seen).toEqual([{ promptTokens: 8, completionTokens: 9 }]);
   }
@@ -83,8 +83,8 @@ test('a character split between two chunks arrives whole, in a stream and in a J
   const answer = Buffer.from(JSON.stringify({ choices: [{ message: { content: '世界' } }], usage: { prompt_tokens: 1, completion_tokens: 2 } }));
   const json = new JsonUsageMeter((u) => seen.push(u));
   const inside = answer.indexOf(Buffer.from('界')) + 1;
-  json.see(answer.subarray(0, inside));
-  json.see(answer.subarray(inside));
+  json.relay(answer.subarray(0, inside));
+  json.relay(answer.subarray(inside));
   json.end();
   expect(seen).toEqual([{ promptTokens: 1, completionTokens: 2 }]);
 });
@@ -119,6 +119,6 @@ test('a usage listener that throws does not break the answer', () => {
   };
   expect(run(new SseUsageMeter(false, throwing), [content('a'), usageChunk, 'data: [DONE]\n\n'])).toBe(content('a') + usageChunk + 'data: [DONE]\n\n');
   const json = new JsonUsageMeter(throwing);
-  json.see(Buffer.from(JSON.stringify({ choices: [], usage: { prompt_tokens: 1, completion_tokens: 1 } })));
+  json.relay(Buffer.from(JSON.stringify({ choices: [], usage: { prompt_tokens: 1, completion_tokens: 1 } })));
   expect(() => json.end()).not.toThrow();
 });
