@@ -112,7 +112,9 @@ export interface ProxyEvents {
 }
 
 export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => number = () => performance.now()) {
-  const proxy = httpProxy.createProxyServer({ changeOrigin: true, ignorePath: true, xfwd: false, selfHandleResponse: true });
+  // toProxy: under ignorePath its only effect is that http-proxy does not url.parse() the client's path
+  // on every request only to throw it away (common.setupOutgoing); the worker's path goes as it is.
+  const proxy = httpProxy.createProxyServer({ changeOrigin: true, ignorePath: true, toProxy: true, xfwd: false, selfHandleResponse: true });
   const timed = new SlotSet<Attempt>();
   let deadlineCheck: NodeJS.Timeout | undefined;
 
