@@ -3,7 +3,7 @@
  * and write its access log line (and its span, when spans are exported). Stages record their own outcomes on the context; this one reports the
  * request as a whole. The line names the key by id and name, never the key.
  */
-import type { RequestHandler } from 'express';
+import type { Request, RequestHandler } from 'express';
 import { withoutKeys } from './auth/keys';
 import { contextOf, createContext, type RequestContext } from './context';
 import type { AccessLog } from './log';
@@ -24,7 +24,7 @@ export function observeRequests(metrics: Metrics, writeAccessLine: AccessLog | u
       metrics.inFlight.dec();
       metrics.requests.series({ provider: context.provider, status: String(status) }).inc();
       metrics.requestDuration.series({ provider: context.provider }).observe(seconds);
-      writeAccessLine?.(accessLine(context, req.method, req.path, req.ip, status, seconds, res.writableFinished));
+      writeAccessLine?.(accessLine(context, req.method, req.path, clientOf(req), status, seconds, res.writableFinished));
       spans?.record(context, { method: req.method, path: req.path, status, endedAt: now() });
     });
     next();
@@ -55,3 +55,6 @@ function accessLine(context: RequestContext, method: string, path: string, clien
 }
 
 const round = (ms: number) => Math.round(ms * 100) / 100;
+
+/** `req.ip`, without proxy-addr's work when no X-Forwarded-For is there to weigh: then it is the peer, trusted proxies or not. */
+const clientOf = (req: Request) => (req.headers['x-forwarded-for'] === undefined ? req.socket.remoteAddress : req.ip);

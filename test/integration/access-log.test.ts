@@ -37,7 +37,7 @@ test('one access line per request, with its fields, and never a key', async () =
   await send(200, null, basic(key), chatBody({ stream: true }));
   await send(401, 'missing_api_key', {});
   await send(401, 'invalid_api_key', bearer('cgk_' + 'Z'.repeat(43)));
-  await send(400, 'invalid_body', bearer(key), chatBody({ messages: [] }));
+  await send(400, 'invalid_body', { ...bearer(key), 'x-forwarded-for': '203.0.113.9' }, chatBody({ messages: [] })); // no trusted proxy: the claim is not the client
   await send(429, 'rate_limit_exceeded', bearer(key));
   const plain = await request(started.url.replace('https:', 'http:'), { headers: bearer(key), body: chatBody() });
   expect(plain.status).toBe(403);
@@ -76,4 +76,18 @@ test('one access line per request, with its fields, and never a key', async () =
   const other = (await worker.requests()).find((r) => r.headers['x-request-id'] === sent[1]![0].headers['x-request-id'])!;
   expect(other.headers.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
   expect(other.headers.traceparent).not.toContain(traceId);
+});
+
+test("behind a trusted proxy, an access line's client is the address it forwarded for", async () => {
+  const logFile = path.join(dir, 'trusted.log');
+  const started = await startTestGateway({ providers: { mock: { workers: [worker.url] } }, trustedProxies: ['127.0.0.1'], log: { level: 'info', destination: logFile } });
+  const { key } = await started.issueKey({ name: 'forwarded' });
+  const forwarded = await request(started.url, { ca: started.ca, headers: { ...bearer(key), 'x-forwarded-for': '198.51.100.7' }, body: chatBody() });
+  const direct = await request(started.url, { ca: started.ca, headers: bearer(key), body: chatBody() });
+  expect([forwarded.status, direct.status]).toEqual([200, 200]);
+  await started.stop();
+  const access = readFileSync(logFile, 'utf8').trim().split('\n').map((line) => JSON.parse(line)).filter((entry) => entry.log === 'access');
+  const clientOf = (response: RawResponse) => access.find((entry) => entry.requestId === response.headers['x-request-id'])?.client;
+  expect(clientOf(forwarded)).toBe('198.51.100.7');
+  expect(clientOf(direct)).toBe('127.0.0.1');
 });
