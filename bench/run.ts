@@ -25,7 +25,7 @@ const SMOKE = process.argv.includes('--smoke');
  * 10 tokens/s is how a fast model streams. 5,000 such streams are 50,000 events/s to relay, which two
  * cores shared with the load generator and the worker cannot also do while opening 1,000 TLS
  * connections a second (fewer than half were ever open at once): the 5,000 run is paced to the same
- * 10,000 events/s as the 1,000 run. Memory per open stream does not depend on the pace.
+ * 10,000 events/s as the 1,000 run (what an open stream holds between events is the same at either pace).
  */
 const STREAM_RUNS = [
   { n: 1000, tokensPerSecond: 10 },
