@@ -200,26 +200,26 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
       events.usage(attempt.context, usage);
     };
     arm(attempt, 'idle', attempt.target.provider.settings.idleTimeoutMs);
-    let relay: AnswerRelay;
+    let meter: AnswerRelay;
     let timeTokens: (() => void) | undefined;
     if (stream) {
       res.removeHeader('content-length'); // a dropped usage chunk changes the length
-      relay = attempt.meter = new SseUsageMeter(attempt.target.dropUsageChunk, reportUsage);
+      meter = attempt.meter = new SseUsageMeter(attempt.target.dropUsageChunk, reportUsage);
       timeTokens = tokenTimer(attempt);
     } else {
-      relay = new JsonUsageMeter(reportUsage);
+      meter = new JsonUsageMeter(reportUsage);
     }
     // One relay for both kinds, with backpressure as pipe() would: a client that reads slowly holds the
     // worker back. pipe() itself would add and later remove eight listeners per answer.
     upstreamResponse.on('data', (chunk: Buffer) => {
       stillAnswering(attempt);
       timeTokens?.();
-      const out = relay.relay(chunk);
+      const out = meter.relay(chunk);
       if (out.length > 0 && !res.write(out)) upstreamResponse.pause();
     });
     res.on('drain', () => upstreamResponse.resume());
     upstreamResponse.on('end', () => {
-      res.end(relay.end());
+      res.end(meter.end());
       settle(attempt, outcomeOfAnswer(upstreamResponse.statusCode ?? 502));
     });
     upstreamResponse.on('close', () => {

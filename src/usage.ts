@@ -100,12 +100,8 @@ export class JsonUsageMeter implements AnswerRelay {
     this.usage = new UsageReport(onUsage);
   }
 
+  /** Keeps the chunk for the tail and passes it on as it is. */
   relay(chunk: Buffer): Buffer {
-    this.keep(chunk);
-    return chunk;
-  }
-
-  private keep(chunk: Buffer): void {
     this.tail.push(chunk);
     this.tailBytes += chunk.length;
     while (this.tailBytes - this.tail[0]!.length >= JSON_TAIL_BYTES) this.tailBytes -= this.tail.shift()!.length;
@@ -116,6 +112,7 @@ export class JsonUsageMeter implements AnswerRelay {
       this.tail = [joined.subarray(Math.max(0, joined.length - JSON_TAIL_BYTES))];
       this.tailBytes = this.tail[0]!.length;
     }
+    return chunk;
   }
 
   end(): string {
