@@ -6,6 +6,7 @@ import { parseArgs } from 'node:util';
 import { issueKey, publicView, rotateKey } from './auth/issue';
 import { openKeyStore } from './auth/store/open';
 import { configFileFrom, ConfigError, loadConfig } from './config';
+import { turnOffPretenuring } from './pretenuring';
 import type { Gateway } from './startup';
 
 // Each command loads only what it needs: `keys` and `mock-worker` start fast without the gateway's stack.
@@ -46,6 +47,7 @@ async function main(argv: string[]): Promise<number> {
 
 async function serve(args: string[]): Promise<number> {
   const { values } = parse(args, { config: { type: 'string' } });
+  turnOffPretenuring(); // before the gateway allocates anything
   // Listening before the start: a signal that arrives while the gateway starts (an orchestrator that
   // gives up, a quick Ctrl-C, a reload sent at once) must act on it once it is up, not kill it
   // half-built by the signal's default action. The first SIGTERM or SIGINT starts the drain; later

@@ -1,0 +1,64 @@
+/**
+ * `chatgate serve` turns V8's allocation-site pretenuring off before the gateway starts
+ * (src/pretenuring.ts), unless node was given the flag. Checked on V8 itself: once the gateway
+ * listens, a script preloaded into its process allocates a million objects from two sites and keeps
+ * them all, the pattern that makes V8 tenure a site, while V8 traces its pretenuring decisions.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import YAML from 'yaml';
+import { CLI } from '../helpers/processes';
+
+let dir: string;
+
+beforeAll(() => {
+  dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-pretenuring-'));
+  writeFileSync(
+    path.join(dir, 'config.yaml'),
+    YAML.stringify({ listen: { host: '127.0.0.1', port: 0 }, admin: { host: '127.0.0.1', port: 0 }, dataDir: path.join(dir, 'data'), auth: { createFirstKey: false }, providers: { mock: { workers: ['http://127.0.0.1:9'] } } }),
+  );
+  // Once the gateway listens, the test signals this script to allocate.
+  writeFileSync(
+    path.join(dir, 'retain.js'),
+    `const make = (i) => ({ i, list: [i] });
+     process.on('SIGUSR2', () => {
+       const kept = [];
+       for (let i = 0; i < 1e6; i++) kept.push(make(i));
+       globalThis.kept = kept;
+       process.stdout.write('retained\\n');
+     });`,
+  );
+});
+
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** The serving process's trace of pretenuring decisions, from start until the objects are kept. */
+function traceOfServe(nodeFlags: string[]): Promise<string> {
+  const child = spawn(process.execPath, [...nodeFlags, '--trace-pretenuring', '--trace-pretenuring-statistics', '--require', path.join(dir, 'retain.js'), CLI, 'serve', '--config', path.join(dir, 'config.yaml')], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout.on('data', (chunk: Buffer) => {
+    const starting = !output.includes('chatgate listening');
+    output += chunk.toString('utf8');
+    if (starting && output.includes('chatgate listening')) child.kill('SIGUSR2');
+    if (output.includes('retained\n')) child.kill('SIGKILL');
+  });
+  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+  return new Promise((resolve) => child.once('exit', () => resolve(output)));
+}
+
+test('a serving process tenures no allocation site', async () => {
+  const trace = await traceOfServe([]);
+  expect(trace).toContain('retained');
+  // Modules loaded before serve() turns it off may be traced as "maybe tenure"; no site is tenured.
+  expect(trace).not.toMatch(/=> tenure/);
+}, 30_000);
+
+test('node --allocation-site-pretenuring keeps it: V8 then tenures the sites of kept objects', async () => {
+  const trace = await traceOfServe(['--allocation-site-pretenuring']);
+  expect(trace).toContain('retained');
+  expect(trace).toMatch(/AllocationSite\(.*=> tenure/);
+}, 30_000);
