@@ -99,9 +99,11 @@ async function main() {
     const streamFigures: StreamFigure[] = [];
     for (const { n, tokensPerSecond } of PLAN.streams) {
       const streamBody = JSON.stringify({ model: 'bench/echo', stream: true, messages: [{ role: 'user', content: 'Stream to the benchmark.' }] });
-      // Each stream lasts as long as opening them all at opensPerSecond takes, and streamHoldSeconds
-      // more, so that all n are open at once (the memory figure needs it).
-      const tokens = Math.round(tokensPerSecond * (n / PLAN.opensPerSecond + PLAN.streamHoldSeconds));
+      // Each stream lasts twice as long as opening them all at opensPerSecond should take, and
+      // streamHoldSeconds more, so that all n are open at once (the memory figure needs it). Once as
+      // long was not enough on a slow machine: the gateway's TLS handshakes fell behind the opening
+      // pace, and in 4 runs of 8 the first of 5,000 streams ended before the last had opened.
+      const tokens = Math.round(tokensPerSecond * ((2 * n) / PLAN.opensPerSecond + PLAN.streamHoldSeconds));
       const pacing = { 'x-mock-tokens': String(tokens), 'x-mock-tokens-per-second': String(tokensPerSecond) };
       progress(`${n} concurrent streams, direct`);
       const direct = await load<StreamResult>({ kind: 'streams', target: target(servers[0]!, streamBody, pacing), streams: n, opensPerSecond: PLAN.opensPerSecond });
