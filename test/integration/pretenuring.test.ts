@@ -4,7 +4,7 @@
  * listens, a script preloaded into its process allocates a million objects from two sites and keeps
  * them all, the pattern that makes V8 tenure a site, while V8 traces its pretenuring decisions.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -12,6 +12,7 @@ import YAML from 'yaml';
 import { CLI } from '../helpers/processes';
 
 let dir: string;
+const children: ChildProcess[] = [];
 
 beforeAll(() => {
   dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-pretenuring-'));
@@ -32,13 +33,17 @@ beforeAll(() => {
   );
 });
 
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+afterAll(() => {
+  for (const child of children) child.kill('SIGKILL'); // any a failed test left running
+  rmSync(dir, { recursive: true, force: true });
+});
 
 /** The serving process's trace of pretenuring decisions, from start until the objects are kept. */
 function traceOfServe(nodeFlags: string[]): Promise<string> {
   const child = spawn(process.execPath, [...nodeFlags, '--trace-pretenuring', '--trace-pretenuring-statistics', '--require', path.join(dir, 'retain.js'), CLI, 'serve', '--config', path.join(dir, 'config.yaml')], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  children.push(child);
   let output = '';
   child.stdout.on('data', (chunk: Buffer) => {
     const starting = !output.includes('chatgate listening');
