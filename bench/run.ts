@@ -35,12 +35,13 @@ const STREAM_RUNS = [
 const STREAMS_ONLY = process.argv.includes('--streams');
 const PLAN = SMOKE
   ? { rounds: 1, warmupSeconds: 0, saturateSeconds: 1, rateSeconds: 1, rate: 100, sequential: 100, streams: [{ n: 50, tokensPerSecond: 10 }], streamHoldSeconds: 1, opensPerSecond: 1000, authIterations: 2_000 }
-  : { rounds: 3, warmupSeconds: 2, saturateSeconds: 4, rateSeconds: 2, rate: 500, sequential: 500, streams: STREAM_RUNS, streamHoldSeconds: 6, opensPerSecond: 1000, authIterations: 200_000 };
+  : { rounds: 3, warmupSeconds: 2, saturateSeconds: 4, rateSeconds: 2, rate: 500, sequential: 500, streams: STREAM_RUNS, streamHoldSeconds: 4, opensPerSecond: 1000, authIterations: 200_000 };
 const ROOT = path.join(__dirname, '..', '..', '..'); // dist/bench/bench -> repository
 const CLI = path.join(ROOT, 'dist', 'cli.js');
 const HERE = __dirname;
 const CHAT_BODY = JSON.stringify({ model: 'bench/echo', messages: [{ role: 'user', content: 'Say hello to the benchmark.' }] });
-const progress = (line: string) => process.stderr.write(`[bench] ${line}\n`);
+const started = performance.now();
+const progress = (line: string) => process.stderr.write(`[bench +${Math.round((performance.now() - started) / 1000)}s] ${line}\n`);
 
 interface Server {
   name: string;
@@ -99,14 +100,15 @@ async function main() {
     const streamFigures: StreamFigure[] = [];
     for (const { n, tokensPerSecond } of PLAN.streams) {
       const streamBody = JSON.stringify({ model: 'bench/echo', stream: true, messages: [{ role: 'user', content: 'Stream to the benchmark.' }] });
-      // Each stream lasts twice as long as opening them all at opensPerSecond should take, and
-      // streamHoldSeconds more, so that all n are open at once (the memory figure needs it). Once as
-      // long was not enough on a slow machine: the gateway's TLS handshakes fell behind the opening
-      // pace, and in 4 runs of 8 the first of 5,000 streams ended before the last had opened.
-      const tokens = Math.round(tokensPerSecond * ((2 * n) / PLAN.opensPerSecond + PLAN.streamHoldSeconds));
-      const pacing = { 'x-mock-tokens': String(tokens), 'x-mock-tokens-per-second': String(tokensPerSecond) };
+      // Every stream is held open until all n are (the memory figure needs them open at once) and
+      // streamHoldSeconds more, then the worker is told to finish them. A length fixed in advance was
+      // too short on a slow machine: the TLS handshakes fell behind the opening pace, and the first
+      // of 5,000 streams ended before the last had opened. The cap ends them if that never happens.
+      const tokenCap = Math.round(tokensPerSecond * ((4 * n) / PLAN.opensPerSecond + PLAN.streamHoldSeconds + 30));
+      const pacing = (group: string) => ({ 'x-mock-tokens': String(tokenCap), 'x-mock-tokens-per-second': String(tokensPerSecond), 'x-mock-hold': `${group}-${n}` });
+      const releaseLater = (group: string) => () => void setTimeout(() => release(upstream, `${group}-${n}`), PLAN.streamHoldSeconds * 1000);
       progress(`${n} concurrent streams, direct`);
-      const direct = await load<StreamResult>({ kind: 'streams', target: target(servers[0]!, streamBody, pacing), streams: n, opensPerSecond: PLAN.opensPerSecond });
+      const direct = await load<StreamResult>({ kind: 'streams', target: target(servers[0]!, streamBody, pacing('direct')), streams: n, opensPerSecond: PLAN.opensPerSecond }, releaseLater('direct'));
       // A gateway of its own: one that ran the saturated rounds holds a heap grown for them, which new
       // streams would fill before its RSS moved (memory per stream read 7 KiB that way). A few streams
       // first, so that compiled code and pools count as idle, not as the streams' memory.
@@ -115,7 +117,11 @@ async function main() {
       const idleKiB = rssKiB(gateway.child.pid!);
       let plateauKiB: number | undefined;
       progress(`${n} concurrent streams, chatgate`);
-      const through = await load<StreamResult>({ kind: 'streams', target: target(gateway, streamBody, pacing), streams: n, opensPerSecond: PLAN.opensPerSecond }, () => (plateauKiB = rssKiB(gateway.child.pid!)));
+      const releaseThrough = releaseLater('chatgate');
+      const through = await load<StreamResult>({ kind: 'streams', target: target(gateway, streamBody, pacing('chatgate')), streams: n, opensPerSecond: PLAN.opensPerSecond }, () => {
+        plateauKiB = rssKiB(gateway.child.pid!);
+        releaseThrough();
+      });
       streamFigures.push({
         streams: n,
         tokensPerSecond,
@@ -168,6 +174,14 @@ function load<T>(task: Task, onPlateau?: () => void): Promise<T> {
     });
     child.on('exit', (code) => (result !== undefined ? resolve(result) : reject(new Error(`load generator exited with ${code}`))));
   });
+}
+
+/** Tells the mock worker to finish a group of held streams (src/mock-worker/server.ts); if it cannot, their token cap ends them. */
+function release(worker: string, group: string): void {
+  fetch(`${worker}/_mock/release?group=${encodeURIComponent(group)}`, { method: 'POST' }).then(
+    (answer) => answer.ok || progress(`the mock worker did not release ${group} (${answer.status}): the streams run to their token cap`),
+    (err: Error) => progress(`the mock worker did not release ${group} (${err.message}): the streams run to their token cap`),
+  );
 }
 
 function startJsonProcess(args: string[], children: ChildProcess[]): Promise<{ child: ChildProcess; ports: Record<string, number> }> {

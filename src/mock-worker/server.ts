@@ -8,6 +8,8 @@
  *   x-mock-latency-ms, x-mock-tokens-per-second, x-mock-tokens (answer length in tokens)
  *   x-mock-fail: stall (never answer) | reset (cut the connection without answering) |
  *                die-mid-stream (cut the connection after the first chunk) | status-500
+ *   x-mock-hold: <group> (a stream): its tokens stop, and it finishes, at its first tick after
+ *                `POST /_mock/release?group=<group>`, or after x-mock-tokens tokens if that comes first
  * GET /_mock/requests lists the requests received (headers, body) and how each ended; with
  * `onRequest`, each received request's X-Request-Id is reported as it arrives (the CLI prints it).
  */
@@ -41,6 +43,7 @@ export function createMockWorker(options: MockWorkerOptions): http.Server {
 /** The worker's request listener, for any server (the benchmark also serves it over HTTPS). */
 export function mockWorkerHandler(options: MockWorkerOptions): http.RequestListener {
   const recorded: RecordedRequest[] = [];
+  const released = new Set<string>();
   const record = (entry: RecordedRequest) => {
     recorded.push(entry);
     if (recorded.length > MAX_RECORDED) recorded.shift();
@@ -59,6 +62,12 @@ export function mockWorkerHandler(options: MockWorkerOptions): http.RequestListe
         recorded.length = 0;
         return json(res, 200, { cleared: true });
       }
+      if (req.method === 'POST' && path === '/_mock/release') {
+        const group = new URL(req.url ?? '/', 'http://mock').searchParams.get('group');
+        if (!group) return json(res, 400, { error: { message: 'mock worker: release needs ?group=', type: 'invalid_request_error', param: 'group', code: null } });
+        released.add(group);
+        return json(res, 200, { released: group });
+      }
       if (req.method === 'POST' && path === '/v1/chat/completions') {
         const entry: RecordedRequest = { method: req.method, url: req.url ?? '', headers: req.headers, body, remotePort: req.socket.remotePort, outcome: 'pending' };
         record(entry);
@@ -66,14 +75,14 @@ export function mockWorkerHandler(options: MockWorkerOptions): http.RequestListe
         res.on('close', () => {
           entry.outcome = res.writableFinished ? 'completed' : 'aborted';
         });
-        return chatCompletion(req, res, body, options);
+        return chatCompletion(req, res, body, options, (group) => released.has(group));
       }
       json(res, 404, { error: { message: `mock worker: no route ${req.method} ${path}`, type: 'invalid_request_error', param: null, code: 'not_found' } });
     });
   };
 }
 
-function chatCompletion(req: http.IncomingMessage, res: http.ServerResponse, body: string, options: MockWorkerOptions): void {
+function chatCompletion(req: http.IncomingMessage, res: http.ServerResponse, body: string, options: MockWorkerOptions, isReleased: (group: string) => boolean): void {
   let request: { model?: unknown; messages?: unknown; stream?: unknown; max_tokens?: unknown; stream_options?: { include_usage?: unknown } };
   try {
     request = JSON.parse(body);
@@ -119,24 +128,38 @@ function chatCompletion(req: http.IncomingMessage, res: http.ServerResponse, bod
   const includeUsage = request.stream_options?.include_usage === true;
   const chunk = (delta: object, finish: string | null, extra: object = {}) =>
     `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }], ...extra })}\n\n`;
-  const events: string[] = [chunk({ role: 'assistant', content: '' }, null)];
-  for (const token of tokens) events.push(chunk({ content: token }, null));
-  events.push(chunk({}, finishReason));
-  if (includeUsage) events.push(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices: [], usage })}\n\n`);
-  events.push('data: [DONE]\n\n');
+  // Made when the tokens end, so that a held stream released early reports the tokens it sent.
+  const finishingEvents = (sent: number, reason: string) => {
+    const events = [chunk({}, reason)];
+    const streamed = { ...usage, completion_tokens: sent, total_tokens: usage.prompt_tokens + sent };
+    if (includeUsage) events.push(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices: [], usage: streamed })}\n\n`);
+    events.push('data: [DONE]\n\n');
+    return events;
+  };
+  let sent = 0;
+  let finishing: string[] | undefined;
+  const nextEvent = (written: number): string => {
+    if (written === 0) return chunk({ role: 'assistant', content: '' }, null);
+    if (!finishing) {
+      const released = control.hold !== undefined && isReleased(control.hold);
+      if (!released && sent < tokens.length) return chunk({ content: tokens[sent++] }, null);
+      finishing = finishingEvents(sent, released ? 'stop' : finishReason);
+    }
+    return finishing.shift()!;
+  };
 
   const interval = 1000 / control.tokensPerSecond;
-  let next = 0;
+  let written = 0;
   const send = () => {
     if (res.destroyed) return;
-    if (next === 0) res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
-    res.write(events[next++]);
-    if (control.fail === 'die-mid-stream' && next === 2) {
+    if (written === 0) res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
+    res.write(nextEvent(written++));
+    if (control.fail === 'die-mid-stream' && written === 2) {
       res.socket?.destroy();
       return;
     }
-    if (next === events.length) res.end();
-    else timer = setTimeout(send, next === 1 ? 0 : interval);
+    if (finishing?.length === 0) res.end();
+    else timer = setTimeout(send, written === 1 ? 0 : interval);
   };
   let timer = setTimeout(send, control.latencyMs);
   res.on('close', () => clearTimeout(timer));
@@ -152,6 +175,7 @@ function controlsOf(req: http.IncomingMessage, options: MockWorkerOptions) {
     tokensPerSecond: Math.max(number('x-mock-tokens-per-second', options.tokensPerSecond), 0.001),
     tokens: Math.max(1, Math.floor(number('x-mock-tokens', DEFAULT_TOKENS))),
     fail: String(req.headers['x-mock-fail'] ?? ''),
+    hold: typeof req.headers['x-mock-hold'] === 'string' ? req.headers['x-mock-hold'] : undefined,
   };
 }
 

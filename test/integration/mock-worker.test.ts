@@ -53,6 +53,50 @@ test('a stream sends role, content and finish chunks, a usage chunk only when as
   expect(withoutUsage.some((e) => e.includes('"usage"'))).toBe(false);
 });
 
+test('a held stream streams until its group is released, then finishes with the usage it sent; other groups go on', async () => {
+  const body = { model: 'echo', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'hi' }] };
+  const pacing = { 'x-mock-tokens': '10000', 'x-mock-tokens-per-second': '50' };
+  const held = await post(body, { ...pacing, 'x-mock-hold': 'group-a' });
+  const other = await post(body, { ...pacing, 'x-mock-hold': 'group-b' });
+  const reader = held.body!.getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  const readUntil = async (stream: ReadableStreamDefaultReader<Uint8Array>, seen: string, tokens: number) => {
+    while ((seen.match(/"content":"[^"]+"/g) ?? []).length < tokens) {
+      const part = await stream.read();
+      if (part.done) break;
+      seen += decoder.decode(part.value, { stream: true });
+    }
+    return seen;
+  };
+  text = await readUntil(reader, text, 3);
+
+  const released = await fetch(`${worker.url}/_mock/release?group=group-a`, { method: 'POST' });
+  expect(await released.json()).toEqual({ released: 'group-a' });
+  for (let part = await reader.read(); !part.done; part = await reader.read()) text += decoder.decode(part.value, { stream: true });
+  const events = text.split('\n\n').filter(Boolean).map((event) => event.replace(/^data: /, ''));
+  expect(events.at(-1)).toBe('[DONE]');
+  const chunks = events.slice(0, -1).map((e) => JSON.parse(e));
+  const sent = chunks.filter((c) => c.choices[0]?.delta?.content).length;
+  expect(sent).toBeGreaterThanOrEqual(3);
+  expect(sent).toBeLessThan(10000);
+  expect(chunks.at(-2).choices[0].finish_reason).toBe('stop');
+  expect(chunks.at(-1).usage).toEqual(expect.objectContaining({ completion_tokens: sent }));
+
+  // group-b was not released: it streams on past the point where group-a stopped.
+  const otherReader = other.body!.getReader();
+  const otherText = await readUntil(otherReader, '', sent + 3);
+  expect(otherText).not.toContain('"finish_reason":"stop"');
+  expect(otherText).not.toContain('[DONE]');
+  await otherReader.cancel();
+});
+
+test('a release without a group is refused', async () => {
+  const answer = await fetch(`${worker.url}/_mock/release`, { method: 'POST' });
+  expect(answer.status).toBe(400);
+  expect(((await answer.json()) as { error: { param: string } }).error.param).toBe('group');
+});
+
 test('it records what it received, and a failure mode answers 500 on request', async () => {
   await worker.clear();
   expect((await post({ model: 'echo', messages: [] }, { 'x-mock-fail': 'status-500' })).status).toBe(500);
