@@ -104,7 +104,7 @@ async function main() {
       // streamHoldSeconds more, then the worker is told to finish them. A length fixed in advance was
       // too short on a slow machine: the TLS handshakes fell behind the opening pace, and the first
       // of 5,000 streams ended before the last had opened. The cap ends them if that never happens.
-      const tokenCap = Math.round(tokensPerSecond * ((4 * n) / PLAN.opensPerSecond + PLAN.streamHoldSeconds + 30));
+      const tokenCap = Math.round(tokensPerSecond * ((4 * n) / PLAN.opensPerSecond + PLAN.streamHoldSeconds + 90));
       const pacing = (group: string) => ({ 'x-mock-tokens': String(tokenCap), 'x-mock-tokens-per-second': String(tokensPerSecond), 'x-mock-hold': `${group}-${n}` });
       const releaseLater = (group: string) => () => void setTimeout(() => release(upstream, `${group}-${n}`), PLAN.streamHoldSeconds * 1000);
       progress(`${n} concurrent streams, direct`);

@@ -101,8 +101,9 @@ function chatCompletion(req: http.IncomingMessage, res: http.ServerResponse, bod
 
   const model = typeof request.model === 'string' ? request.model : 'echo';
   const limit = typeof request.max_tokens === 'number' && request.max_tokens > 0 ? request.max_tokens : control.tokens;
-  const tokens = answerTokens(lastUserText(request.messages), Math.min(limit, control.tokens));
-  const usage = { prompt_tokens: promptTokens(request.messages), completion_tokens: tokens.length, total_tokens: 0 };
+  const tokenCount = Math.min(limit, control.tokens);
+  const tokenAt = answerTokens(lastUserText(request.messages));
+  const usage = { prompt_tokens: promptTokens(request.messages), completion_tokens: tokenCount, total_tokens: 0 };
   usage.total_tokens = usage.prompt_tokens + usage.completion_tokens;
   const id = `chatcmpl-mock-${randomUUID()}`;
   const created = Math.floor(Date.now() / 1000);
@@ -115,10 +116,10 @@ function chatCompletion(req: http.IncomingMessage, res: http.ServerResponse, bod
         object: 'chat.completion',
         created,
         model,
-        choices: [{ index: 0, message: { role: 'assistant', content: tokens.join('') }, logprobs: null, finish_reason: finishReason }],
+        choices: [{ index: 0, message: { role: 'assistant', content: Array.from({ length: tokenCount }, (_, i) => tokenAt(i)).join('') }, logprobs: null, finish_reason: finishReason }],
         usage,
       });
-    const delayMs = control.latencyMs + (tokens.length * 1000) / control.tokensPerSecond;
+    const delayMs = control.latencyMs + (tokenCount * 1000) / control.tokensPerSecond;
     // A timer waits at least 1 ms: a worker told to take less (the benchmark's zero-latency floor) answers at once.
     if (delayMs < 1) answer();
     else setTimeout(answer, delayMs);
@@ -142,7 +143,7 @@ function chatCompletion(req: http.IncomingMessage, res: http.ServerResponse, bod
     if (written === 0) return chunk({ role: 'assistant', content: '' }, null);
     if (!finishing) {
       const released = control.hold !== undefined && isReleased(control.hold);
-      if (!released && sent < tokens.length) return chunk({ content: tokens[sent++] }, null);
+      if (!released && sent < tokenCount) return chunk({ content: tokenAt(sent++) }, null);
       finishing = finishingEvents(sent, released ? 'stop' : finishReason);
     }
     return finishing.shift()!;
@@ -192,16 +193,14 @@ function lastUserText(messages: unknown): string {
   return '';
 }
 
-/** Words of "echo: <last user message>", padded with a fixed sentence, `count` of them. */
-function answerTokens(userText: string, count: number): string[] {
+/** The i-th token of "echo: <last user message>", padded with a fixed sentence (made when sent: a held stream may send thousands). */
+function answerTokens(userText: string): (i: number) => string {
   const filler = 'this is the chatgate mock worker answering'.split(' ');
   const words = ['echo:', ...userText.split(/\s+/).filter(Boolean)];
-  const tokens: string[] = [];
-  for (let i = 0; i < count; i++) {
+  return (i) => {
     const word = i < words.length ? words[i]! : filler[(i - words.length) % filler.length]!;
-    tokens.push(i === 0 ? word : ' ' + word);
-  }
-  return tokens;
+    return i === 0 ? word : ' ' + word;
+  };
 }
 
 function promptTokens(messages: unknown): number {
