@@ -85,11 +85,20 @@ async function main() {
       for (const server of order) {
         progress(`round ${round}/${PLAN.rounds}: ${server.name}`);
         const cpuBefore = cpuSeconds(server.child.pid!);
-        const saturated = await load<{ requestsPerSecond: number; requests: number; non2xx: number; errors: number }>({ kind: 'saturate', target: target(server), connections: 64, seconds: PLAN.saturateSeconds });
-        const cpuPerRequestUs = ((cpuSeconds(server.child.pid!) - cpuBefore) / Math.max(saturated.requests, 1)) * 1e6;
-        const rssMiB = rssKiB(server.child.pid!) / 1024;
-        const rated = await load<{ p50: number; p99: number; p999: number; failures: number }>({ kind: 'rate', target: target(server), rate: PLAN.rate, seconds: PLAN.rateSeconds });
-        const sequential = await load<{ p50: number; mean: number; failures: number }>({ kind: 'sequential', target: target(server), count: PLAN.sequential });
+        let cpuPerRequestUs = NaN;
+        let rssMiB = NaN;
+        const [saturated, rated, sequential] = (await loadInSequence(
+          [
+            { kind: 'saturate', target: target(server), connections: 64, seconds: PLAN.saturateSeconds },
+            { kind: 'rate', target: target(server), rate: PLAN.rate, seconds: PLAN.rateSeconds },
+            { kind: 'sequential', target: target(server), count: PLAN.sequential },
+          ],
+          (index, result) => {
+            if (index !== 0) return;
+            cpuPerRequestUs = ((cpuSeconds(server.child.pid!) - cpuBefore) / Math.max((result as { requests: number }).requests, 1)) * 1e6;
+            rssMiB = rssKiB(server.child.pid!) / 1024;
+          },
+        )) as [{ requestsPerSecond: number; requests: number; non2xx: number; errors: number }, { p50: number; p99: number; p999: number; failures: number }, { p50: number; mean: number; failures: number }];
         const failures = saturated.non2xx + saturated.errors + rated.failures + sequential.failures;
         rounds[server.name]!.push({ rps: saturated.requestsPerSecond, p50: rated.p50, p99: rated.p99, p999: rated.p999, seqP50: sequential.p50, seqMean: sequential.mean, cpuPerRequestUs, rssMiB, failures });
       }
@@ -164,15 +173,23 @@ interface StreamResult {
 }
 
 function load<T>(task: Task, onPlateau?: () => void): Promise<T> {
+  return loadInSequence([task], () => undefined, onPlateau).then(([result]) => result as T);
+}
+
+/** One load generator process runs the tasks in turn; `onResult` hears each result as it comes. */
+function loadInSequence(tasks: Task[], onResult: (index: number, result: unknown) => void, onPlateau?: () => void): Promise<unknown[]> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join(HERE, 'load.js'), JSON.stringify(task)], { stdio: ['ignore', 'pipe', 'inherit'] });
-    let result: T | undefined;
+    const child = spawn(process.execPath, [path.join(HERE, 'load.js'), JSON.stringify(tasks)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const results: unknown[] = [];
     readline.createInterface({ input: child.stdout! }).on('line', (line) => {
-      const message = JSON.parse(line) as { plateau?: boolean; result?: T };
+      const message = JSON.parse(line) as { plateau?: boolean; result?: unknown; index?: number };
       if (message.plateau) onPlateau?.();
-      if (message.result) result = message.result;
+      if (message.result !== undefined && message.index !== undefined) {
+        results[message.index] = message.result;
+        onResult(message.index, message.result);
+      }
     });
-    child.on('exit', (code) => (result !== undefined ? resolve(result) : reject(new Error(`load generator exited with ${code}`))));
+    child.on('exit', (code) => (results.length === tasks.length && !results.includes(undefined) ? resolve(results) : reject(new Error(`load generator exited with ${code}`))));
   });
 }
 
