@@ -102,7 +102,7 @@ function chatCompletion(req: http.IncomingMessage, res: http.ServerResponse, bod
   const model = typeof request.model === 'string' ? request.model : 'echo';
   const limit = typeof request.max_tokens === 'number' && request.max_tokens > 0 ? request.max_tokens : control.tokens;
   const tokenCount = Math.min(limit, control.tokens);
-  const tokenAt = answerTokens(lastUserText(request.messages));
+  const tokenAt = answerToken(lastUserText(request.messages));
   const usage = { prompt_tokens: promptTokens(request.messages), completion_tokens: tokenCount, total_tokens: 0 };
   usage.total_tokens = usage.prompt_tokens + usage.completion_tokens;
   const id = `chatcmpl-mock-${randomUUID()}`;
@@ -194,7 +194,7 @@ function lastUserText(messages: unknown): string {
 }
 
 /** The i-th token of "echo: <last user message>", padded with a fixed sentence (made when sent: a held stream may send thousands). */
-function answerTokens(userText: string): (i: number) => string {
+function answerToken(userText: string): (i: number) => string {
   const filler = 'this is the chatgate mock worker answering'.split(' ');
   const words = ['echo:', ...userText.split(/\s+/).filter(Boolean)];
   return (i) => {

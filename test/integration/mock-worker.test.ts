@@ -60,7 +60,6 @@ test('a held stream streams until its group is released, then finishes with the 
   const other = await post(body, { ...pacing, 'x-mock-hold': 'group-b' });
   const reader = held.body!.getReader();
   const decoder = new TextDecoder();
-  let text = '';
   const readUntil = async (stream: ReadableStreamDefaultReader<Uint8Array>, seen: string, tokens: number) => {
     while ((seen.match(/"content":"[^"]+"/g) ?? []).length < tokens) {
       const part = await stream.read();
@@ -69,7 +68,7 @@ test('a held stream streams until its group is released, then finishes with the 
     }
     return seen;
   };
-  text = await readUntil(reader, text, 3);
+  let text = await readUntil(reader, '', 3);
 
   const released = await fetch(`${worker.url}/_mock/release?group=group-a`, { method: 'POST' });
   expect(await released.json()).toEqual({ released: 'group-a' });
