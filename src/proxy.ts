@@ -15,6 +15,7 @@
  * - The relay itself (`selfHandleResponse`): a JSON answer is written chunk by chunk as it comes, a
  *   stream event by event, both through their usage meter, the worker paused while the client's side is full.
  * - Memory: the body is released once a worker answers, since nothing is retried after that.
+ * - Batching: requests go to workers at the end of the event loop's iteration, together (write-batching.ts).
  */
 import type { Agent, ClientRequest, IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
@@ -29,6 +30,7 @@ import type { Outcome, WorkerState } from './upstream/pool';
 import type { UpstreamTarget } from './upstream/providers';
 import { SlotSet, type SlotMember } from './slot-set';
 import { JsonUsageMeter, SseUsageMeter, type AnswerRelay, type TokenUsage } from './usage';
+import { holdWritesToEndOfIteration } from './write-batching';
 
 /** Request headers that never leave the gateway: credentials, hop-by-hop, and what we set ourselves. */
 const DROPPED_REQUEST_HEADERS = new Set([
@@ -164,6 +166,7 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
     }
     const { settings } = attempt.target.provider;
     const socket = upstreamRequest.socket as Socket;
+    holdWritesToEndOfIteration(socket);
     const connected = () => {
       attempt.connected = true;
       arm(attempt, 'first_byte', settings.firstByteTimeoutMs);
