@@ -4,11 +4,14 @@
  * corked, whatever else corks and uncorks it meanwhile. The last test holds the proxy stage's upstream
  * request the way proxy.ts does, from http-proxy's `proxyReq`, and checks the request's bytes are
  * among those held (http-proxy 1.18 emits it on the request's `socket` event, before Node flushes
- * the request it buffered).
+ * the request it buffered), and the one before it watches the gateway itself do so.
  */
+import diagnostics from 'node:diagnostics_channel';
 import http from 'node:http';
 import net from 'node:net';
 import httpProxy from 'http-proxy';
+import { startTestGateway } from '../helpers/gateway';
+import { bearer, chatBody, request } from '../helpers/http';
 import { listenOnLoopback } from '../helpers/net';
 import { holdWritesToEndOfIteration } from '../../src/write-batching';
 
@@ -119,6 +122,39 @@ test('a writer that releases every level meanwhile (as OutgoingMessage.end does)
   await receivedAll(['held then straight on and later']);
 });
 
+test('the gateway holds each request to a worker until the end of its iteration, on a new connection and on a kept-alive one', async () => {
+  const worker = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"choices":[]}'));
+  });
+  const workerUrl = await listenOnLoopback(worker);
+  const gw = await startTestGateway({ providers: { local: { workers: [workerUrl] } } });
+  const seen: Array<{ corked: number; bytes: number }> = [];
+  const watch = ({ request: upstream }: { request: http.ClientRequest }) => {
+    const socket = upstream.socket as net.Socket | null;
+    if (!socket || upstream.method !== 'POST' || upstream.getHeader('host') !== new URL(workerUrl).host) return; // not a chat request to the worker
+    process.nextTick(() => seen.push({ corked: socket.writableCorked, bytes: socket.writableLength })); // after proxy.ts's proxyReq and Node's flush
+  };
+  diagnostics.subscribe('http.client.request.start', watch as (message: unknown) => void);
+  try {
+    const { key } = await gw.issueKey();
+    for (let i = 0; i < 2; i++) {
+      const answer = await request(gw.url, { headers: bearer(key), body: chatBody({ model: 'local/any' }), ca: gw.ca });
+      expect(answer.status).toBe(200);
+    }
+    expect(seen).toHaveLength(2);
+    for (const { corked, bytes } of seen) {
+      expect(corked).toBe(1);
+      expect(bytes).toBeGreaterThan(chatBody({ model: 'any' }).length);
+    }
+  } finally {
+    diagnostics.unsubscribe('http.client.request.start', watch as (message: unknown) => void);
+    await gw.stop();
+    worker.closeAllConnections();
+    await new Promise((resolve) => worker.close(resolve));
+  }
+});
+
 test("held from http-proxy's proxyReq, the upstream request's bytes are among the held writes", async () => {
   const worker = http.createServer((req, res) => {
     req.resume();
@@ -127,11 +163,12 @@ test("held from http-proxy's proxyReq, the upstream request's bytes are among th
   const workerUrl = await listenOnLoopback(worker);
   const agent = new http.Agent({ keepAlive: true });
   const proxy = httpProxy.createProxyServer({ target: `${workerUrl}/v1/chat/completions`, agent, ignorePath: true, selfHandleResponse: true });
-  const heldBytes: number[] = [];
+  const held: Array<{ corked: number; bytes: number }> = [];
   proxy.on('proxyReq', (upstreamRequest) => {
     const socket = upstreamRequest.socket as net.Socket;
     holdWritesToEndOfIteration(socket);
-    process.nextTick(() => heldBytes.push(socket.writableLength)); // after Node flushed what the request buffered
+    // after Node flushed what the request buffered (a connecting socket would keep the bytes anyway: the level tells)
+    process.nextTick(() => held.push({ corked: socket.writableCorked, bytes: socket.writableLength }));
   });
   proxy.on('proxyRes', (answer, _req, res) => answer.pipe(res));
   const front = http.createServer((req, res) => {
@@ -146,8 +183,11 @@ test("held from http-proxy's proxyReq, the upstream request's bytes are among th
       const answer = await fetch(frontUrl, { method: 'POST', body: 'ignored' }).then((r) => r.text());
       expect(answer).toBe('answered');
     }
-    expect(heldBytes).toHaveLength(2);
-    for (const bytes of heldBytes) expect(bytes).toBeGreaterThan('{"model":"echo"}'.length);
+    expect(held).toHaveLength(2);
+    for (const { corked, bytes } of held) {
+      expect(corked).toBe(1);
+      expect(bytes).toBeGreaterThan('{"model":"echo"}'.length);
+    }
   } finally {
     agent.destroy();
     proxy.close();
