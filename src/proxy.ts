@@ -314,9 +314,10 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
  * http-proxy sends the body with `options.buffer.pipe(upstreamRequest)`. The body is already whole in
  * memory, so it is written in one call, without a Readable per request (test/integration/proxy.test.ts
  * checks the worker receives it intact). That call ends the request before it has a socket, which
- * is what lets `proxyReq` hold its bytes to the end of the iteration (write-batching.ts). It is read from the target when sent, not captured here:
- * http-proxy's listeners keep these options as long as the answer lasts, and the body is released
- * once the worker answers (test/integration/stream-memory.test.ts).
+ * is what lets `proxyReq` hold its bytes to the end of the iteration (write-batching.ts). It is read
+ * from the target when sent, not captured here: http-proxy's listeners keep these options as long as
+ * the answer lasts, and the body is released once the worker answers
+ * (test/integration/stream-memory.test.ts).
  */
 function wholeBody(target: UpstreamTarget): Readable {
   return { pipe: (upstreamRequest: ClientRequest) => upstreamRequest.end(target.body) } as unknown as Readable;

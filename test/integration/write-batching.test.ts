@@ -92,6 +92,18 @@ test('a socket destroyed while held is passed over, and the others still go out'
   await receivedAll(['', 'still sent']);
 });
 
+test('a socket whose release throws does not keep the ones after it corked', async () => {
+  const live = await connect();
+  const failing = { destroyed: false, cork: () => undefined, uncork: () => { throw new Error('write failed'); } } as unknown as net.Socket;
+  holdWritesToEndOfIteration(failing);
+  holdWritesToEndOfIteration(live);
+  live.write('after the failure');
+
+  await endOfIteration();
+  expect(live.writableCorked).toBe(0);
+  await receivedAll(['after the failure']);
+});
+
 test('a hold made in the check phase goes out in the next iteration', async () => {
   const socket = await connect();
   await new Promise<void>((resolve) =>
