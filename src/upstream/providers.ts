@@ -3,12 +3,12 @@
  * keep-alive agent. A provider's upstream settings are the global ones with its own overrides. The
  * upstream credential is read from the environment at start, never from config.
  */
-import http from 'node:http';
-import https from 'node:https';
+import type http from 'node:http';
 import type { Config, ProviderConfig, UpstreamSettings } from '../config';
 import { ConfigError } from '../config';
 import { Pool, type WorkerState } from './pool';
 import { definedFields } from '../defined-fields';
+import { workerAgent } from './worker-agent';
 
 export interface Worker {
   /** For metric labels and logs: host, port and path of the base URL, never its user info. */
@@ -103,7 +103,7 @@ function createWorker(entry: ProviderConfig['workers'][number], maxSockets: numb
     base: url.origin + path,
     chatCompletionsUrl: chatCompletions.toString(),
     proxyTarget: { protocol: chatCompletions.protocol, host: hostname, hostname, port: chatCompletions.port, path: chatCompletions.pathname },
-    agent: url.protocol === 'https:' ? new https.Agent(options) : new http.Agent(options),
+    agent: workerAgent(url.protocol, options),
     weight,
     maxConcurrent,
   };
