@@ -31,6 +31,7 @@ import type { UpstreamTarget } from './upstream/providers';
 import { SlotSet, type SlotMember } from './slot-set';
 import { JsonUsageMeter, SseUsageMeter, type AnswerRelay, type TokenUsage } from './usage';
 import { holdWritesToEndOfIteration } from './write-batching';
+import { flattenStoredHead } from './stored-head';
 
 /** Request headers that never leave the gateway: credentials, hop-by-hop, and what we set ourselves. */
 const DROPPED_REQUEST_HEADERS = new Set([
@@ -214,11 +215,13 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
     }
     // One relay for both kinds, with backpressure as pipe() would: a client that reads slowly holds the
     // worker back. pipe() itself would add and later remove eight listeners per answer.
+    let headFlattened = false;
     upstreamResponse.on('data', (chunk: Buffer) => {
       stillAnswering(attempt);
       timeTokens?.();
       const out = meter.relay(chunk);
       if (out.length > 0 && !res.write(out)) upstreamResponse.pause();
+      headFlattened ||= flattenStoredHead(res);
     });
     res.on('drain', () => upstreamResponse.resume());
     upstreamResponse.on('end', () => {

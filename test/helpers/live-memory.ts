@@ -4,12 +4,13 @@
  * garbage first, and /metrics answers once it is written. RSS cannot tell: V8 keeps freed pages (the
  * same fuzz run grew it by -15 MiB alone and by 65 MiB beside other test suites).
  */
-import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { issueKey } from '../../src/auth/issue';
 import { FileKeyStore } from '../../src/auth/store/file';
 import { startGatewayProcess, type GatewayProcess } from './gateway-process';
+import { HeapGraph } from './heap-snapshot';
 import { sample, scrape } from './metrics';
 import { eventually, stopProcess } from './processes';
 
@@ -19,6 +20,8 @@ export interface MeasuredGateway {
   key: string;
   /** The sum of these series after a full collection, in MiB. */
   liveMiB(series: string[]): Promise<number>;
+  /** A heap snapshot of the gateway, taken now. */
+  heapGraph(): Promise<HeapGraph>;
   stop(): Promise<void>;
 }
 
@@ -35,15 +38,26 @@ export async function startMeasuredGateway(name: string, workerUrl: string, sett
     { keyStore: { type: 'file', path: keyFile }, providers: { mock: { workers: [workerUrl] } }, ...settings },
     { NODE_OPTIONS: `--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${snapshotDir}` },
   );
+  /** Its file, and the metrics the gateway answers once it is written (before anything else runs). */
+  async function writeSnapshot(): Promise<{ file: string; metrics: string }> {
+    gateway.child.kill('SIGUSR2');
+    const snapshot = await eventually(() => readdirSync(snapshotDir)[0], 60_000);
+    const metrics = await scrape(gateway.adminUrl);
+    return { file: path.join(snapshotDir, snapshot), metrics };
+  }
   return {
     process: gateway,
     key,
     async liveMiB(series) {
-      gateway.child.kill('SIGUSR2');
-      const snapshot = await eventually(() => readdirSync(snapshotDir)[0], 60_000);
-      const metrics = await scrape(gateway.adminUrl);
-      rmSync(path.join(snapshotDir, snapshot));
+      const { file, metrics } = await writeSnapshot();
+      rmSync(file);
       return series.reduce((sum, name) => sum + sample(metrics, name), 0) / 2 ** 20;
+    },
+    async heapGraph() {
+      const { file } = await writeSnapshot();
+      const graph = new HeapGraph(JSON.parse(readFileSync(file, 'utf8')));
+      rmSync(file);
+      return graph;
     },
     async stop() {
       await stopProcess(gateway.child);

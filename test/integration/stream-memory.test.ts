@@ -47,3 +47,22 @@ test(`${STREAMS} open streams with 1 MiB prompts: the gateway holds none of the 
   for (const stream of streams) stream.destroy();
   expect(growth).toBeLessThan(BOUND_MIB);
 }, 60_000);
+
+test('an open stream holds its answer head as one string, and its connection to the worker no request headers', async () => {
+  const streams = await Promise.all(Array.from({ length: 4 }, () => openStream(chatBody({ stream: true }))));
+  const graph = await gateway.heapGraph();
+  for (const stream of streams) stream.destroy();
+
+  // Node builds the head by concatenation, a tree of some fifty strings; flattened, it is the tree's
+  // root holding the whole text and an empty half.
+  const heads = graph.nodes('object', 'ExpressResponse').flatMap((res) => graph.edges(res).get('_header') ?? []);
+  const headPieces = heads.filter((head) => graph.type(head).endsWith('string')).map((head) => graph.stringPieces(head));
+  expect(headPieces.length).toBeGreaterThanOrEqual(streams.length);
+  expect(headPieces.filter((pieces) => pieces > 3)).toEqual([]);
+
+  // What node's agent keeps with each pooled connection (src/upstream/worker-agent.ts).
+  const connectionOptions = graph.nodes('closure', 'onFree').flatMap((onFree) => graph.edges(graph.edges(onFree).get('context')!).get('options') ?? []);
+  expect(connectionOptions.length).toBeGreaterThanOrEqual(streams.length);
+  expect(connectionOptions.filter((options) => graph.edges(options).has('headers'))).toEqual([]);
+  expect(connectionOptions.every((options) => graph.edges(options).has('port'))).toBe(true);
+}, 60_000);
