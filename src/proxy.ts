@@ -215,7 +215,7 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
     }
     // One relay for both kinds, with backpressure as pipe() would: a client that reads slowly holds the
     // worker back. pipe() itself would add and later remove eight listeners per answer.
-    let headFlattened = false;
+    let headFlattened = !stream; // a JSON answer ends once its head is written: nothing held to flatten
     upstreamResponse.on('data', (chunk: Buffer) => {
       stillAnswering(attempt);
       timeTokens?.();
