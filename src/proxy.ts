@@ -215,13 +215,13 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
     }
     // One relay for both kinds, with backpressure as pipe() would: a client that reads slowly holds the
     // worker back. pipe() itself would add and later remove eight listeners per answer.
-    let headFlattened = !stream; // a JSON answer ends once its head is written: nothing held to flatten
+    let headToFlatten = stream; // only a stream keeps its head for long
     upstreamResponse.on('data', (chunk: Buffer) => {
       stillAnswering(attempt);
       timeTokens?.();
       const out = meter.relay(chunk);
       if (out.length > 0 && !res.write(out)) upstreamResponse.pause();
-      headFlattened ||= flattenStoredHead(res);
+      if (headToFlatten && flattenStoredHead(res)) headToFlatten = false;
     });
     res.on('drain', () => upstreamResponse.resume());
     upstreamResponse.on('end', () => {

@@ -45,7 +45,8 @@ async function startWorker(protocol: 'http:' | 'https:'): Promise<Worker> {
 
 /** A request as http-proxy's setupOutgoing makes it: every TLS field present, most undefined. */
 function send(protocol: string, agent: http.Agent, port: number, requestId: string, query = ''): Promise<{ body: string; reused: boolean }> {
-  const options = { protocol, host: '127.0.0.1', hostname: '127.0.0.1', port, socketPath: undefined, pfx: undefined, key: undefined, passphrase: undefined, cert: undefined, ca: undefined, ciphers: undefined, secureProtocol: undefined, localAddress: undefined, method: 'POST', path: `/v1/chat/completions${query}`, agent, headers: { ...REQUEST_HEADERS, 'x-request-id': requestId } };
+  const tls = protocol === 'https:' ? { rejectUnauthorized: true } : {};
+  const options = { protocol, host: '127.0.0.1', hostname: '127.0.0.1', port, socketPath: undefined, pfx: undefined, key: undefined, passphrase: undefined, cert: undefined, ca: undefined, ciphers: undefined, secureProtocol: undefined, ...tls, localAddress: undefined, method: 'POST', path: `/v1/chat/completions${query}`, agent, headers: { ...REQUEST_HEADERS, 'x-request-id': requestId } };
   const transport = protocol === 'https:' ? https : http;
   return new Promise((resolve, reject) => {
     const req = transport.request(options, (res) => {
