@@ -29,7 +29,7 @@ interface Worker {
   close(): Promise<void>;
 }
 
-/** Answers each request with its x-request-id; `close: true` in the query asks it to close the connection after. */
+/** Answers each request with its x-request-id; `?close=true` asks it to close the connection after answering. */
 async function startWorker(protocol: 'http:' | 'https:'): Promise<Worker> {
   const handler = (req: IncomingMessage, res: http.ServerResponse) => {
     if (req.url?.includes('close=true')) res.setHeader('connection', 'close');
