@@ -14,7 +14,8 @@
  * - Timeouts by phase (connect, first byte, idle between chunks), which it cannot tell from resets.
  * - The relay itself (`selfHandleResponse`): a JSON answer is written chunk by chunk as it comes, a
  *   stream event by event, both through their usage meter, the worker paused while the client's side is full.
- * - Memory: the body is released once a worker answers, since nothing is retried after that.
+ * - Memory: the body is released once a worker answers, since nothing is retried after that, and a
+ *   stream's stored head is flattened once written (stored-head.ts).
  * - Batching: requests go to workers at the end of the event loop's iteration, together (write-batching.ts).
  */
 import type { Agent, ClientRequest, IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
