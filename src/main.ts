@@ -21,6 +21,7 @@ import { loadConfig, type Config } from './config';
 import { required } from './context';
 import { accessLogOf, createLogger, destinationOf, type Logger } from './log';
 import { createMetrics, type Metrics } from './metrics';
+import { logProcessWarnings } from './process-warnings';
 import { createProxy } from './proxy';
 import { createSpanExport } from './tracing';
 import { RateLimiter } from './ratelimit/limiter';
@@ -35,6 +36,7 @@ import { buildProviders, closeProviders, type Provider, type ProviderTable } fro
 export async function startGateway(configFile: string, out: NodeJS.WritableStream = process.stderr): Promise<Gateway> {
   const config = loadConfig(configFile);
   const log = createLogger(config.log.level, destinationOf(config.log.destination));
+  logProcessWarnings(log);
   if (cluster.isWorker) return startServing(config, configFile, log, 'worker');
   if (config.server.processes > 1) return startPrimary(config, log, out, configFile);
   return startServing(config, configFile, log, 'single', out);

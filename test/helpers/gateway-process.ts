@@ -17,6 +17,8 @@ export interface GatewayProcess {
   ca: string;
   /** Every log line the process wrote on stdout, parsed. */
   log: Array<Record<string, unknown>>;
+  /** What the process wrote on stderr so far. */
+  stderr: () => string;
 }
 
 /** `dir` holds the config and the data directory; the config listens on ports the OS picks. */
@@ -52,6 +54,7 @@ export function spawnGatewayProcess(dir: string, name: string, settings: Record<
       adminUrl: `http://127.0.0.1:${Number(addresses.admin.split(':').pop())}`,
       ca: readFileSync(path.join(dataDir, 'tls', 'cert.pem'), 'utf8'),
       log,
+      stderr: () => stderr,
     };
   });
   return { child, listening };
