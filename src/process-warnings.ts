@@ -10,7 +10,7 @@
  */
 import type { Logger } from './log';
 
-export const KNOWN_DEPENDENCY_WARNINGS: Readonly<Record<string, string>> = {
+const KNOWN_DEPENDENCY_WARNINGS: Readonly<Record<string, string>> = {
   DEP0060: 'http-proxy 1.18 calls util._extend (http-party/node-http-proxy#1715)',
 };
 
@@ -21,7 +21,7 @@ export function logProcessWarnings(log: Logger): void {
   process.on('warning', (warning) => logWarning(log, warning));
 }
 
-export function logWarning(log: Logger, warning: Error & { code?: string }): void {
+function logWarning(log: Logger, warning: Error & { code?: string }): void {
   const fields = { warning: { name: warning.name, code: warning.code, message: warning.message } };
   const knownCause = warning.code === undefined ? undefined : KNOWN_DEPENDENCY_WARNINGS[warning.code];
   if (knownCause !== undefined) log.debug({ ...fields, knownCause }, 'Node.js process warning from a dependency');
