@@ -31,6 +31,8 @@ const STREAM_RUNS = [
   { n: 1000, tokensPerSecond: 10 },
   { n: 5000, tokensPerSecond: 2 },
 ];
+/** Connections to the worker for held streams: one per stream (chatgate's `upstream.maxSocketsPerWorker` likewise). */
+const STREAM_SOCKETS = 8192;
 /** --streams: only the concurrent-stream runs (to look at them alone). */
 const STREAMS_ONLY = process.argv.includes('--streams');
 const PLAN = SMOKE
@@ -56,7 +58,7 @@ async function main() {
   try {
     const tls = await loadOrCreateDevCertificate(path.join(dir, 'tls'));
     const keyFile = path.join(tls.certFile, '..', 'key.pem');
-    const serverArgs = (role: string, upstream = '') => [path.join(HERE, 'servers.js'), role, tls.certFile, keyFile, upstream];
+    const serverArgs = (role: string, upstream = '', maxSockets = 256) => [path.join(HERE, 'servers.js'), role, tls.certFile, keyFile, upstream, String(maxSockets)];
 
     progress('starting the mock worker, the bare proxies and chatgate (1 and 2 processes)');
     const worker = await startJsonProcess(serverArgs('worker'), children);
@@ -118,27 +120,36 @@ async function main() {
       const releaseLater = (group: string) => () => void setTimeout(() => release(upstream, `${group}-${n}`), PLAN.streamHoldSeconds * 1000);
       progress(`${n} concurrent streams, direct`);
       const direct = await load<StreamResult>({ kind: 'streams', target: target(servers[0]!, streamBody, pacing('direct')), streams: n, opensPerSecond: PLAN.opensPerSecond }, releaseLater('direct'));
-      // A gateway of its own: one that ran the saturated rounds holds a heap grown for them, which new
-      // streams would fill before its RSS moved (memory per stream read 7 KiB that way). A few streams
-      // first, so that compiled code and pools count as idle, not as the streams' memory.
-      const gateway: Server = { name: `chatgate (streams)`, ...(await chatgate(dir, `streams-${n}`, 1, upstream, keyFile, tls.certFile, children)), headers: auth };
-      await load<StreamResult>({ kind: 'streams', target: target(gateway, streamBody, { 'x-mock-tokens': '3', 'x-mock-tokens-per-second': '100' }), streams: 50, opensPerSecond: PLAN.opensPerSecond });
-      const idleKiB = rssKiB(gateway.child.pid!);
-      let plateauKiB: number | undefined;
-      progress(`${n} concurrent streams, chatgate`);
-      const releaseThrough = releaseLater('chatgate');
-      const through = await load<StreamResult>({ kind: 'streams', target: target(gateway, streamBody, pacing('chatgate')), streams: n, opensPerSecond: PLAN.opensPerSecond }, () => {
-        plateauKiB = rssKiB(gateway.child.pid!);
-        releaseThrough();
-      });
+      // Each proxy in a process of its own: one that ran the saturated rounds holds a heap grown for
+      // them, which new streams would fill before its RSS moved (memory per stream read 7 KiB that
+      // way). A few streams first, so that compiled code and pools count as idle, not as the streams'
+      // memory. The bare proxy is the floor of Node's stack, as in the throughput rounds.
+      const heldStreams = async (server: Server, group: string) => {
+        await load<StreamResult>({ kind: 'streams', target: target(server, streamBody, { 'x-mock-tokens': '3', 'x-mock-tokens-per-second': '100' }), streams: 50, opensPerSecond: PLAN.opensPerSecond });
+        const idleKiB = rssKiB(server.child.pid!);
+        let plateauKiB: number | undefined;
+        progress(`${n} concurrent streams, ${server.name}`);
+        const releaseHeld = releaseLater(group);
+        const result = await load<StreamResult>({ kind: 'streams', target: target(server, streamBody, pacing(group)), streams: n, opensPerSecond: PLAN.opensPerSecond }, () => {
+          plateauKiB = rssKiB(server.child.pid!);
+          releaseHeld();
+        });
+        await stop(server.child);
+        // Only when all n were open at once; otherwise the figure would divide by streams already gone.
+        return { result, kibPerStream: plateauKiB === undefined ? NaN : (plateauKiB - idleKiB) / n };
+      };
+      const bare = await heldStreams({ name: 'bare proxy', ...(await proxyServer(serverArgs('bare', upstream, STREAM_SOCKETS), children)) }, 'bare');
+      const gateway = await heldStreams({ name: 'chatgate', ...(await chatgate(dir, `streams-${n}`, 1, upstream, keyFile, tls.certFile, children)), headers: auth }, 'chatgate');
+      const through = gateway.result;
       streamFigures.push({
         streams: n,
         tokensPerSecond,
         intact: through.intact,
         broken: through.broken,
         directIntact: direct.intact,
-        // Only when all n were open at once; otherwise the figure would divide by streams already gone.
-        kibPerStream: plateauKiB === undefined ? NaN : (plateauKiB - idleKiB) / n,
+        kibPerStream: gateway.kibPerStream,
+        bareProxyKibPerStream: bare.kibPerStream,
+        bareProxyIntact: bare.result.intact,
         peakOpen: through.peakOpen,
         addedFirstTokenP50Ms: through.firstTokenMs.p50 - direct.firstTokenMs.p50,
         addedFirstTokenP99Ms: through.firstTokenMs.p99 - direct.firstTokenMs.p99,
@@ -146,7 +157,6 @@ async function main() {
         betweenTokensP99Ms: through.betweenTokensMs.p99,
         directBetweenTokensP99Ms: direct.betweenTokensMs.p99,
       });
-      await stop(gateway.child);
     }
 
     progress('key check cost (in this process)');
@@ -231,7 +241,7 @@ async function chatgate(dir: string, name: string, processes: number, upstream: 
       server: { processes },
       log: { level: 'info', destination: '/dev/null' },
       // Thousands of concurrent streams need as many connections to the worker (the default, 256, queues the rest).
-      upstream: { maxSocketsPerWorker: 8192 },
+      upstream: { maxSocketsPerWorker: STREAM_SOCKETS },
       providers: { bench: { workers: [upstream] } },
     }),
   );
@@ -369,6 +379,8 @@ interface StreamFigure {
   broken: Record<string, number>;
   directIntact: number;
   kibPerStream: number;
+  bareProxyKibPerStream: number;
+  bareProxyIntact: number;
   peakOpen: number;
   addedFirstTokenP50Ms: number;
   addedFirstTokenP99Ms: number;
@@ -406,11 +418,11 @@ function report(results: { figures: Record<string, Record<string, number>>; rati
         ]
       : []),
     table([
-      ['streams', 'intact (chatgate / direct)', 'KiB per open stream', 'added first token p50 / p99 ms', 'between tokens p50 / p99 ms (direct p99)'],
+      ['streams', 'intact (chatgate / direct / bare proxy)', 'KiB per open stream (bare proxy)', 'added first token p50 / p99 ms', 'between tokens p50 / p99 ms (direct p99)'],
       ...results.streams.map((s) => [
         `${s.streams} @${s.tokensPerSecond} tokens/s`,
-        `${s.intact} / ${s.directIntact}${Object.keys(s.broken).length ? ` (others: ${JSON.stringify(s.broken)})` : ''}`,
-        Number.isNaN(s.kibPerStream) ? `n/a (at most ${s.peakOpen} open at once)` : s.kibPerStream.toFixed(1),
+        `${s.intact} / ${s.directIntact} / ${s.bareProxyIntact}${Object.keys(s.broken).length ? ` (others: ${JSON.stringify(s.broken)})` : ''}`,
+        `${Number.isNaN(s.kibPerStream) ? `n/a (at most ${s.peakOpen} open at once)` : s.kibPerStream.toFixed(1)} (${Number.isNaN(s.bareProxyKibPerStream) ? 'n/a' : s.bareProxyKibPerStream.toFixed(1)})`,
         `${s.addedFirstTokenP50Ms.toFixed(2)} / ${s.addedFirstTokenP99Ms.toFixed(2)}`,
         `${s.betweenTokensP50Ms.toFixed(1)} / ${s.betweenTokensP99Ms.toFixed(1)} (${s.directBetweenTokensP99Ms.toFixed(1)})`,
       ]),

@@ -4,7 +4,8 @@
  * `express` (stock Express 5 + helmet + http-proxy, no auth or validation) and `tuned-express` (the
  * same with chatgate's framework settings: requests created on Express's prototypes, the API security
  * headers worked out once, no etag: what the stack costs before any stage of the gateway). Each prints
- * {"ports":...} once it listens.
+ * {"ports":...} once it listens. A proxy's connections to the worker are capped at 256, or at the
+ * optional last argument (one per held stream, for the stream runs).
  */
 import http from 'node:http';
 import https from 'node:https';
@@ -18,7 +19,7 @@ import { mockWorkerHandler } from '../src/mock-worker/server';
 import { turnOffPretenuring } from '../src/pretenuring';
 import { API_SECURITY_HEADERS, securityHeaders } from '../src/security-headers';
 
-const [role, certFile, keyFile, upstream] = process.argv.slice(2) as [string, string, string, string | undefined];
+const [role, certFile, keyFile, upstream, maxSockets = '256'] = process.argv.slice(2) as [string, string, string, string | undefined, string | undefined];
 const tls = { cert: readFileSync(certFile), key: readFileSync(keyFile) };
 
 function listen(server: http.Server): Promise<number> {
@@ -26,7 +27,7 @@ function listen(server: http.Server): Promise<number> {
 }
 
 function proxyTo(target: string) {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+  const agent = new http.Agent({ keepAlive: true, maxSockets: Number(maxSockets) });
   const proxy = httpProxy.createProxyServer({ target, agent, ignorePath: true });
   proxy.on('error', (_err, _req, res) => {
     if ('writeHead' in res && !res.headersSent) res.writeHead(502);
