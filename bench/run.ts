@@ -58,7 +58,7 @@ async function main() {
   try {
     const tls = await loadOrCreateDevCertificate(path.join(dir, 'tls'));
     const keyFile = path.join(tls.certFile, '..', 'key.pem');
-    const serverArgs = (role: string, upstream = '', maxSockets = 256) => [path.join(HERE, 'servers.js'), role, tls.certFile, keyFile, upstream, String(maxSockets)];
+    const serverArgs = (role: string, upstream = '', maxSockets?: number) => [path.join(HERE, 'servers.js'), role, tls.certFile, keyFile, upstream, ...(maxSockets ? [String(maxSockets)] : [])];
 
     progress('starting the mock worker, the bare proxies and chatgate (1 and 2 processes)');
     const worker = await startJsonProcess(serverArgs('worker'), children);
