@@ -14,8 +14,9 @@
  * - Timeouts by phase (connect, first byte, idle between chunks), which it cannot tell from resets.
  * - The relay itself (`selfHandleResponse`): a JSON answer is written chunk by chunk as it comes, a
  *   stream event by event, both through their usage meter, the worker paused while the client's side is full.
- * - Memory: the body is released once a worker answers, since nothing is retried after that, and a
- *   stream's stored head is flattened once written (stored-head.ts).
+ * - A stream's head goes to the client as soon as the worker's arrives, ahead of the first token, and
+ *   Node's stored copy of it is flattened (stream-head.ts).
+ * - Memory: the body is released once a worker answers, since nothing is retried after that.
  * - Batching: requests go to workers at the end of the event loop's iteration, together (write-batching.ts).
  */
 import type { Agent, ClientRequest, IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
@@ -32,7 +33,7 @@ import type { UpstreamTarget } from './upstream/providers';
 import { SlotSet, type SlotMember } from './slot-set';
 import { JsonUsageMeter, SseUsageMeter, type AnswerRelay, type TokenUsage } from './usage';
 import { holdWritesToEndOfIteration } from './write-batching';
-import { flattenStoredHead } from './stored-head';
+import { sendStreamHead } from './stream-head';
 
 /** Request headers that never leave the gateway: credentials, hop-by-hop, and what we set ourselves. */
 const DROPPED_REQUEST_HEADERS = new Set([
@@ -211,18 +212,17 @@ export function createProxy(metrics: Metrics, events: ProxyEvents, now: () => nu
       res.removeHeader('content-length'); // a dropped usage chunk changes the length
       meter = attempt.meter = new SseUsageMeter(attempt.target.dropUsageChunk, reportUsage);
       timeTokens = tokenTimer(attempt);
+      sendStreamHead(res);
     } else {
       meter = new JsonUsageMeter(reportUsage);
     }
     // One relay for both kinds, with backpressure as pipe() would: a client that reads slowly holds the
     // worker back. pipe() itself would add and later remove eight listeners per answer.
-    let headToFlatten = stream; // only a stream keeps its head for long
     upstreamResponse.on('data', (chunk: Buffer) => {
       stillAnswering(attempt);
       timeTokens?.();
       const out = meter.relay(chunk);
       if (out.length > 0 && !res.write(out)) upstreamResponse.pause();
-      if (headToFlatten && flattenStoredHead(res)) headToFlatten = false;
     });
     res.on('drain', () => upstreamResponse.resume());
     upstreamResponse.on('end', () => {

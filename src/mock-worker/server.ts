@@ -2,7 +2,7 @@
  * An OpenAI-compatible mock model worker: POST /v1/chat/completions (JSON, or SSE with
  * `stream: true`, a usage chunk when `stream_options.include_usage` asks for it), GET /v1/models,
  * GET /health. It answers with an echo of the last user message, paced at `tokensPerSecond` after
- * `latencyMs`. Used by the embedded defaults, the tests and the benchmark.
+ * `latencyMs` (a stream's head goes out first, at once). Used by the embedded defaults, the tests and the benchmark.
  *
  * Test controls, per request (headers pass through the gateway untouched):
  *   x-mock-latency-ms, x-mock-tokens-per-second, x-mock-tokens (answer length in tokens)
@@ -149,11 +149,13 @@ function chatCompletion(req: http.IncomingMessage, res: http.ServerResponse, bod
     return finishing.shift()!;
   };
 
+  // The head goes out when the request is taken, before the first token (which may be seconds away).
+  res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
+  res.flushHeaders();
   const interval = 1000 / control.tokensPerSecond;
   let written = 0;
   const send = () => {
     if (res.destroyed) return;
-    if (written === 0) res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
     res.write(nextEvent(written++));
     if (control.fail === 'die-mid-stream' && written === 2) {
       res.socket?.destroy();

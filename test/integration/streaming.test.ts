@@ -42,6 +42,26 @@ test('the client holds the first chunk while the worker is still generating the 
   expect((await f.worker.requests())[0]!.outcome).toBe('completed');
 });
 
+test("the stream's head reaches the client as soon as the worker sends its own, not with the first token", async () => {
+  // The worker sends its head at once and its first token a minute later.
+  const req = https.request(`${f.gw.url}/v1/chat/completions`, { method: 'POST', ca: f.gw.ca, agent: false, headers: { ...bearer(f.key), 'x-mock-latency-ms': '60000' } });
+  req.on('error', () => undefined);
+  try {
+    const response = await new Promise<IncomingMessage>((resolve, reject) => {
+      req.on('response', resolve);
+      setTimeout(() => reject(new Error('no head within 10 s')), 10_000).unref();
+      req.end(chatBody({ stream: true }));
+    });
+    expect(response.statusCode).toBe(200);
+    expect(response.headers['content-type']).toMatch(/^text\/event-stream/);
+    expect(response.headers['x-accel-buffering']).toBe('no');
+    expect((await f.worker.requests())[0]!.outcome).toBe('pending');
+  } finally {
+    req.destroy();
+  }
+  expect(await eventually(async () => ((await f.worker.requests())[0]?.outcome === 'aborted' ? true : undefined))).toBe(true);
+});
+
 test('a client that disconnects mid-stream aborts the upstream request', async () => {
   const response = await openStream({ 'x-mock-tokens': '200', 'x-mock-tokens-per-second': '20' });
   await firstChunk(response);
