@@ -86,8 +86,8 @@ describe('faults on small pools', () => {
   let restrictedKey: string;
 
   beforeAll(async () => {
-    workers = await Promise.all([0, 1, 2, 3, 4, 5, 6, 7].map(() => startWorker({ tokensPerSecond: 20 })));
-    const [frozen, pairA, pairB, streamer, single, downA, sleepy, sleepy2] = workers.map((w) => w.url);
+    workers = await Promise.all([0, 1, 2, 3, 4, 5, 6, 7, 8].map(() => startWorker({ tokensPerSecond: 20 })));
+    const [frozen, pairA, pairB, streamer, single, downA, sleepy, sleepy2, headOnly] = workers.map((w) => w.url);
     gw = await startTestGateway({
       upstream: FAST_HEALTH,
       providers: {
@@ -99,6 +99,7 @@ describe('faults on small pools', () => {
         down: { workers: [downA] },
         named: { workers: [pairA], models: ['alpha', 'beta/gamma'] },
         sleepy: { workers: [sleepy], upstream: { idleTimeoutMs: 300 } },
+        headOnly: { workers: [headOnly], upstream: { idleTimeoutMs: 300 } },
       },
     });
     ({ key } = await gw.issueKey());
@@ -190,6 +191,21 @@ describe('faults on small pools', () => {
     expect(events.length).toBeGreaterThanOrEqual(2);
     expect(JSON.parse(events.at(-1)!.replace('event: error\ndata: ', ''))).toMatchObject({ error: { code: 'upstream_timeout', type: 'api_error' } });
     const worker = `provider="sleepy",worker="127.0.0.1:${workers[6]!.port}"`;
+    expect(sample(await scrape(gw.adminUrl), `chatgate_upstream_timeouts_total{${worker},phase="idle"}`)).toBe(1);
+  });
+
+  test('a worker that sends its stream head and then nothing past idleTimeoutMs: the client, which has the head, gets one SSE error event', async () => {
+    const response = await request(gw.url, {
+      ca: gw.ca,
+      headers: { ...bearer(key), 'x-mock-latency-ms': '5000' },
+      body: chatBody({ model: 'headOnly/echo', stream: true }),
+    });
+    expect(response.status).toBe(200);
+    expect(response.headers['content-type']).toMatch(/^text\/event-stream/);
+    const events = response.body.split('\n\n').filter(Boolean);
+    expect(events).toHaveLength(1);
+    expect(JSON.parse(events[0]!.replace('event: error\ndata: ', ''))).toMatchObject({ error: { code: 'upstream_timeout', type: 'api_error' } });
+    const worker = `provider="headOnly",worker="127.0.0.1:${workers[8]!.port}"`;
     expect(sample(await scrape(gw.adminUrl), `chatgate_upstream_timeouts_total{${worker},phase="idle"}`)).toBe(1);
   });
 
