@@ -2,7 +2,8 @@
  * An OpenAI-compatible mock model worker: POST /v1/chat/completions (JSON, or SSE with
  * `stream: true`, a usage chunk when `stream_options.include_usage` asks for it), GET /v1/models,
  * GET /health. It answers with an echo of the last user message, paced at `tokensPerSecond` after
- * `latencyMs` (a stream's head goes out first, at once). Used by the embedded defaults, the tests and the benchmark.
+ * `latencyMs` (a stream's head goes out first, at once). Used by the embedded defaults, the tests
+ * and the benchmark.
  *
  * Test controls, per request (headers pass through the gateway untouched):
  *   x-mock-latency-ms, x-mock-tokens-per-second, x-mock-tokens (answer length in tokens)
