@@ -5,7 +5,6 @@
 import { X509Certificate } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import selfsigned from 'selfsigned';
 
 export interface Certificate {
   cert: string;
@@ -24,6 +23,7 @@ export async function loadOrCreateDevCertificate(directory: string): Promise<Cer
 
   const notBeforeDate = new Date();
   const notAfterDate = new Date(notBeforeDate.getTime() + 365 * 24 * 3600 * 1000);
+  const { default: selfsigned } = await import('selfsigned'); // only on a first start: it brings 200 modules of ASN.1
   const pems = await selfsigned.generate([{ name: 'commonName', value: 'localhost' }], {
     keyType: 'ec',
     algorithm: 'sha256',

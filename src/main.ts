@@ -26,7 +26,6 @@ import { createProxy } from './proxy';
 import { createSpanExport } from './tracing';
 import { RateLimiter } from './ratelimit/limiter';
 import { MemoryRateLimitStore } from './ratelimit/memory';
-import { RedisRateLimitStore } from './ratelimit/redis';
 import type { RateLimitStore } from './ratelimit/store';
 import { openListeners } from './server';
 import { HealthChecker } from './upstream/health';
@@ -145,7 +144,7 @@ async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, 
   const usage = new UsageRecorder(keyStore, (err) => log.warn({ err: (err as Error).message }, 'could not record key usage'));
   usage.start(config.auth.lastUsedFlushMs);
   const rateLimitStore = await openRateLimitStore(config, log);
-  const spans = createSpanExport(config.tracing);
+  const spans = await createSpanExport(config.tracing);
   return {
     keyCache,
     usage,
@@ -257,6 +256,7 @@ function modelLabel(provider: Provider, modelName: string): string {
 async function openRateLimitStore(config: Config, log: Logger): Promise<RateLimitStore> {
   const { store, url, timeoutMs } = config.rateLimit;
   if (store === 'memory' || !url) return new MemoryRateLimitStore();
+  const { RedisRateLimitStore } = await import('./ratelimit/redis'); // ioredis only where Redis is used
   const redis = new RedisRateLimitStore(url, timeoutMs, {
     connection: (state) =>
       state === 'lost'

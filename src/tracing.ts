@@ -4,10 +4,7 @@
  * tree matches what travelled: client span -> gateway span -> worker span. Recorded when the answer is
  * over, from what the stages noted on the request context; nothing here runs before that.
  */
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, TraceFlags, trace, type Attributes } from '@opentelemetry/api';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { resourceFromAttributes } from '@opentelemetry/resources';
-import { BatchSpanProcessor, RandomIdGenerator, TracerProvider } from '@opentelemetry/sdk-trace';
+import type { Attributes } from '@opentelemetry/api';
 import { withoutKeys } from './auth/keys';
 import type { Config } from './config';
 import type { RequestContext } from './context';
@@ -25,21 +22,27 @@ export interface SpanExport {
   shutdown(): Promise<void>;
 }
 
-/** Hands the SDK the ids the request already has; it asks synchronously inside startSpan. */
-class ChosenIds extends RandomIdGenerator {
-  traceId: string | undefined;
-  spanId: string | undefined;
-  override generateTraceId = () => this.take('traceId') ?? new RandomIdGenerator().generateTraceId();
-  override generateSpanId = () => this.take('spanId') ?? new RandomIdGenerator().generateSpanId();
-  private take(which: 'traceId' | 'spanId'): string | undefined {
-    const id = this[which];
-    this[which] = undefined;
-    return id;
-  }
-}
-
-export function createSpanExport(settings: Config['tracing']): SpanExport | undefined {
+/**
+ * The SDK and its exporter are loaded only when spans are exported: about 250 modules and 3 MiB of
+ * heap that every serving process would otherwise carry unused (test/integration/lazy-modules.test.ts).
+ */
+export async function createSpanExport(settings: Config['tracing']): Promise<SpanExport | undefined> {
   if (!settings.otlpEndpoint) return undefined;
+  const [{ ROOT_CONTEXT, SpanKind, SpanStatusCode, TraceFlags, trace }, { OTLPTraceExporter }, { resourceFromAttributes }, { BatchSpanProcessor, RandomIdGenerator, TracerProvider }] =
+    await Promise.all([import('@opentelemetry/api'), import('@opentelemetry/exporter-trace-otlp-http'), import('@opentelemetry/resources'), import('@opentelemetry/sdk-trace')]);
+
+  /** Hands the SDK the ids the request already has; it asks synchronously inside startSpan. */
+  class ChosenIds extends RandomIdGenerator {
+    traceId: string | undefined;
+    spanId: string | undefined;
+    override generateTraceId = () => this.take('traceId') ?? new RandomIdGenerator().generateTraceId();
+    override generateSpanId = () => this.take('spanId') ?? new RandomIdGenerator().generateSpanId();
+    private take(which: 'traceId' | 'spanId'): string | undefined {
+      const id = this[which];
+      this[which] = undefined;
+      return id;
+    }
+  }
   const ids = new ChosenIds();
   const provider = new TracerProvider({
     resource: resourceFromAttributes({ 'service.name': settings.serviceName }),

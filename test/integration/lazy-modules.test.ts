@@ -1,0 +1,102 @@
+/**
+ * A serving process loads an optional integration's library only when its config uses it: the
+ * OpenTelemetry SDK for tracing, pg for the PostgreSQL key store, ioredis for Redis rate limits and
+ * selfsigned for a first start's certificate. Together they were half of a process's 986 modules and
+ * 19 MiB of its RSS. Each process here reports the files it loaded when it exits.
+ */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { startGatewayProcess } from '../helpers/gateway-process';
+import { bearer, chatBody, request } from '../helpers/http';
+import { listenOnLoopback } from '../helpers/net';
+import { createTestDatabase } from '../helpers/postgres';
+import { startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { sharedRedisUrl } from '../helpers/redis';
+import { issueKey } from '../../src/auth/issue';
+import { FileKeyStore } from '../../src/auth/store/file';
+import { PostgresKeyStore } from '../../src/auth/store/postgres';
+
+const OPTIONAL_LIBRARIES = ['@opentelemetry/sdk-trace', '@opentelemetry/exporter-trace-otlp-http', 'pg', 'ioredis', 'selfsigned'];
+
+let worker: WorkerProcess;
+let dir: string;
+let reporter: string;
+
+beforeAll(async () => {
+  worker = await startWorker();
+  dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-lazy-'));
+  reporter = path.join(dir, 'report-modules.js');
+  writeFileSync(
+    reporter,
+    `process.on('exit', () => require('node:fs').writeFileSync(${JSON.stringify(dir)} + '/modules-' + process.pid + '.json', JSON.stringify(Object.keys(require.cache))));\n`,
+  );
+});
+afterAll(async () => {
+  await worker?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** Starts a gateway, sends it one chat request with `key`, stops it, and names the optional libraries it had loaded. */
+async function optionalLibrariesLoaded(name: string, key: string, settings: Record<string, unknown>, env: NodeJS.ProcessEnv = {}): Promise<string[]> {
+  const gateway = await startGatewayProcess(dir, name, { providers: { mock: { workers: [worker.url] } }, ...settings }, { ...env, NODE_OPTIONS: `--require ${reporter}` });
+  const answer = await request(gateway.url, { ca: gateway.ca, headers: bearer(key), body: chatBody() });
+  await stopProcess(gateway.child);
+  expect(answer.status).toBe(200);
+  const files = JSON.parse(readFileSync(path.join(dir, `modules-${gateway.child.pid}.json`), 'utf8')) as string[];
+  return OPTIONAL_LIBRARIES.filter((library) => files.some((file) => file.includes(`${path.sep}node_modules${path.sep}${library}${path.sep}`)));
+}
+
+/** An OTLP/HTTP endpoint that takes every export and counts them. */
+async function traceReceiver(): Promise<{ url: string; server: http.Server; exports: number }> {
+  let exports = 0;
+  const server = http.createServer((req, res) => {
+    req.resume().on('end', () => {
+      exports++;
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    });
+  });
+  const url = await listenOnLoopback(server);
+  return {
+    url,
+    server,
+    get exports() {
+      return exports;
+    },
+  };
+}
+
+async function fileStoreWithKey(name: string): Promise<{ key: string; keyStore: Record<string, string> }> {
+  const keyFile = path.join(dir, `${name}-keys.json`);
+  const { key } = await issueKey(new FileKeyStore(keyFile), { name });
+  return { key, keyStore: { type: 'file', path: keyFile } };
+}
+
+test('with the embedded defaults and its certificate already made, none is loaded', async () => {
+  const { key, keyStore } = await fileStoreWithKey('defaults');
+  await optionalLibrariesLoaded('defaults', key, { keyStore }); // the first start makes the certificate
+  expect(await optionalLibrariesLoaded('defaults', key, { keyStore })).toEqual([]);
+});
+
+test('a first start loads selfsigned to make its certificate', async () => {
+  const { key, keyStore } = await fileStoreWithKey('first-start');
+  expect(await optionalLibrariesLoaded('first-start', key, { keyStore })).toEqual(['selfsigned']);
+});
+
+test('tracing, the PostgreSQL key store and Redis rate limits load their libraries, and work', async () => {
+  const database = await createTestDatabase();
+  const receiver = await traceReceiver();
+  try {
+    const store = await PostgresKeyStore.open(database.url);
+    const { key } = await issueKey(store, { name: 'integrations', rateLimit: { requestsPerMinute: 100 } });
+    await store.close();
+    const settings = { keyStore: { type: 'postgres', url: database.url }, tracing: { otlpEndpoint: `${receiver.url}/v1/traces` }, rateLimit: { store: 'redis', url: await sharedRedisUrl() } };
+    await optionalLibrariesLoaded('integrations', key, settings); // the first start makes the certificate
+    expect(await optionalLibrariesLoaded('integrations', key, settings)).toEqual(['@opentelemetry/sdk-trace', '@opentelemetry/exporter-trace-otlp-http', 'pg', 'ioredis']);
+    expect(receiver.exports).toBe(2); // each process exported its request's span as it stopped
+  } finally {
+    await database.drop();
+    receiver.server.close();
+  }
+});
