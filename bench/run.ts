@@ -136,7 +136,7 @@ async function main() {
         });
         await stop(server.child);
         // Only when all n were open at once; otherwise the figure would divide by streams already gone.
-        return { result, kibPerStream: plateauKiB === undefined ? NaN : (plateauKiB - idleKiB) / n };
+        return { result, kibPerStream: plateauKiB === undefined ? NaN : (plateauKiB - idleKiB) / n, allOpenMiB: plateauKiB === undefined ? NaN : plateauKiB / 1024 };
       };
       const bare = await heldStreams({ name: 'bare proxy', ...(await proxyServer(serverArgs('bare', upstream, STREAM_SOCKETS), children)) }, 'bare');
       const gateway = await heldStreams({ name: 'chatgate', ...(await chatgate(dir, `streams-${n}`, 1, upstream, keyFile, tls.certFile, children)), headers: auth }, 'chatgate');
@@ -149,6 +149,8 @@ async function main() {
         directIntact: direct.intact,
         kibPerStream: gateway.kibPerStream,
         bareProxyKibPerStream: bare.kibPerStream,
+        rssMiBAllOpen: gateway.allOpenMiB,
+        bareProxyRssMiBAllOpen: bare.allOpenMiB,
         bareProxyIntact: bare.result.intact,
         peakOpen: through.peakOpen,
         addedFirstTokenP50Ms: through.firstTokenMs.p50 - direct.firstTokenMs.p50,
@@ -162,7 +164,8 @@ async function main() {
     progress('key check cost (in this process)');
     const authFigures = STREAMS_ONLY ? {} : await authCost(dir);
 
-    const results = { at: new Date().toISOString(), smoke: SMOKE, machine: machine(), plan: PLAN, figures, ratios, streams: streamFigures, auth: authFigures };
+    const furtherStream = { chatgate: kibPerFurtherStream(streamFigures, 'rssMiBAllOpen'), bareProxy: kibPerFurtherStream(streamFigures, 'bareProxyRssMiBAllOpen') };
+    const results = { at: new Date().toISOString(), smoke: SMOKE, machine: machine(), plan: PLAN, figures, ratios, streams: streamFigures, furtherStream, auth: authFigures };
     const resultsDir = path.join(ROOT, 'bench', 'results');
     mkdirSync(resultsDir, { recursive: true });
     const file = path.join(resultsDir, `${results.at.replace(/[:.]/g, '-')}${SMOKE ? '-smoke' : ''}.json`);
@@ -387,9 +390,36 @@ interface StreamFigure {
   betweenTokensP50Ms: number;
   betweenTokensP99Ms: number;
   directBetweenTokensP99Ms: number;
+  /** RSS of the process with all its streams open. */
+  rssMiBAllOpen: number;
+  bareProxyRssMiBAllOpen: number;
 }
 
-function report(results: { figures: Record<string, Record<string, number>>; ratios: ReturnType<typeof throughputRatios>; streams: StreamFigure[]; auth: Record<string, unknown>; machine: ReturnType<typeof machine>; smoke: boolean }): string {
+/**
+ * What one more open stream costs: the RSS with all open, from the smallest stream count to the
+ * largest, per stream added. Unlike growth from idle, it leaves out what a process spends once under
+ * load whatever the count (V8's young generation grows to its working size) and what it had already
+ * (a heap with room left from start-up fills before RSS moves), so a leaner idle process does not read worse.
+ */
+function kibPerFurtherStream(runs: StreamFigure[], rss: 'rssMiBAllOpen' | 'bareProxyRssMiBAllOpen'): number {
+  const first = runs[0];
+  const last = runs[runs.length - 1];
+  if (!first || !last || last.streams === first.streams) return NaN;
+  return ((last[rss] - first[rss]) * 1024) / (last.streams - first.streams);
+}
+
+function report(results: {
+  figures: Record<string, Record<string, number>>;
+  ratios: ReturnType<typeof throughputRatios>;
+  streams: StreamFigure[];
+  furtherStream: { chatgate: number; bareProxy: number };
+  auth: Record<string, unknown>;
+  machine: ReturnType<typeof machine>;
+  smoke: boolean;
+}): string {
+  const streamRuns = results.streams;
+  const [fewest, most] = [streamRuns[0], streamRuns[streamRuns.length - 1]];
+  const allOpen = (mib: number) => (Number.isNaN(mib) ? 'n/a' : mib.toFixed(1));
   const f = results.figures;
   const direct = f['direct'];
   const rows = Object.entries(f).map(([name, x]) => [
@@ -418,7 +448,7 @@ function report(results: { figures: Record<string, Record<string, number>>; rati
         ]
       : []),
     table([
-      ['streams', 'intact (chatgate / direct / bare proxy)', 'KiB per open stream (bare proxy)', 'added first token p50 / p99 ms', 'between tokens p50 / p99 ms (direct p99)'],
+      ['streams', 'intact (chatgate / direct / bare proxy)', 'KiB per open stream, from idle (bare proxy)', 'added first token p50 / p99 ms', 'between tokens p50 / p99 ms (direct p99)'],
       ...results.streams.map((s) => [
         `${s.streams} @${s.tokensPerSecond} tokens/s`,
         `${s.intact} / ${s.directIntact} / ${s.bareProxyIntact}${Object.keys(s.broken).length ? ` (others: ${JSON.stringify(s.broken)})` : ''}`,
@@ -428,6 +458,12 @@ function report(results: { figures: Record<string, Record<string, number>>; rati
       ]),
     ]),
     '',
+    ...(fewest && most && most !== fewest
+      ? [
+          `KiB per further open stream, RSS with all open from ${fewest.streams} to ${most.streams} streams: chatgate ${results.furtherStream.chatgate.toFixed(1)} (${allOpen(fewest.rssMiBAllOpen)} -> ${allOpen(most.rssMiBAllOpen)} MiB), bare proxy ${results.furtherStream.bareProxy.toFixed(1)} (${allOpen(fewest.bareProxyRssMiBAllOpen)} -> ${allOpen(most.bareProxyRssMiBAllOpen)} MiB)`,
+          '',
+        ]
+      : []),
     `key check: ${Object.entries(results.auth)
       .map(([store, x]) => (typeof x === 'string' ? `${store} ${x}` : `${store} store: cache hit ${(x as { hitUs: number }).hitUs.toFixed(2)} µs, miss ${(x as { missUs: number }).missUs.toFixed(1)} µs`))
       .join('; ')}`,
