@@ -36,7 +36,7 @@ const STREAM_SOCKETS = 8192;
 /** --streams: only the concurrent-stream runs (to look at them alone). */
 const STREAMS_ONLY = process.argv.includes('--streams');
 const PLAN = SMOKE
-  ? { rounds: 1, warmupSeconds: 0, saturateSeconds: 1, rateSeconds: 1, rate: 100, sequential: 100, streams: [{ n: 50, tokensPerSecond: 10 }], streamHoldSeconds: 1, opensPerSecond: 1000, authIterations: 2_000 }
+  ? { rounds: 1, warmupSeconds: 0, saturateSeconds: 1, rateSeconds: 1, rate: 100, sequential: 100, streams: [{ n: 50, tokensPerSecond: 10 }, { n: 100, tokensPerSecond: 10 }], streamHoldSeconds: 1, opensPerSecond: 1000, authIterations: 2_000 }
   : { rounds: 3, warmupSeconds: 2, saturateSeconds: 4, rateSeconds: 2, rate: 500, sequential: 500, streams: STREAM_RUNS, streamHoldSeconds: 4, opensPerSecond: 1000, authIterations: 200_000 };
 const ROOT = path.join(__dirname, '..', '..', '..'); // dist/bench/bench -> repository
 const CLI = path.join(ROOT, 'dist', 'cli.js');
@@ -400,6 +400,7 @@ interface StreamFigure {
  * largest, per stream added. Unlike growth from idle, it leaves out what a process spends once under
  * load whatever the count (V8's young generation grows to its working size) and what it had already
  * (a heap with room left from start-up fills before RSS moves), so a leaner idle process does not read worse.
+ * The full run's two counts relay the same events per second (STREAM_RUNS), so each holds what a stream holds between events.
  */
 function kibPerFurtherStream(runs: StreamFigure[], rss: 'rssMiBAllOpen' | 'bareProxyRssMiBAllOpen'): number {
   const first = runs[0];
