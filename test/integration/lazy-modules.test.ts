@@ -9,7 +9,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { startGatewayProcess } from '../helpers/gateway-process';
-import { bearer, chatBody, request } from '../helpers/http';
+import { bearer, chatBody, request, type RawResponse } from '../helpers/http';
 import { listenOnLoopback } from '../helpers/net';
 import { createTestDatabase } from '../helpers/postgres';
 import { startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
@@ -38,14 +38,14 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** Starts a gateway, sends it one chat request with `key`, stops it, and names the optional libraries it had loaded. */
-async function optionalLibrariesLoaded(name: string, key: string, settings: Record<string, unknown>, env: NodeJS.ProcessEnv = {}): Promise<string[]> {
+/** Starts a gateway, sends it one chat request with `key` (answered 200), stops it, and names the optional libraries it had loaded. */
+async function optionalLibrariesLoaded(name: string, key: string, settings: Record<string, unknown>, env: NodeJS.ProcessEnv = {}): Promise<{ loaded: string[]; answer: RawResponse }> {
   const gateway = await startGatewayProcess(dir, name, { providers: { mock: { workers: [worker.url] } }, ...settings }, { ...env, NODE_OPTIONS: `--require ${reporter}` });
   const answer = await request(gateway.url, { ca: gateway.ca, headers: bearer(key), body: chatBody() });
   await stopProcess(gateway.child);
   expect(answer.status).toBe(200);
   const files = JSON.parse(readFileSync(path.join(dir, `modules-${gateway.child.pid}.json`), 'utf8')) as string[];
-  return OPTIONAL_LIBRARIES.filter((library) => files.some((file) => file.includes(`${path.sep}node_modules${path.sep}${library}${path.sep}`)));
+  return { loaded: OPTIONAL_LIBRARIES.filter((library) => files.some((file) => file.includes(`${path.sep}node_modules${path.sep}${library}${path.sep}`))), answer };
 }
 
 /** An OTLP/HTTP endpoint that takes every export and counts them. */
@@ -76,12 +76,12 @@ async function fileStoreWithKey(name: string): Promise<{ key: string; keyStore: 
 test('with the embedded defaults and its certificate already made, none is loaded', async () => {
   const { key, keyStore } = await fileStoreWithKey('defaults');
   await optionalLibrariesLoaded('defaults', key, { keyStore }); // the first start makes the certificate
-  expect(await optionalLibrariesLoaded('defaults', key, { keyStore })).toEqual([]);
+  expect((await optionalLibrariesLoaded('defaults', key, { keyStore })).loaded).toEqual([]);
 });
 
 test('a first start loads selfsigned to make its certificate', async () => {
   const { key, keyStore } = await fileStoreWithKey('first-start');
-  expect(await optionalLibrariesLoaded('first-start', key, { keyStore })).toEqual(['selfsigned']);
+  expect((await optionalLibrariesLoaded('first-start', key, { keyStore })).loaded).toEqual(['selfsigned']);
 });
 
 test('tracing, the PostgreSQL key store and Redis rate limits load their libraries, and work', async () => {
@@ -93,8 +93,12 @@ test('tracing, the PostgreSQL key store and Redis rate limits load their librari
     await store.close();
     const settings = { keyStore: { type: 'postgres', url: database.url }, tracing: { otlpEndpoint: `${receiver.url}/v1/traces` }, rateLimit: { store: 'redis', url: await sharedRedisUrl() } };
     await optionalLibrariesLoaded('integrations', key, settings); // the first start makes the certificate
-    expect(await optionalLibrariesLoaded('integrations', key, settings)).toEqual(['@opentelemetry/sdk-trace', '@opentelemetry/exporter-trace-otlp-http', 'pg', 'ioredis']);
-    expect(receiver.exports).toBe(2); // each process exported its request's span as it stopped
+    const { loaded, answer } = await optionalLibrariesLoaded('integrations', key, settings);
+    expect(loaded).toEqual(['@opentelemetry/sdk-trace', '@opentelemetry/exporter-trace-otlp-http', 'pg', 'ioredis']);
+    // The key came from PostgreSQL (200); Redis answered the limiter (quota headers are only sent then:
+    // with Redis away the request is admitted without them); each process exported its span as it stopped.
+    expect(answer.headers['x-ratelimit-remaining-requests']).toMatch(/^9\d$/);
+    expect(receiver.exports).toBe(2);
   } finally {
     await database.drop();
     receiver.server.close();
