@@ -420,7 +420,8 @@ function report(results: {
 }): string {
   const streamRuns = results.streams;
   const [fewest, most] = [streamRuns[0], streamRuns[streamRuns.length - 1]];
-  const allOpen = (mib: number) => (Number.isNaN(mib) ? 'n/a' : mib.toFixed(1));
+  /** A figure to one decimal, or n/a when it could not be measured (not every stream was open at once). */
+  const oneDecimal = (figure: number) => (Number.isNaN(figure) ? 'n/a' : figure.toFixed(1));
   const f = results.figures;
   const direct = f['direct'];
   const rows = Object.entries(f).map(([name, x]) => [
@@ -453,7 +454,7 @@ function report(results: {
       ...results.streams.map((s) => [
         `${s.streams} @${s.tokensPerSecond} tokens/s`,
         `${s.intact} / ${s.directIntact} / ${s.bareProxyIntact}${Object.keys(s.broken).length ? ` (others: ${JSON.stringify(s.broken)})` : ''}`,
-        `${Number.isNaN(s.kibPerStream) ? `n/a (at most ${s.peakOpen} open at once)` : s.kibPerStream.toFixed(1)} (${Number.isNaN(s.bareProxyKibPerStream) ? 'n/a' : s.bareProxyKibPerStream.toFixed(1)})`,
+        `${Number.isNaN(s.kibPerStream) ? `n/a (at most ${s.peakOpen} open at once)` : s.kibPerStream.toFixed(1)} (${oneDecimal(s.bareProxyKibPerStream)})`,
         `${s.addedFirstTokenP50Ms.toFixed(2)} / ${s.addedFirstTokenP99Ms.toFixed(2)}`,
         `${s.betweenTokensP50Ms.toFixed(1)} / ${s.betweenTokensP99Ms.toFixed(1)} (${s.directBetweenTokensP99Ms.toFixed(1)})`,
       ]),
@@ -461,7 +462,7 @@ function report(results: {
     '',
     ...(fewest && most && most !== fewest
       ? [
-          `KiB per further open stream, RSS with all open from ${fewest.streams} to ${most.streams} streams: chatgate ${results.furtherStream.chatgate.toFixed(1)} (${allOpen(fewest.rssMiBAllOpen)} -> ${allOpen(most.rssMiBAllOpen)} MiB), bare proxy ${results.furtherStream.bareProxy.toFixed(1)} (${allOpen(fewest.bareProxyRssMiBAllOpen)} -> ${allOpen(most.bareProxyRssMiBAllOpen)} MiB)`,
+          `KiB per further open stream, RSS with all open from ${fewest.streams} to ${most.streams} streams: chatgate ${oneDecimal(results.furtherStream.chatgate)} (${oneDecimal(fewest.rssMiBAllOpen)} -> ${oneDecimal(most.rssMiBAllOpen)} MiB), bare proxy ${oneDecimal(results.furtherStream.bareProxy)} (${oneDecimal(fewest.bareProxyRssMiBAllOpen)} -> ${oneDecimal(most.bareProxyRssMiBAllOpen)} MiB)`,
           '',
         ]
       : []),
