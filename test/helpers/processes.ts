@@ -15,6 +15,11 @@ export interface WorkerProcess {
   readonly child: ChildProcess;
   /** X-Request-Ids of the chat requests this process received, as it reported them (kept after it dies). */
   readonly received: string[];
+  /**
+   * `received` once at least `count` reports have come. A report travels on the worker's stdout and
+   * can trail the answer it sent, so a count checked right after an answer is a race.
+   */
+  reported(count: number, bound?: number): Promise<string[]>;
   requests(): Promise<RecordedRequest[]>;
   clear(): Promise<void>;
   stop(): Promise<void>;
@@ -48,6 +53,7 @@ export async function startWorker(options: { latencyMs?: number; tokensPerSecond
     port,
     child,
     received,
+    reported: (count, bound = 5000) => eventually(() => (received.length >= count ? received : undefined), bound),
     requests: async () => ((await (await fetch(`${url}/_mock/requests`)).json()) as { requests: RecordedRequest[] }).requests,
     clear: async () => {
       await fetch(`${url}/_mock/requests`, { method: 'DELETE' });

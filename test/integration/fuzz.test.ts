@@ -11,7 +11,7 @@ import { readFileSync } from 'node:fs';
 import https from 'node:https';
 import tls from 'node:tls';
 import { startMeasuredGateway, type MeasuredGateway } from '../helpers/live-memory';
-import { eventually, startWorker, type WorkerProcess } from '../helpers/processes';
+import { startWorker, type WorkerProcess } from '../helpers/processes';
 
 const TOTAL = Number(process.env.CHATGATE_FUZZ_REQUESTS ?? 100_000); // fewer, to explore locally
 const PARALLEL = 32;
@@ -264,7 +264,7 @@ test(`${TOTAL.toLocaleString('en')} fuzzed requests: only valid ones reach the w
 
   expect({ seed: SEED, problems }).toEqual({ seed: SEED, problems: [] });
   expect(gateway.child.exitCode).toBeNull(); // never crashed
-  const received = await eventually(() => (worker.received.length >= expectedProxied.size ? new Set(worker.received) : undefined), 10_000);
+  const received = new Set(await worker.reported(expectedProxied.size, 10_000));
   expect({ seed: SEED, unexpected: [...received].filter((id) => !expectedProxied.has(id)).slice(0, 5), missing: [...expectedProxied].filter((id) => !received.has(id)).slice(0, 5) }).toEqual({ seed: SEED, unexpected: [], missing: [] });
   expect(worker.received).toHaveLength(expectedProxied.size); // none twice
   const heapGrowthMiB = (await liveHeapMiB()) - heapAfterWarmUp;

@@ -48,7 +48,7 @@ async function hangUp(): Promise<void> {
 
 test('new providers, workers and limits take effect; requests in flight finish where they started; a bad file changes nothing', async () => {
   const inFlight = Promise.all(Array.from({ length: 5 }, () => send()));
-  await eventually(() => (slowWorker.received.length === 5 ? true : undefined), 5000);
+  await slowWorker.reported(5);
 
   const reloaded = { ...base(), rateLimit: { requestsPerMinute: 3, timeoutMs: 150 }, shutdown: { drainTimeoutMs: 1234 }, providers: { mock: { workers: [newWorker.url] }, extra: { workers: [newWorker.url] } } };
   writeFileSync(configFile(), YAML.stringify(reloaded));
@@ -63,7 +63,7 @@ test('new providers, workers and limits take effect; requests in flight finish w
 
   expect((await send()).status).toBe(200);
   expect((await send('extra/echo')).status).toBe(200);
-  expect(newWorker.received).toHaveLength(2);
+  expect(await newWorker.reported(2)).toHaveLength(2);
   expect(slowWorker.received).toHaveLength(5);
 
   writeFileSync(configFile(), YAML.stringify({ ...base(), providers: { mock: { workers: ['not a url'] } } }));
@@ -75,7 +75,7 @@ test('new providers, workers and limits take effect; requests in flight finish w
   const limited = await send();
   expect(limited.status).toBe(429); // ...and so does its limit of 3 requests a minute
   expect(limited.json().error.code).toBe('rate_limit_exceeded');
-  expect(newWorker.received).toHaveLength(3);
+  expect(await newWorker.reported(3)).toHaveLength(3);
 
   writeFileSync(configFile(), YAML.stringify(reloaded));
   await hangUp();
