@@ -37,7 +37,7 @@ const STREAM_SOCKETS = 8192;
 const STREAMS_ONLY = process.argv.includes('--streams');
 const PLAN = SMOKE
   ? { rounds: 1, warmupSeconds: 0, saturateSeconds: 1, rateSeconds: 1, rate: 100, sequential: 100, streams: [{ n: 50, tokensPerSecond: 10 }, { n: 100, tokensPerSecond: 10 }], streamHoldSeconds: 1, opensPerSecond: 1000, authIterations: 2_000 }
-  : { rounds: 3, warmupSeconds: 2, saturateSeconds: 4, rateSeconds: 2, rate: 500, sequential: 500, streams: STREAM_RUNS, streamHoldSeconds: 4, opensPerSecond: 1000, authIterations: 200_000 };
+  : { rounds: 3, warmupSeconds: 2, saturateSeconds: 4, rateSeconds: 2, rate: 500, sequential: 500, streams: STREAM_RUNS, streamHoldSeconds: 2, opensPerSecond: 1000, authIterations: 200_000 };
 const ROOT = path.join(__dirname, '..', '..', '..'); // dist/bench/bench -> repository
 const CLI = path.join(ROOT, 'dist', 'cli.js');
 const HERE = __dirname;
