@@ -5,8 +5,6 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
-import { freePort } from '../test/helpers/net';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
@@ -171,6 +169,14 @@ async function main() {
     const file = path.join(resultsDir, `${results.at.replace(/[:.]/g, '-')}${SMOKE ? '-smoke' : ''}.json`);
     writeFileSync(file, JSON.stringify(results, null, 2) + '\n');
     process.stdout.write(report(results) + `\nfigures written to ${path.relative(process.cwd(), file)}\n`);
+    const failed = Object.entries(rounds)
+      .map(([name, list]) => [name, list.reduce((sum, round) => sum + round.failures!, 0)] as const)
+      .filter(([, failures]) => failures > 0);
+    if (failed.length > 0) {
+      // A smoke run in CI must not pass on a gateway that answers errors.
+      progress(`requests failed (${failed.map(([name, failures]) => `${name}: ${failures}`).join(', ')}): those rows are not figures of a working target`);
+      process.exitCode = 1;
+    }
   } finally {
     await Promise.all(children.map(stop));
     rmSync(dir, { recursive: true, force: true });
@@ -195,7 +201,8 @@ function loadInSequence(tasks: Task[], onResult: (index: number, result: unknown
     const child = spawn(process.execPath, [path.join(HERE, 'load.js'), JSON.stringify(tasks)], { stdio: ['ignore', 'pipe', 'inherit'] });
     const results: unknown[] = [];
     readline.createInterface({ input: child.stdout! }).on('line', (line) => {
-      const message = JSON.parse(line) as { plateau?: boolean; result?: unknown; index?: number };
+      // A figure of no samples is NaN, which JSON carries as null: back to NaN, so that it stays n/a through the arithmetic.
+      const message = JSON.parse(line, (_key, value: unknown) => (value === null ? NaN : value)) as { plateau?: boolean; result?: unknown; index?: number };
       if (message.plateau) onPlateau?.();
       if (message.result !== undefined && message.index !== undefined) {
         results[message.index] = message.result;
@@ -230,13 +237,12 @@ async function proxyServer(args: string[], children: ChildProcess[]) {
 
 /** chatgate as operators run it (`npm start`'s command with a config file), access log on, written to /dev/null. */
 async function chatgate(dir: string, name: string, processes: number, upstream: string, keyFile: string, certFile: string, children: ChildProcess[]) {
-  const port = await freePort();
   const configFile = path.join(dir, `${name}.yaml`);
   writeFileSync(
     configFile,
     YAML.stringify({
-      listen: { host: '127.0.0.1', port },
-      admin: { host: '127.0.0.1', port: await freePort() },
+      listen: { host: '127.0.0.1', port: 0 },
+      admin: { host: '127.0.0.1', port: 0 },
       tls: { cert: certFile, key: keyFile },
       dataDir: path.join(dir, name),
       keyStore: { type: 'file', path: path.join(dir, 'keys.json') },
@@ -250,11 +256,28 @@ async function chatgate(dir: string, name: string, processes: number, upstream: 
   );
   // CHATGATE_BENCH_PROFILE=DIR writes a CPU profile of each chatgate process there (--cpu-prof).
   const profile = process.env.CHATGATE_BENCH_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.CHATGATE_BENCH_PROFILE}`] : [];
-  const child = spawn(process.execPath, [...profile, CLI, 'serve', '--config', configFile], { stdio: ['ignore', 'ignore', 'ignore'] });
+  const child = spawn(process.execPath, [...profile, CLI, 'serve', '--config', configFile], { stdio: ['ignore', 'ignore', 'pipe'] });
   children.push(child);
-  await waitForPort(port);
-  if (processes > 1) await new Promise((resolve) => setTimeout(resolve, 1500)); // every serving process up
-  return { child, url: `https://127.0.0.1:${port}/v1/chat/completions` };
+  return { child, url: `https://127.0.0.1:${await servingPort(child, name)}/v1/chat/completions` };
+}
+
+/**
+ * The public port the OS gave chatgate, from the banner it prints once every serving process
+ * listens, or the reason it exited. The run used to pick ports it had found free and wait until
+ * something listened there, which can be another process that took the port meanwhile, while the
+ * gateway has exited unseen: at 22:49 on 2026-11-25 every request to one gateway failed, and
+ * nothing said why.
+ */
+function servingPort(child: ChildProcess, name: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    let said = '';
+    readline.createInterface({ input: child.stderr! }).on('line', (line) => {
+      said += `${line}\n`;
+      const port = /chatgate is serving https:\/\/[^/]+:(\d+)\//.exec(line)?.[1];
+      if (port) resolve(Number(port));
+    });
+    child.once('exit', (code, signal) => reject(new Error(`chatgate ${name} exited with ${code ?? signal} before serving:\n${said}`)));
+  });
 }
 
 async function authCost(dir: string) {
@@ -358,19 +381,6 @@ function readProc(pid: number, file: string): string {
   }
 }
 
-async function waitForPort(port: number): Promise<void> {
-  for (let tries = 0; tries < 200; tries++) {
-    const open = await new Promise<boolean>((resolve) => {
-      const socket = net.connect(port, '127.0.0.1', () => resolve(true));
-      socket.on('error', () => resolve(false));
-      socket.setTimeout(500, () => resolve(false));
-    }).then((ok) => ok);
-    if (open) return;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`nothing listens on ${port}`);
-}
-
 function machine() {
   return { cpus: os.cpus().length, cpu: os.cpus()[0]?.model, memoryGiB: Math.round(os.totalmem() / 2 ** 30), node: process.version, platform: `${os.type()} ${os.release()}` };
 }
@@ -420,19 +430,20 @@ function report(results: {
 }): string {
   const streamRuns = results.streams;
   const [fewest, most] = [streamRuns[0], streamRuns[streamRuns.length - 1]];
-  /** A figure to one decimal, or n/a when it could not be measured (not every stream was open at once). */
-  const oneDecimal = (figure: number) => (Number.isNaN(figure) ? 'n/a' : figure.toFixed(1));
+  /** A figure, or n/a when it could not be measured (not every stream was open at once, no request of a target answered). */
+  const fixed = (figure: number, digits: number) => (Number.isFinite(figure) ? figure.toFixed(digits) : 'n/a');
+  const oneDecimal = (figure: number) => fixed(figure, 1);
   const f = results.figures;
   const direct = f['direct'];
   const rows = Object.entries(f).map(([name, x]) => [
     name,
-    x.rps!.toFixed(0),
-    `${x.p50!.toFixed(2)} / ${x.p99!.toFixed(2)} / ${x.p999!.toFixed(2)}`,
-    `${(x.p99! - direct!.p99!).toFixed(2)}`,
-    `${x.seqP50!.toFixed(3)}`,
-    `${(x.seqP50! - direct!.seqP50!).toFixed(3)}`,
-    x.cpuPerRequestUs!.toFixed(0),
-    x.rssMiB!.toFixed(0),
+    fixed(x.rps!, 0),
+    `${fixed(x.p50!, 2)} / ${fixed(x.p99!, 2)} / ${fixed(x.p999!, 2)}`,
+    fixed(x.p99! - direct!.p99!, 2),
+    fixed(x.seqP50!, 3),
+    fixed(x.seqP50! - direct!.seqP50!, 3),
+    fixed(x.cpuPerRequestUs!, 0),
+    fixed(x.rssMiB!, 0),
     String(x.failures),
   ]);
   const header = ['target', 'req/s (saturated)', `p50 / p99 / p99.9 ms @${PLAN.rate}/s`, 'added p99 ms', 'sequential p50 ms', 'added seq. p50 ms', 'CPU µs/req', 'RSS MiB', 'failures'];
@@ -444,7 +455,7 @@ function report(results: {
           table([header, ...rows]),
           '',
           `throughput ratios, median of the rounds' own (lowest-highest): ${Object.entries(results.ratios)
-            .map(([pair, r]) => `${pair} ${r.median.toFixed(2)}× (${r.min.toFixed(2)}-${r.max.toFixed(2)})`)
+            .map(([pair, r]) => `${pair} ${fixed(r.median, 2)}× (${fixed(r.min, 2)}-${fixed(r.max, 2)})`)
             .join(', ')}`,
           '',
         ]
@@ -454,9 +465,9 @@ function report(results: {
       ...results.streams.map((s) => [
         `${s.streams} @${s.tokensPerSecond} tokens/s`,
         `${s.intact} / ${s.directIntact} / ${s.bareProxyIntact}${Object.keys(s.broken).length ? ` (others: ${JSON.stringify(s.broken)})` : ''}`,
-        `${Number.isNaN(s.kibPerStream) ? `n/a (at most ${s.peakOpen} open at once)` : s.kibPerStream.toFixed(1)} (${oneDecimal(s.bareProxyKibPerStream)})`,
-        `${s.addedFirstTokenP50Ms.toFixed(2)} / ${s.addedFirstTokenP99Ms.toFixed(2)}`,
-        `${s.betweenTokensP50Ms.toFixed(1)} / ${s.betweenTokensP99Ms.toFixed(1)} (${s.directBetweenTokensP99Ms.toFixed(1)})`,
+        `${Number.isNaN(s.kibPerStream) ? `n/a (at most ${s.peakOpen} open at once)` : oneDecimal(s.kibPerStream)} (${oneDecimal(s.bareProxyKibPerStream)})`,
+        `${fixed(s.addedFirstTokenP50Ms, 2)} / ${fixed(s.addedFirstTokenP99Ms, 2)}`,
+        `${oneDecimal(s.betweenTokensP50Ms)} / ${oneDecimal(s.betweenTokensP99Ms)} (${oneDecimal(s.directBetweenTokensP99Ms)})`,
       ]),
     ]),
     '',
