@@ -9,13 +9,13 @@ import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
 import { Client } from 'pg';
-import YAML from 'yaml';
 import { KeyCache } from '../src/auth/cache';
 import { issueKey } from '../src/auth/issue';
 import { FileKeyStore } from '../src/auth/store/file';
 import { PostgresKeyStore } from '../src/auth/store/postgres';
 import type { KeyStore } from '../src/auth/store/types';
 import { loadOrCreateDevCertificate } from '../src/dev-certificate';
+import { spawnChatgate } from './chatgate-process';
 import type { Target, Task } from './load';
 
 const SMOKE = process.argv.includes('--smoke');
@@ -235,49 +235,14 @@ async function proxyServer(args: string[], children: ChildProcess[]) {
   return { child, url: `https://127.0.0.1:${ports.https}/v1/chat/completions`, headers: {} };
 }
 
-/** chatgate as operators run it (`npm start`'s command with a config file), access log on, written to /dev/null. */
+/** chatgate as operators run it (`npm start`'s command with a config file). */
 async function chatgate(dir: string, name: string, processes: number, upstream: string, keyFile: string, certFile: string, children: ChildProcess[]) {
-  const configFile = path.join(dir, `${name}.yaml`);
-  writeFileSync(
-    configFile,
-    YAML.stringify({
-      listen: { host: '127.0.0.1', port: 0 },
-      admin: { host: '127.0.0.1', port: 0 },
-      tls: { cert: certFile, key: keyFile },
-      dataDir: path.join(dir, name),
-      keyStore: { type: 'file', path: path.join(dir, 'keys.json') },
-      auth: { createFirstKey: false },
-      server: { processes },
-      log: { level: 'info', destination: '/dev/null' },
-      // Thousands of concurrent streams need as many connections to the worker (the default, 256, queues the rest).
-      upstream: { maxSocketsPerWorker: STREAM_SOCKETS },
-      providers: { bench: { workers: [upstream] } },
-    }),
-  );
   // CHATGATE_BENCH_PROFILE=DIR writes a CPU profile of each chatgate process there (--cpu-prof).
-  const profile = process.env.CHATGATE_BENCH_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.CHATGATE_BENCH_PROFILE}`] : [];
-  const child = spawn(process.execPath, [...profile, CLI, 'serve', '--config', configFile], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const nodeFlags = process.env.CHATGATE_BENCH_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.CHATGATE_BENCH_PROFILE}`] : [];
+  // Thousands of concurrent streams need as many connections to the worker (the default, 256, queues the rest).
+  const { child, serving } = spawnChatgate({ cli: CLI, dir, name, processes, upstream, certFile, keyFile, maxSocketsPerWorker: STREAM_SOCKETS, nodeFlags });
   children.push(child);
-  return { child, url: `https://127.0.0.1:${await servingPort(child, name)}/v1/chat/completions` };
-}
-
-/**
- * The public port the OS gave chatgate, from the banner it prints once every serving process
- * listens, or the reason it exited. The run used to pick ports it had found free and wait until
- * something listened there, which can be another process that took the port meanwhile, while the
- * gateway has exited unseen: at 22:49 on 2026-11-25 every request to one gateway failed, and
- * nothing said why.
- */
-function servingPort(child: ChildProcess, name: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    let said = '';
-    readline.createInterface({ input: child.stderr! }).on('line', (line) => {
-      said += `${line}\n`;
-      const port = /chatgate is serving https:\/\/[^/]+:(\d+)\//.exec(line)?.[1];
-      if (port) resolve(Number(port));
-    });
-    child.once('exit', (code, signal) => reject(new Error(`chatgate ${name} exited with ${code ?? signal} before serving:\n${said}`)));
-  });
+  return { child, url: await serving };
 }
 
 async function authCost(dir: string) {

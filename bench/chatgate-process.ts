@@ -1,0 +1,65 @@
+/**
+ * chatgate as the benchmark runs it: the way operators do (`chatgate serve --config FILE`), on ports
+ * the OS picks, its access log on and written to /dev/null.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import readline from 'node:readline';
+import YAML from 'yaml';
+
+export interface ChatgateSetup {
+  /** dist/cli.js */
+  cli: string;
+  /** Holds the config, the data directory and the key store (`keys.json`). */
+  dir: string;
+  name: string;
+  processes: number;
+  /** The worker every `bench/<model>` request goes to. */
+  upstream: string;
+  certFile: string;
+  keyFile: string;
+  maxSocketsPerWorker: number;
+  nodeFlags?: string[];
+}
+
+/** The process at once (to stop it whatever happens), and its chat completions URL once it serves. */
+export function spawnChatgate(setup: ChatgateSetup): { child: ChildProcess; serving: Promise<string> } {
+  const configFile = path.join(setup.dir, `${setup.name}.yaml`);
+  writeFileSync(
+    configFile,
+    YAML.stringify({
+      listen: { host: '127.0.0.1', port: 0 },
+      admin: { host: '127.0.0.1', port: 0 },
+      tls: { cert: setup.certFile, key: setup.keyFile },
+      dataDir: path.join(setup.dir, setup.name),
+      keyStore: { type: 'file', path: path.join(setup.dir, 'keys.json') },
+      auth: { createFirstKey: false },
+      server: { processes: setup.processes },
+      log: { level: 'info', destination: '/dev/null' },
+      upstream: { maxSocketsPerWorker: setup.maxSocketsPerWorker },
+      providers: { bench: { workers: [setup.upstream] } },
+    }),
+  );
+  const child = spawn(process.execPath, [...(setup.nodeFlags ?? []), setup.cli, 'serve', '--config', configFile], { stdio: ['ignore', 'ignore', 'pipe'] });
+  return { child, serving: servingPort(child, setup.name).then((port) => `https://127.0.0.1:${port}/v1/chat/completions`) };
+}
+
+/**
+ * The public port the OS gave chatgate, from the banner it prints once every serving process
+ * listens, or the reason it exited. The benchmark used to pick ports it had found free and wait until
+ * something listened there, which can be another process that took the port meanwhile, while the
+ * gateway has exited unseen: at 22:49 on 2026-11-25 every request to one gateway failed, and
+ * nothing said why.
+ */
+function servingPort(child: ChildProcess, name: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    let said = '';
+    readline.createInterface({ input: child.stderr! }).on('line', (line) => {
+      said += `${line}\n`;
+      const port = /chatgate is serving https:\/\/[^/]+:(\d+)\//.exec(line)?.[1];
+      if (port) resolve(Number(port));
+    });
+    child.once('exit', (code, signal) => reject(new Error(`chatgate ${name} exited with ${code ?? signal} before serving:\n${said}`)));
+  });
+}
