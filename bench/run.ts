@@ -16,6 +16,7 @@ import { PostgresKeyStore } from '../src/auth/store/postgres';
 import type { KeyStore } from '../src/auth/store/types';
 import { loadOrCreateDevCertificate } from '../src/dev-certificate';
 import { spawnChatgate } from './chatgate-process';
+import { failedRequests, kibPerFurtherStream, medianOf, parseLoadLine, report, throughputRatios, type Rounds, type StreamFigure } from './figures';
 import type { Target, Task } from './load';
 
 const SMOKE = process.argv.includes('--smoke');
@@ -79,7 +80,7 @@ async function main() {
       progress(`warm-up: ${server.name}`);
       await load({ kind: 'saturate', target: target(server), connections: 64, seconds: PLAN.warmupSeconds });
     }
-    const rounds: Record<string, Array<Record<string, number>>> = Object.fromEntries(servers.map((s) => [s.name, []]));
+    const rounds: Rounds = Object.fromEntries(servers.map((s) => [s.name, []]));
     for (let round = 1; round <= (STREAMS_ONLY ? 0 : PLAN.rounds); round++) {
       const order = round % 2 === 1 ? servers : [...servers].reverse();
       for (const server of order) {
@@ -169,9 +170,7 @@ async function main() {
     const file = path.join(resultsDir, `${results.at.replace(/[:.]/g, '-')}${SMOKE ? '-smoke' : ''}.json`);
     writeFileSync(file, JSON.stringify(results, null, 2) + '\n');
     process.stdout.write(report(results) + `\nfigures written to ${path.relative(process.cwd(), file)}\n`);
-    const failed = Object.entries(rounds)
-      .map(([name, list]) => [name, list.reduce((sum, round) => sum + round.failures!, 0)] as const)
-      .filter(([, failures]) => failures > 0);
+    const failed = failedRequests(rounds);
     if (failed.length > 0) {
       // A smoke run in CI must not pass on a gateway that answers errors.
       progress(`requests failed (${failed.map(([name, failures]) => `${name}: ${failures}`).join(', ')}): those rows are not figures of a working target`);
@@ -201,8 +200,7 @@ function loadInSequence(tasks: Task[], onResult: (index: number, result: unknown
     const child = spawn(process.execPath, [path.join(HERE, 'load.js'), JSON.stringify(tasks)], { stdio: ['ignore', 'pipe', 'inherit'] });
     const results: unknown[] = [];
     readline.createInterface({ input: child.stdout! }).on('line', (line) => {
-      // A figure of no samples is NaN, which JSON carries as null: back to NaN, so that it stays n/a through the arithmetic.
-      const message = JSON.parse(line, (_key, value: unknown) => (value === null ? NaN : value)) as { plateau?: boolean; result?: unknown; index?: number };
+      const message = parseLoadLine(line);
       if (message.plateau) onPlateau?.();
       if (message.result !== undefined && message.index !== undefined) {
         results[message.index] = message.result;
@@ -288,39 +286,6 @@ function stop(child: ChildProcess): Promise<void> {
   });
 }
 
-const RATIOS: Array<[string, string]> = [
-  ['chatgate', 'bare Express'],
-  ['chatgate', 'tuned Express'],
-  ['tuned Express', 'bare proxy'],
-  ['chatgate', 'bare proxy'],
-  ['chatgate', 'direct'],
-  ['chatgate ×2', 'chatgate'],
-];
-
-/**
- * Each ratio is taken within a round, where the two targets ran minutes apart at most, then the
- * median over rounds: on a shared machine whose speed drifts, that cancels what a ratio of two
- * separate medians would not.
- */
-function throughputRatios(rounds: Record<string, Array<Record<string, number>>>): Record<string, { median: number; min: number; max: number }> {
-  const measured = RATIOS.filter(([a, b]) => rounds[a]!.length > 0 && rounds[a]!.length === rounds[b]!.length);
-  return Object.fromEntries(
-    measured.map(([a, b]) => {
-      const perRound = rounds[a]!.map((round, i) => round.rps! / rounds[b]![i]!.rps!).sort((x, y) => x - y);
-      return [`${a}/${b}`, { median: perRound[Math.floor(perRound.length / 2)]!, min: perRound[0]!, max: perRound[perRound.length - 1]! }];
-    }),
-  );
-}
-
-function medianOf(list: Array<Record<string, number>>): Record<string, number> {
-  return Object.fromEntries(
-    Object.keys(list[0]!).map((name) => {
-      const sorted = list.map((entry) => entry[name]!).sort((a, b) => a - b);
-      return [name, sorted[Math.floor(sorted.length / 2)]!];
-    }),
-  );
-}
-
 /** CPU seconds (user + system) of a process and its descendants, from /proc. */
 function cpuSeconds(pid: number): number {
   return processTree(pid).reduce((total, id) => {
@@ -348,111 +313,6 @@ function readProc(pid: number, file: string): string {
 
 function machine() {
   return { cpus: os.cpus().length, cpu: os.cpus()[0]?.model, memoryGiB: Math.round(os.totalmem() / 2 ** 30), node: process.version, platform: `${os.type()} ${os.release()}` };
-}
-
-interface StreamFigure {
-  streams: number;
-  tokensPerSecond: number;
-  intact: number;
-  broken: Record<string, number>;
-  directIntact: number;
-  kibPerStream: number;
-  bareProxyKibPerStream: number;
-  bareProxyIntact: number;
-  peakOpen: number;
-  addedFirstTokenP50Ms: number;
-  addedFirstTokenP99Ms: number;
-  betweenTokensP50Ms: number;
-  betweenTokensP99Ms: number;
-  directBetweenTokensP99Ms: number;
-  /** RSS of the process with all its streams open. */
-  rssMiBAllOpen: number;
-  bareProxyRssMiBAllOpen: number;
-}
-
-/**
- * What one more open stream costs: the RSS with all open, from the smallest stream count to the
- * largest, per stream added. Unlike growth from idle, it leaves out what a process spends once under
- * load whatever the count (V8's young generation grows to its working size) and what it had already
- * (a heap with room left from start-up fills before RSS moves), so a leaner idle process does not read worse.
- * The full run's two counts relay the same events per second (STREAM_RUNS), so each holds what a stream holds between events.
- */
-function kibPerFurtherStream(runs: StreamFigure[], rss: 'rssMiBAllOpen' | 'bareProxyRssMiBAllOpen'): number {
-  const first = runs[0];
-  const last = runs[runs.length - 1];
-  if (!first || !last || last.streams === first.streams) return NaN;
-  return ((last[rss] - first[rss]) * 1024) / (last.streams - first.streams);
-}
-
-function report(results: {
-  figures: Record<string, Record<string, number>>;
-  ratios: ReturnType<typeof throughputRatios>;
-  streams: StreamFigure[];
-  furtherStream: { chatgate: number; bareProxy: number };
-  auth: Record<string, unknown>;
-  machine: ReturnType<typeof machine>;
-  smoke: boolean;
-}): string {
-  const streamRuns = results.streams;
-  const [fewest, most] = [streamRuns[0], streamRuns[streamRuns.length - 1]];
-  /** A figure, or n/a when it could not be measured (not every stream was open at once, no request of a target answered). */
-  const fixed = (figure: number, digits: number) => (Number.isFinite(figure) ? figure.toFixed(digits) : 'n/a');
-  const oneDecimal = (figure: number) => fixed(figure, 1);
-  const f = results.figures;
-  const direct = f['direct'];
-  const rows = Object.entries(f).map(([name, x]) => [
-    name,
-    fixed(x.rps!, 0),
-    `${fixed(x.p50!, 2)} / ${fixed(x.p99!, 2)} / ${fixed(x.p999!, 2)}`,
-    fixed(x.p99! - direct!.p99!, 2),
-    fixed(x.seqP50!, 3),
-    fixed(x.seqP50! - direct!.seqP50!, 3),
-    fixed(x.cpuPerRequestUs!, 0),
-    fixed(x.rssMiB!, 0),
-    String(x.failures),
-  ]);
-  const header = ['target', 'req/s (saturated)', `p50 / p99 / p99.9 ms @${PLAN.rate}/s`, 'added p99 ms', 'sequential p50 ms', 'added seq. p50 ms', 'CPU µs/req', 'RSS MiB', 'failures'];
-  const lines = [
-    `chatgate benchmark${results.smoke ? ' (smoke run: figures are not meaningful)' : ''}: ${results.machine.cpus} × ${results.machine.cpu}, Node ${results.machine.node}`,
-    '',
-    ...(direct
-      ? [
-          table([header, ...rows]),
-          '',
-          `throughput ratios, median of the rounds' own (lowest-highest): ${Object.entries(results.ratios)
-            .map(([pair, r]) => `${pair} ${fixed(r.median, 2)}× (${fixed(r.min, 2)}-${fixed(r.max, 2)})`)
-            .join(', ')}`,
-          '',
-        ]
-      : []),
-    table([
-      ['streams', 'intact (chatgate / direct / bare proxy)', 'KiB per open stream, from idle (bare proxy)', 'added first token p50 / p99 ms', 'between tokens p50 / p99 ms (direct p99)'],
-      ...results.streams.map((s) => [
-        `${s.streams} @${s.tokensPerSecond} tokens/s`,
-        `${s.intact} / ${s.directIntact} / ${s.bareProxyIntact}${Object.keys(s.broken).length ? ` (others: ${JSON.stringify(s.broken)})` : ''}`,
-        `${Number.isNaN(s.kibPerStream) ? `n/a (at most ${s.peakOpen} open at once)` : oneDecimal(s.kibPerStream)} (${oneDecimal(s.bareProxyKibPerStream)})`,
-        `${fixed(s.addedFirstTokenP50Ms, 2)} / ${fixed(s.addedFirstTokenP99Ms, 2)}`,
-        `${oneDecimal(s.betweenTokensP50Ms)} / ${oneDecimal(s.betweenTokensP99Ms)} (${oneDecimal(s.directBetweenTokensP99Ms)})`,
-      ]),
-    ]),
-    '',
-    ...(fewest && most && most !== fewest
-      ? [
-          `KiB per further open stream, RSS with all open from ${fewest.streams} to ${most.streams} streams: chatgate ${oneDecimal(results.furtherStream.chatgate)} (${oneDecimal(fewest.rssMiBAllOpen)} -> ${oneDecimal(most.rssMiBAllOpen)} MiB), bare proxy ${oneDecimal(results.furtherStream.bareProxy)} (${oneDecimal(fewest.bareProxyRssMiBAllOpen)} -> ${oneDecimal(most.bareProxyRssMiBAllOpen)} MiB)`,
-          '',
-        ]
-      : []),
-    `key check: ${Object.entries(results.auth)
-      .map(([store, x]) => (typeof x === 'string' ? `${store} ${x}` : `${store} store: cache hit ${(x as { hitUs: number }).hitUs.toFixed(2)} µs, miss ${(x as { missUs: number }).missUs.toFixed(1)} µs`))
-      .join('; ')}`,
-  ];
-  return lines.join('\n') + '\n';
-}
-
-function table(rows: string[][]): string {
-  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
-  const line = (row: string[]) => '| ' + row.map((cell, column) => cell.padEnd(widths[column]!)).join(' | ') + ' |';
-  return [line(rows[0]!), '|' + widths.map((w) => '-'.repeat(w + 2)).join('|') + '|', ...rows.slice(1).map(line)].join('\n');
 }
 
 main().catch((err: Error) => {
