@@ -50,11 +50,12 @@ export function throughputRatios(rounds: Rounds): Ratios {
   );
 }
 
+/** Each figure's median over the rounds that measured it (NaN sorts nowhere), NaN if none did. */
 export function medianOf(list: Array<Record<string, number>>): Record<string, number> {
   return Object.fromEntries(
     Object.keys(list[0]!).map((name) => {
-      const sorted = list.map((entry) => entry[name]!).sort((a, b) => a - b);
-      return [name, sorted[Math.floor(sorted.length / 2)]!];
+      const sorted = list.map((entry) => entry[name]!).filter((figure) => !Number.isNaN(figure)).sort((a, b) => a - b);
+      return [name, sorted.length === 0 ? NaN : sorted[Math.floor(sorted.length / 2)]!];
     }),
   );
 }

@@ -49,3 +49,13 @@ test('a target whose requests all failed prints n/a for what was not measured, a
   expect(printed).not.toMatch(/NaN|null/);
   expect(failedRequests(rounds)).toEqual([['chatgate ×2', 2200]]);
 });
+
+test('a round that measured nothing leaves a figure to the rounds that did', () => {
+  const failedP50 = (parseLoadLine(failedRate) as { result: { p50: number } }).result.p50;
+  const rounds = [round(3000, 1.2, 0), round(0, failedP50, 1000), round(3200, 1.0, 0)];
+  const figures = medianOf(rounds);
+  expect(figures.p50).toBe(1.2); // of 1.0 and 1.2; the failed round's NaN is not a latency
+  expect(figures.rps).toBe(3000); // 0 req/s is a measurement
+  expect(figures.failures).toBe(0);
+  expect(medianOf([round(0, failedP50, 5)]).p50).toBeNaN();
+});
