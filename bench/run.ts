@@ -56,7 +56,7 @@ async function main() {
   const children: ChildProcess[] = [];
   try {
     const tls = await loadOrCreateDevCertificate(path.join(dir, 'tls'));
-    const keyFile = path.join(tls.certFile, '..', 'key.pem');
+    const { keyFile } = tls;
     const serverArgs = (role: string, upstream = '', maxSockets?: number) => [path.join(HERE, 'servers.js'), role, tls.certFile, keyFile, upstream, ...(maxSockets ? [String(maxSockets)] : [])];
 
     progress('starting the mock worker, the bare proxies and chatgate (1 and 2 processes)');

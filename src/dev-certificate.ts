@@ -12,6 +12,7 @@ export interface Certificate {
   /** SHA-256 fingerprint, colon-separated hex, as browsers and `openssl x509 -fingerprint -sha256` show it. */
   fingerprint: string;
   certFile: string;
+  keyFile: string;
   created: boolean;
 }
 
@@ -19,7 +20,7 @@ export async function loadOrCreateDevCertificate(directory: string): Promise<Cer
   const certFile = path.join(directory, 'cert.pem');
   const keyFile = path.join(directory, 'key.pem');
   const existing = await readPair(certFile, keyFile);
-  if (existing) return { ...existing, fingerprint: fingerprintOf(existing.cert), certFile, created: false };
+  if (existing) return { ...existing, fingerprint: fingerprintOf(existing.cert), certFile, keyFile, created: false };
 
   const notBeforeDate = new Date();
   const notAfterDate = new Date(notBeforeDate.getTime() + 365 * 24 * 3600 * 1000);
@@ -39,7 +40,7 @@ export async function loadOrCreateDevCertificate(directory: string): Promise<Cer
   await fs.mkdir(directory, { recursive: true, mode: 0o700 });
   await fs.writeFile(keyFile, pems.private, { mode: 0o600 });
   await fs.writeFile(certFile, pems.cert, { mode: 0o644 });
-  return { cert: pems.cert, key: pems.private, fingerprint: fingerprintOf(pems.cert), certFile, created: true };
+  return { cert: pems.cert, key: pems.private, fingerprint: fingerprintOf(pems.cert), certFile, keyFile, created: true };
 }
 
 export function fingerprintOf(certPem: string): string {

@@ -27,7 +27,7 @@ beforeAll(async () => {
   const tls = await loadOrCreateDevCertificate(path.join(dir, 'tls'));
   ca = readFileSync(tls.certFile, 'utf8');
   ({ key } = await issueKey(new FileKeyStore(path.join(dir, 'keys.json')), { name: 'bench-start' }));
-  setup = { cli: CLI, dir, upstream: worker.url, certFile: tls.certFile, keyFile: path.join(path.dirname(tls.certFile), 'key.pem'), maxSocketsPerWorker: 16 };
+  setup = { cli: CLI, dir, upstream: worker.url, certFile: tls.certFile, keyFile: tls.keyFile, maxSocketsPerWorker: 16 };
 });
 afterAll(async () => {
   await Promise.all(started.map((child) => stopProcess(child)));
