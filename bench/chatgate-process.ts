@@ -55,10 +55,14 @@ export function spawnChatgate(setup: ChatgateSetup): { child: ChildProcess; serv
 function servingPort(child: ChildProcess, name: string): Promise<number> {
   return new Promise((resolve, reject) => {
     let said = '';
+    let serving = false;
+    // Read to the end even once serving: a gateway whose stderr pipe filled up would block on its next write.
     readline.createInterface({ input: child.stderr! }).on('line', (line) => {
+      if (serving) return;
       said += `${line}\n`;
       const port = /chatgate is serving https:\/\/[^/]+:(\d+)\//.exec(line)?.[1];
-      if (port) resolve(Number(port));
+      serving = port !== undefined;
+      if (serving) resolve(Number(port));
     });
     child.once('exit', (code, signal) => reject(new Error(`chatgate ${name} exited with ${code ?? signal} before serving:\n${said}`)));
   });
