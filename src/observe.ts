@@ -17,6 +17,8 @@ export function observeRequests(metrics: Metrics, writeAccessLine: AccessLog | u
   return function observeRequest(req, res, next) {
     createContext(res, now());
     metrics.inFlight.inc();
+    // Read on arrival: by the end, the proxy stage has replaced `req.headers` with those it sent the worker.
+    const client = writeAccessLine ? clientOf(req) : undefined;
     res.on('close', () => {
       const context = contextOf(res);
       const status = res.headersSent ? res.statusCode : CLIENT_CLOSED_REQUEST;
@@ -24,7 +26,7 @@ export function observeRequests(metrics: Metrics, writeAccessLine: AccessLog | u
       metrics.inFlight.dec();
       metrics.requests.series({ provider: context.provider, status: String(status) }).inc();
       metrics.requestDuration.series({ provider: context.provider }).observe(seconds);
-      writeAccessLine?.(accessLine(context, req.method, req.path, clientOf(req), status, seconds, res.writableFinished));
+      writeAccessLine?.(accessLine(context, req.method, req.path, client, status, seconds, res.writableFinished));
       spans?.record(context, { method: req.method, path: req.path, status, endedAt: now() });
     });
     next();

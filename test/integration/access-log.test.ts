@@ -3,12 +3,14 @@
  * documented fields, trace context carried to the worker, and no key (nor its digest) in any line.
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import tls from 'node:tls';
 import os from 'node:os';
 import path from 'node:path';
 import { digestKey } from '../../src/auth/keys';
 import { startTestGateway } from '../helpers/gateway';
 import { basic, bearer, chatBody, request, type RawResponse } from '../helpers/http';
-import { startWorker, type WorkerProcess } from '../helpers/processes';
+import { scrape, sample } from '../helpers/metrics';
+import { eventually, startWorker, type WorkerProcess } from '../helpers/processes';
 
 let worker: WorkerProcess;
 let dir: string;
@@ -90,4 +92,22 @@ test("behind a trusted proxy, an access line's client is the address it forwarde
   const clientOf = (response: RawResponse) => access.find((entry) => entry.requestId === response.headers['x-request-id'])?.client;
   expect(clientOf(forwarded)).toBe('198.51.100.7');
   expect(clientOf(direct)).toBe('127.0.0.1');
+});
+
+test("a client that leaves before its answer: the access line still names it, with 499", async () => {
+  const logFile = path.join(dir, 'left.log');
+  const started = await startTestGateway({ providers: { mock: { workers: [worker.url] } }, log: { level: 'info', destination: logFile } });
+  const { key } = await started.issueKey({ name: 'left' });
+  const body = chatBody();
+  const socket = tls.connect({ port: Number(new URL(started.url).port), host: '127.0.0.1', ca: started.ca, servername: 'localhost' });
+  socket.on('error', () => undefined);
+  await new Promise((resolve) => socket.once('secureConnect', resolve));
+  socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Request-Id: left-early\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 20)}`);
+  // The gateway holds the request (waiting for the rest of its body) before the client goes.
+  await eventually(async () => (sample(await scrape(started.adminUrl), 'chatgate_requests_in_flight') === 1 ? true : undefined));
+  socket.destroy();
+  await eventually(async () => (sample(await scrape(started.adminUrl), 'chatgate_requests_in_flight') === 0 ? true : undefined));
+  await started.stop();
+  const lines = readFileSync(logFile, 'utf8').trim().split('\n').map((line) => JSON.parse(line)).filter((entry) => entry.requestId === 'left-early');
+  expect(lines).toEqual([expect.objectContaining({ log: 'access', status: 499, completed: false, client: '127.0.0.1' })]);
 });
