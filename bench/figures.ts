@@ -38,13 +38,17 @@ const RATIOS: Array<[string, string]> = [
 /**
  * Each ratio is taken within a round, where the two targets ran minutes apart at most, then the
  * median over rounds: on a shared machine whose speed drifts, that cancels what a ratio of two
- * separate medians would not.
+ * separate medians would not. A round in which both targets served nothing (0 / 0) has no ratio and
+ * is left out, as medianOf leaves out a figure a round did not measure; NaN if no round has one.
  */
 export function throughputRatios(rounds: Rounds): Ratios {
   const measured = RATIOS.filter(([a, b]) => rounds[a]!.length > 0 && rounds[a]!.length === rounds[b]!.length);
   return Object.fromEntries(
     measured.map(([a, b]) => {
-      const perRound = rounds[a]!.map((round, i) => round.rps! / rounds[b]![i]!.rps!).sort((x, y) => x - y);
+      const perRound = rounds[a]!.map((round, i) => round.rps! / rounds[b]![i]!.rps!)
+        .filter((ratio) => !Number.isNaN(ratio))
+        .sort((x, y) => x - y);
+      if (perRound.length === 0) return [`${a}/${b}`, { median: NaN, min: NaN, max: NaN }];
       return [`${a}/${b}`, { median: perRound[Math.floor(perRound.length / 2)]!, min: perRound[0]!, max: perRound[perRound.length - 1]! }];
     }),
   );

@@ -59,3 +59,15 @@ test('a round that measured nothing leaves a figure to the rounds that did', () 
   expect(figures.failures).toBe(0);
   expect(medianOf([round(0, failedP50, 5)]).p50).toBeNaN();
 });
+
+test('a round in which both targets of a ratio served nothing has no ratio: the others decide it', () => {
+  const unmeasured: Rounds = { direct: [], 'bare proxy': [], 'bare Express': [], 'tuned Express': [] };
+  const rounds: Rounds = {
+    ...unmeasured,
+    chatgate: [round(3000, 1, 0), round(0, 1, 900), round(3300, 1, 0), round(3100, 1, 0)],
+    'chatgate ×2': [round(3600, 1, 0), round(0, 1, 800), round(3300, 1, 0), round(6200, 1, 0)],
+  };
+  expect(throughputRatios(rounds)).toEqual({ 'chatgate ×2/chatgate': { median: 1.2, min: 1, max: 2 } });
+  const allFailed: Rounds = { ...unmeasured, chatgate: [round(0, 1, 9)], 'chatgate ×2': [round(0, 1, 9)] };
+  expect(throughputRatios(allFailed)['chatgate ×2/chatgate']!.median).toBeNaN();
+});
