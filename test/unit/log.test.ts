@@ -1,8 +1,9 @@
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import fs, { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { accessLogOf, createLogger, destinationOf, GATHER_BYTES, GATHER_MS, MAX_WAITING_BYTES } from '../../src/log';
+import { accessLogOf, createLogger, destinationOf } from '../../src/log';
+import { GATHER_BYTES, GATHER_MS, MAX_WAITING_BYTES } from '../../src/log-destination';
 
 let dir: string;
 beforeEach(() => {
@@ -13,31 +14,30 @@ afterEach(() => rmSync(dir, { recursive: true, force: true }));
 const readLines = (file: string) => (existsSync(file) ? readFileSync(file, 'utf8') : '').split('\n').filter(Boolean);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-function closeDestination(destination: ReturnType<typeof destinationOf>): Promise<unknown> {
-  const closed = new Promise((resolve) => (destination as unknown as NodeJS.EventEmitter).once('close', resolve));
-  (destination as unknown as { end(): void }).end(); // writes what is pending, then closes
-  return closed;
+/** Lines of about 250 bytes, enough of them to make `bytes`. */
+function logLines(log: ReturnType<typeof createLogger>, bytes: number, from = 0): number {
+  let n = from;
+  for (; (n - from) * 250 < bytes; n++) log.info({ n, text: 'y'.repeat(200) }, 'line');
+  return n;
 }
 
-const diskFull = (destination: NodeJS.EventEmitter) => destination.emit('error', Object.assign(new Error('no space left'), { code: 'ENOSPC' }));
+/** fs.writeSync refuses every write with ENOSPC (a full disk) until the returned function is called. */
+function diskFull(): () => void {
+  const refuse = jest.spyOn(fs, 'writeSync').mockImplementation(() => {
+    throw Object.assign(new Error('no space left on device'), { code: 'ENOSPC', syscall: 'write' });
+  });
+  return () => refuse.mockRestore();
+}
 
-/** What chatgate says on stderr while `act` drives a file destination's events and logs a batch big enough to be written. */
-async function stderrReportsWhile(act: (destination: NodeJS.EventEmitter, logWrittenBatch: () => void, reportsSoFar: string[]) => void): Promise<string[]> {
-  const destination = destinationOf(path.join(dir, 'gateway.log'));
-  const emitter = destination as unknown as NodeJS.EventEmitter;
-  await new Promise((resolve) => emitter.once('ready', resolve));
-  const log = createLogger('info', destination);
-  const logWrittenBatch = () => {
-    for (let n = 0; n * 150 < GATHER_BYTES * 2; n++) log.info({ n, text: 'y'.repeat(150) }, 'line');
-  };
+/** What chatgate says on stderr while `act` runs (`act` sees it too, as it comes). */
+function stderrWhile(act: (reportsSoFar: string[]) => void): string[] {
   const reports: string[] = [];
   const stderrWrite = jest.spyOn(process.stderr, 'write').mockImplementation((text) => reports.push(String(text)) > 0);
   try {
-    act(emitter, logWrittenBatch, reports);
+    act(reports);
   } finally {
     stderrWrite.mockRestore();
   }
-  await closeDestination(destination);
   return reports;
 }
 
@@ -57,7 +57,7 @@ test('an access line is, but for its time, the line pino writes for the same fie
   }
   writeAccessLine({ status: 403 }, 'plain "HTTP" refused');
   log.child({ log: 'access' }).info({ status: 403 }, 'plain "HTTP" refused');
-  await closeDestination(destination);
+  destination.end();
   const lines = readLines(file).map((line) => line.replace(/"time":\d+,/, '"time":0,'));
   expect(lines).toHaveLength(2 * samples.length + 2);
   for (let i = 0; i <= samples.length; i++) expect(lines[2 * i]).toBe(lines[2 * i + 1]);
@@ -70,7 +70,7 @@ test('access lines follow the logger level: none below it', async () => {
   accessLogOf(log)({ requestId: 'quiet' });
   log.level = 'info';
   accessLogOf(log)({ requestId: 'heard' });
-  await closeDestination(destination);
+  destination.end();
   expect(readLines(file).map((line) => JSON.parse(line).requestId)).toEqual(['heard']);
 });
 
@@ -83,7 +83,7 @@ test('a log file gets every line whole and in order, lines longer than one write
     for (let i = 0; i < 40; i++) log.info({ n: burst * 40 + i, text: i === 7 ? long : 'y'.repeat(600) }, 'line');
     await new Promise((resolve) => setImmediate(resolve)); // let writes be under way while lines pile up
   }
-  await closeDestination(destination);
+  destination.end();
   const lines = readLines(file).map((line) => JSON.parse(line) as { n: number; text: string });
   expect(lines.map((line) => line.n)).toEqual(Array.from({ length: 2000 }, (_, n) => n));
   expect(lines.filter((line) => line.text === long)).toHaveLength(50);
@@ -92,8 +92,7 @@ test('a log file gets every line whole and in order, lines longer than one write
 test('lines logged one at a time are written a few kilobytes at a time, not one write each', async () => {
   const file = path.join(dir, 'gateway.log');
   const destination = destinationOf(file);
-  let writes = 0;
-  (destination as unknown as NodeJS.EventEmitter).on('write', () => writes++);
+  const writeSync = jest.spyOn(fs, 'writeSync');
   const log = createLogger('info', destination);
   const lines = 40;
   const began = Date.now();
@@ -102,7 +101,9 @@ test('lines logged one at a time are written a few kilobytes at a time, not one 
     await sleep(2); // time enough for a write of the line before to be over
   }
   const timedFlushes = Math.ceil((Date.now() - began) / GATHER_MS);
-  await closeDestination(destination);
+  destination.end();
+  const writes = writeSync.mock.calls.length;
+  writeSync.mockRestore();
   expect(readLines(file)).toHaveLength(lines);
   const bytes = readFileSync(file).length;
   // Writes of full batches, flushes on the timer, and the last one on close; one write a line is 40.
@@ -110,19 +111,65 @@ test('lines logged one at a time are written a few kilobytes at a time, not one 
   expect(writes).toBeLessThan(lines / 2);
 });
 
-test('a full batch of lines is written before the logging call returns, not by the thread pool later', async () => {
+test('a full batch of lines is written before the logging call returns, not by the thread pool later', () => {
   const file = path.join(dir, 'gateway.log');
   const destination = destinationOf(file);
-  await new Promise((resolve) => (destination as unknown as NodeJS.EventEmitter).once('ready', resolve));
-  let written = 0;
-  (destination as unknown as NodeJS.EventEmitter).on('write', (bytes: number) => (written += bytes));
   const log = createLogger('info', destination);
-  let logged = 0;
-  // A write through the thread pool reports itself on a later turn of the event loop: never inside this loop.
-  while (written === 0 && logged < GATHER_BYTES) log.info({ n: logged++, text: 'y'.repeat(150) }, 'line');
-  expect(written).toBeGreaterThanOrEqual(GATHER_BYTES);
-  expect(readFileSync(file).length).toBe(written);
-  await closeDestination(destination);
+  // No turn of the event loop between the lines and the check: only a synchronous write is there yet.
+  logLines(log, GATHER_BYTES);
+  expect(readFileSync(file).length).toBeGreaterThanOrEqual(GATHER_BYTES);
+  destination.end();
+});
+
+test('a write the destination takes only part of, or refuses for now (a full non-blocking pipe), is carried on: every byte once, in order', () => {
+  const file = path.join(dir, 'gateway.log');
+  const destination = destinationOf(file);
+  const log = createLogger('info', destination);
+  const realWriteSync = fs.writeSync;
+  let calls = 0;
+  let refused = 0;
+  const writeSync = jest.spyOn(fs, 'writeSync').mockImplementation(((fd: number, buffer: Buffer, offset: number, length: number) => {
+    if (calls++ % 3 === 0) {
+      refused++;
+      throw Object.assign(new Error('resource temporarily unavailable'), { code: 'EAGAIN', syscall: 'write' });
+    }
+    return realWriteSync(fd, buffer, offset, Math.min(length, 700)); // a pipe with 700 bytes of room
+  }) as typeof fs.writeSync);
+  let reports: string[] = [];
+  try {
+    reports = stderrWhile(() => logLines(log, 10 * GATHER_BYTES));
+  } finally {
+    writeSync.mockRestore();
+  }
+  const writtenMeanwhile = readFileSync(file).length;
+  destination.end();
+  expect(writtenMeanwhile).toBeGreaterThan(8 * GATHER_BYTES);
+  expect(calls - refused).toBeGreaterThanOrEqual(Math.ceil(writtenMeanwhile / 700)); // each write cut short
+  expect(refused).toBeGreaterThan(1);
+  expect(reports).toEqual([]); // a pipe that is full for now has not failed
+  const written = readLines(file).map((line) => JSON.parse(line).n as number);
+  expect(written).toEqual(Array.from({ length: Math.ceil((10 * GATHER_BYTES) / 250) }, (_, n) => n));
+});
+
+test('a reader that stops reading stdout (a full pipe) holds the lines up, and gets every one, in order, once it reads again', async () => {
+  const lines = 8000; // about 2 MiB: 30 times what a pipe holds
+  const script = `const { createLogger, destinationOf } = require(${JSON.stringify(path.join(__dirname, '../../dist/log.js'))});
+    const log = createLogger('info', destinationOf('stdout'));
+    for (let n = 0; n < ${lines}; n++) log.info({ n, text: 'y'.repeat(200) }, 'line');
+    process.stderr.write('all logged\\n');`;
+  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk));
+  child.stdout.pause();
+  await sleep(300);
+  expect(stderr).toBe(''); // held up by the full pipe
+  let stdout = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk));
+  child.stdout.resume();
+  const code = await new Promise((resolve) => child.on('close', resolve));
+  expect(code).toBe(0);
+  expect(stderr).toBe('all logged\n');
+  expect(stdout.split('\n').filter(Boolean).map((line) => JSON.parse(line).n)).toEqual(Array.from({ length: lines }, (_, n) => n));
 });
 
 test('a lone line is written within the gathering time, with nothing else logged', async () => {
@@ -132,7 +179,7 @@ test('a lone line is written within the gathering time, with nothing else logged
   const began = Date.now();
   while (readLines(file).length === 0 && Date.now() - began < 20 * GATHER_MS) await sleep(5);
   expect(readLines(file).map((line) => JSON.parse(line).msg)).toEqual(['alone']);
-  await closeDestination(destination);
+  destination.end();
 });
 
 test('lines still gathered when the process exits are written', () => {
@@ -140,10 +187,8 @@ test('lines still gathered when the process exits are written', () => {
   const script = `const { createLogger, destinationOf } = require(${JSON.stringify(path.join(__dirname, '../../dist/log.js'))});
     const destination = destinationOf(${JSON.stringify(file)});
     const log = createLogger('info', destination);
-    destination.once('ready', () => {
-      for (let n = 0; n < 3; n++) log.info({ n }, 'before exit');
-      process.exit(0);
-    });`;
+    for (let n = 0; n < 3; n++) log.info({ n }, 'before exit');
+    process.exit(0);`;
   const child = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8' });
   expect(child.stderr).toBe('');
   expect(child.status).toBe(0);
@@ -170,12 +215,13 @@ test('lines a refusing destination cannot take wait in memory only up to a bound
   // Four times the bound in lines: unbounded, they all stay on the heap.
   const script = `const { createLogger, destinationOf } = require(${JSON.stringify(path.join(__dirname, '../../dist/log.js'))});
     const log = createLogger('info', destinationOf('/dev/full'));
+    const held = () => process.memoryUsage().heapUsed + process.memoryUsage().external;
     global.gc();
-    const before = process.memoryUsage().heapUsed;
+    const before = held();
     const text = 'y'.repeat(200);
     for (let n = 0; n * 250 < ${MAX_WAITING_BYTES * 4}; n++) log.info({ n, text }, 'line');
     global.gc();
-    process.stdout.write(String(process.memoryUsage().heapUsed - before));
+    process.stdout.write(String(held() - before));
     process.exit(0);`;
   const child = spawnSync(process.execPath, ['--expose-gc', '-e', script], { encoding: 'utf8', timeout: 60_000 });
   expect(child.status).toBe(0);
@@ -184,14 +230,26 @@ test('lines a refusing destination cannot take wait in memory only up to a bound
   expect(child.stderr.match(/newer lines are dropped/g)).toHaveLength(1);
 });
 
-test('a destination that takes writes again reports how many lines it dropped meanwhile', async () => {
-  const reports = await stderrReportsWhile((destination, logWrittenBatch) => {
-    diskFull(destination);
-    for (let n = 0; n < 3; n++) destination.emit('drop', 'a line');
-    logWrittenBatch();
+test('a destination that takes writes again gets the lines that waited, in order, and reports how many were dropped meanwhile', () => {
+  const file = path.join(dir, 'gateway.log');
+  const destination = destinationOf(file);
+  const log = createLogger('info', destination);
+  let logged = 0;
+  const reports = stderrWhile(() => {
+    const diskFreed = diskFull();
+    logged = logLines(log, MAX_WAITING_BYTES + 20 * 250);
+    diskFreed();
+    destination.flushSync(); // as the gathering timer does
   });
+  destination.end();
+  const written = readLines(file).map((line) => JSON.parse(line).n as number);
+  expect(readFileSync(file).length).toBeGreaterThan(MAX_WAITING_BYTES - 1024); // all that could wait, less than a line
+  expect(readFileSync(file).length).toBeLessThanOrEqual(MAX_WAITING_BYTES);
+  expect(written).toEqual(Array.from({ length: written.length }, (_, n) => n)); // the first ones, whole and in order
   expect(reports).toHaveLength(3); // failed, dropping, taking writes again
-  expect(reports[2]).toContain('takes writes again; 3 lines were dropped meanwhile');
+  expect(reports[0]).toContain(`log destination ${file} failed (ENOSPC); serving goes on`);
+  expect(reports[1]).toContain('newer lines are dropped');
+  expect(reports[2]).toContain(`takes writes again; ${logged - written.length} lines were dropped meanwhile`);
 });
 
 test('a destination destroyed just before the process exits lets it exit cleanly', () => {
@@ -206,14 +264,30 @@ test('a destination destroyed just before the process exits lets it exit cleanly
   expect(child.status).toBe(0);
 });
 
-test('a destination that fails again after taking a write is reported again', async () => {
-  const reports = await stderrReportsWhile((destination, logWrittenBatch, reportsSoFar) => {
-    diskFull(destination);
-    diskFull(destination);
-    expect(reportsSoFar).toHaveLength(1);
-    logWrittenBatch();
-    diskFull(destination);
+test('a refusing destination is reported once, and again only if it fails anew after taking a write', () => {
+  const file = path.join(dir, 'gateway.log');
+  const destination = destinationOf(file);
+  const log = createLogger('info', destination);
+  const reportCounts: number[] = [];
+  const reports = stderrWhile((reportsSoFar) => {
+    let diskFreed = diskFull();
+    logLines(log, 3 * GATHER_BYTES, 0);
+    destination.flushSync(); // offered again, refused again
+    reportCounts.push(reportsSoFar.length);
+    diskFreed();
+    logLines(log, 3 * GATHER_BYTES, 100);
+    destination.flushSync();
+    reportCounts.push(reportsSoFar.length);
+    diskFreed = diskFull();
+    logLines(log, 3 * GATHER_BYTES, 200);
+    diskFreed();
   });
+  destination.end();
+  expect(reportCounts).toEqual([1, 1]);
   expect(reports).toHaveLength(2);
-  expect(reports[1]).toContain('ENOSPC');
+  expect(reports[1]).toContain('failed (ENOSPC)');
+  const written = readLines(file).map((line) => JSON.parse(line).n as number);
+  expect(written.filter((n) => n < 100)).toEqual(Array.from({ length: written.filter((n) => n < 100).length }, (_, n) => n));
+  expect(new Set(written).size).toBe(written.length);
+  expect(written.length).toBe(3 * Math.ceil((3 * GATHER_BYTES) / 250)); // nothing was dropped: every line waited and was written
 });
