@@ -2,6 +2,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import fs, { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import fc from 'fast-check';
 import { accessLogOf, createLogger, destinationOf } from '../../src/log';
 import { GATHER_BYTES, GATHER_MS, MAX_WAITING_BYTES } from '../../src/log-destination';
 
@@ -290,4 +291,50 @@ test('a refusing destination is reported once, and again only if it fails anew a
   expect(written.filter((n) => n < 100)).toEqual(Array.from({ length: written.filter((n) => n < 100).length }, (_, n) => n));
   expect(new Set(written).size).toBe(written.length);
   expect(written.length).toBe(3 * Math.ceil((3 * GATHER_BYTES) / 250)); // nothing was dropped: every line waited and was written
+});
+
+test('whatever lines come, and whatever each write meets (all taken, part taken, a full pipe, a full disk), every byte arrives once, in order, in writes of at most 4 KiB where lines allow', () => {
+  const settings = { numRuns: 200, ...(process.env.CI ? { seed: 20261126 } : {}) };
+  // A piece repeated: from empty lines to lines of 6,000 characters (a few beyond one 4 KiB write), in 1- to 4-byte characters.
+  const line = fc.tuple(fc.string({ unit: fc.constantFrom('a', 'é', '€', '𝄞', '"', ' '), minLength: 1, maxLength: 20 }), fc.nat({ max: 300 })).map(([piece, times]) => piece.repeat(times) + '\n');
+  const op = fc.oneof({ weight: 3, arbitrary: line.map((text) => ({ line: text })) }, { weight: 1, arbitrary: fc.constant({ flush: true as const }) });
+  const outcome = fc.constantFrom('all', 'all', 'part', 'full-disk', 'full-pipe');
+  fc.assert(
+    fc.property(fc.array(op, { minLength: 10, maxLength: 60 }), fc.array(outcome, { minLength: 5, maxLength: 40 }), (ops, outcomes) => {
+      const file = path.join(dir, 'property.log');
+      const destination = destinationOf(file);
+      const received: Buffer[] = [];
+      const writeSizes: number[] = [];
+      let fullPipes = 0;
+      let call = 0;
+      const writeSync = jest.spyOn(fs, 'writeSync').mockImplementation(((_fd: number, buffer: Buffer, offset: number, length: number) => {
+        const met = outcomes[call++] ?? 'all';
+        // One full pipe a run (each is waited on for 10 ms); a later one is taken as 'all'.
+        if (met === 'full-pipe' && fullPipes++ < 1) throw Object.assign(new Error('resource temporarily unavailable'), { code: 'EAGAIN' });
+        if (met === 'full-disk') throw Object.assign(new Error('no space left on device'), { code: 'ENOSPC' });
+        const taken = met === 'part' ? Math.ceil(length / 3) : length;
+        received.push(Buffer.from(buffer.subarray(offset, offset + taken)));
+        writeSizes.push(length);
+        return taken;
+      }) as typeof fs.writeSync);
+      const stderrWrite = jest.spyOn(process.stderr, 'write').mockImplementation(() => true);
+      try {
+        for (const step of ops) {
+          if ('line' in step) destination.write(step.line);
+          else destination.flushSync();
+        }
+        call = outcomes.length; // from here on every write is taken whole
+        destination.flushSync();
+      } finally {
+        writeSync.mockRestore();
+        stderrWrite.mockRestore();
+        destination.destroy();
+      }
+      const lines = ops.flatMap((step) => ('line' in step ? [step.line] : []));
+      expect(Buffer.concat(received).toString('utf8')).toBe(lines.join(''));
+      const longestLine = Math.max(0, ...lines.map((text) => Buffer.byteLength(text)));
+      for (const size of writeSizes) expect(size).toBeLessThanOrEqual(Math.max(4096, longestLine));
+    }),
+    settings,
+  );
 });
