@@ -25,6 +25,23 @@ export interface TestGateway {
   stop(): Promise<void>;
 }
 
+/**
+ * Gateways a test starts and does not stop (its expectation failed first) are stopped after it, so
+ * they neither serve into the next test nor keep jest from exiting. Those started in a `beforeAll`
+ * are their file's to stop.
+ */
+let inTest = false;
+const startedInTest = new Set<TestGateway>();
+beforeEach(() => {
+  inTest = true;
+});
+afterEach(async () => {
+  inTest = false;
+  const left = [...startedInTest];
+  startedInTest.clear();
+  await Promise.all(left.map((started) => started.stop()));
+});
+
 export async function startTestGateway(settings: Record<string, unknown>): Promise<TestGateway> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-test-'));
   const keyFile = path.join(dir, 'keys.json');
@@ -42,7 +59,8 @@ export async function startTestGateway(settings: Record<string, unknown>): Promi
   const gateway = await startGateway(configFile, new Writable({ write: (_chunk, _encoding, done) => done() }));
   const store = new FileKeyStore(keyFile);
   const { publicAddress, adminAddress, plainAddress } = gateway.listeners;
-  return {
+  let stopped: Promise<void> | undefined;
+  const started: TestGateway = {
     gateway,
     url: `https://127.0.0.1:${publicAddress.port}`,
     adminUrl: `http://127.0.0.1:${adminAddress!.port}`,
@@ -57,9 +75,12 @@ export async function startTestGateway(settings: Record<string, unknown>): Promi
     revokeKey: async (id) => {
       await store.revoke(id, new Date());
     },
-    stop: async () => {
-      await gateway.shutdown();
-      rmSync(dir, { recursive: true, force: true });
+    stop: () => {
+      startedInTest.delete(started);
+      stopped ??= gateway.shutdown().then(() => rmSync(dir, { recursive: true, force: true }));
+      return stopped;
     },
   };
+  if (inTest) startedInTest.add(started);
+  return started;
 }
