@@ -57,8 +57,12 @@ export class LogDestination {
       this.fd = name === 'stdout' ? 1 : 2;
       this.ownsFd = false;
     } else {
-      fs.mkdirSync(path.dirname(name), { recursive: true });
-      this.fd = fs.openSync(name, 'a');
+      try {
+        fs.mkdirSync(path.dirname(name), { recursive: true });
+        this.fd = fs.openSync(name, 'a');
+      } catch (err) {
+        throw new Error(`cannot open log.destination ${name}: ${(err as Error).message}`);
+      }
       this.ownsFd = true;
     }
     this.timer = setInterval(() => this.flushSync(), GATHER_MS).unref();

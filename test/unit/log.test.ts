@@ -173,6 +173,12 @@ test('a reader that stops reading stdout (a full pipe) holds the lines up, and g
   expect(stdout.split('\n').filter(Boolean).map((line) => JSON.parse(line).n)).toEqual(Array.from({ length: lines }, (_, n) => n));
 });
 
+test('a log file that cannot be opened stops start-up with the setting and the reason named', () => {
+  const notAFolder = path.join(dir, 'plain-file');
+  fs.writeFileSync(notAFolder, '');
+  expect(() => destinationOf(path.join(notAFolder, 'gateway.log'))).toThrow(new RegExp(`^cannot open log.destination ${path.join(notAFolder, 'gateway.log')}: (EEXIST|ENOTDIR)`));
+});
+
 test('a lone line is written within the gathering time, with nothing else logged', async () => {
   const file = path.join(dir, 'gateway.log');
   const destination = destinationOf(file);
