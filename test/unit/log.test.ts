@@ -99,7 +99,7 @@ test('lines logged one at a time are written a few kilobytes at a time, not one 
   const began = Date.now();
   for (let n = 0; n < lines; n++) {
     log.info({ n, text: 'y'.repeat(150) }, 'line');
-    await sleep(2); // time enough for a write of the line before to be over
+    await sleep(2); // each line on a turn of its own, as requests end: a write per turn would show here
   }
   const timedFlushes = Math.ceil((Date.now() - began) / GATHER_MS);
   destination.end();
