@@ -83,8 +83,8 @@ function effectiveSettings(defaults: UpstreamSettings, own: ProviderConfig['upst
 }
 
 /**
- * An idle pooled connection is closed after this long. Node's agent also honours a worker's
- * "Keep-Alive: timeout=N" (closing a second early) only when it is below this value.
+ * An idle pooled connection is closed after this long, or earlier when a worker's "Keep-Alive:
+ * timeout=N" asks for less (worker-agent.ts).
  */
 const IDLE_CONNECTION_MS = 30_000;
 
@@ -94,7 +94,7 @@ function createWorker(entry: ProviderConfig['workers'][number], maxSockets: numb
   // metric; capping concurrency at the sockets sends them to the pool's bounded, timed queue instead.
   const maxConcurrent = Math.min(own ?? Infinity, maxSockets);
   const url = new URL(base.endsWith('/') ? base : base + '/');
-  const options = { keepAlive: true, maxSockets, maxFreeSockets: Math.min(maxSockets, 64), scheduling: 'lifo' as const, timeout: IDLE_CONNECTION_MS };
+  const options = { keepAlive: true, maxSockets, maxFreeSockets: Math.min(maxSockets, 64), scheduling: 'lifo' as const, idleTimeoutMs: IDLE_CONNECTION_MS };
   const chatCompletions = new URL('v1/chat/completions', url);
   const hostname = chatCompletions.hostname.replace(/^\[(.*)\]$/, '$1');
   const path = url.pathname.replace(/\/$/, '');

@@ -1,6 +1,7 @@
 /**
  * A worker's agent keeps no request fields with a pooled connection (src/upstream/worker-agent.ts),
- * and still pools, reuses and replaces connections by what it keeps, over HTTP and over TLS. Real
+ * and still pools, reuses and replaces connections by what it keeps, over HTTP and over TLS; it
+ * retires idle connections by their deadline, the worker's Keep-Alive announcement included. Real
  * servers on loopback; the options sent are those http-proxy builds (undefined TLS fields included).
  */
 import http, { type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
@@ -10,7 +11,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { loadOrCreateDevCertificate, type Certificate } from '../../src/dev-certificate';
-import { workerAgent } from '../../src/upstream/worker-agent';
+import { IDLE_SWEEP_MS, workerAgent } from '../../src/upstream/worker-agent';
 
 const REQUEST_HEADERS: OutgoingHttpHeaders = { authorization: 'Bearer upstream-credential', 'x-request-id': 'req-1', 'content-type': 'application/json' };
 
@@ -26,18 +27,26 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 interface Worker {
   port: number;
   connections: number;
+  /** Who ended each connection that has closed, in order. */
+  closedBy: Array<'agent' | 'worker'>;
   close(): Promise<void>;
 }
 
 /** Answers each request with its x-request-id; `?close=true` asks it to close the connection after answering. */
-async function startWorker(protocol: 'http:' | 'https:'): Promise<Worker> {
+async function startWorker(protocol: 'http:' | 'https:', keepAliveTimeoutMs = 5000): Promise<Worker> {
   const handler = (req: IncomingMessage, res: http.ServerResponse) => {
     if (req.url?.includes('close=true')) res.setHeader('connection', 'close');
     res.end(String(req.headers['x-request-id']));
   };
   const server = protocol === 'https:' ? https.createServer({ cert: certificate.cert, key: certificate.key }, handler) : http.createServer(handler);
-  const worker = { port: 0, connections: 0, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
-  server.on(protocol === 'https:' ? 'secureConnection' : 'connection', () => worker.connections++);
+  server.keepAliveTimeout = keepAliveTimeoutMs; // announced as "Keep-Alive: timeout=<whole seconds>"
+  const worker: Worker = { port: 0, connections: 0, closedBy: [], close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+  server.on(protocol === 'https:' ? 'secureConnection' : 'connection', (socket: Socket) => {
+    worker.connections++;
+    let agentEnded = false;
+    socket.on('end', () => (agentEnded = true));
+    socket.on('close', () => worker.closedBy.push(agentEnded ? 'agent' : 'worker'));
+  });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   worker.port = (server.address() as AddressInfo).port;
   return worker;
@@ -68,7 +77,7 @@ describe.each(['http:', 'https:'] as const)('a worker agent over %s', (protocol)
 
   beforeEach(async () => {
     worker = await startWorker(protocol);
-    agent = workerAgent(protocol, { keepAlive: true, maxSockets: 1, scheduling: 'lifo', ...(protocol === 'https:' ? { ca: certificate.cert } : {}) });
+    agent = workerAgent(protocol, { keepAlive: true, maxSockets: 1, scheduling: 'lifo', idleTimeoutMs: 30_000, ...(protocol === 'https:' ? { ca: certificate.cert } : {}) });
     kept.length = 0;
     agent.on('free', (_socket: Socket, options: Record<string, unknown>) => kept.push(options));
   });
@@ -97,5 +106,59 @@ describe.each(['http:', 'https:'] as const)('a worker agent over %s', (protocol)
     expect(first.body).toBe('first');
     expect(second).toEqual({ body: 'second', reused: false });
     expect(worker.connections).toBe(2);
+  });
+});
+
+describe('idle connections of a worker agent', () => {
+  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+  let worker: Worker | undefined;
+  let agent: http.Agent | undefined;
+  afterEach(async () => {
+    agent?.destroy();
+    await worker?.close();
+    jest.restoreAllMocks();
+  });
+
+  test('an idle connection is reused within idleTimeoutMs, then closed by the agent', async () => {
+    worker = await startWorker('http:', 60_000);
+    agent = workerAgent('http:', { keepAlive: true, maxSockets: 4, idleTimeoutMs: 1000 });
+    expect(await send('http:', agent, worker.port, 'first')).toEqual({ body: 'first', reused: false });
+    await sleep(600);
+    expect(await send('http:', agent, worker.port, 'second')).toEqual({ body: 'second', reused: true });
+    await sleep(500); // idle for 500 ms of its 1000 (less one sweep, its deadline may come early), counted from the second answer
+    expect(worker.closedBy).toEqual([]);
+    await sleep(500 + IDLE_SWEEP_MS + 200);
+    expect(worker.closedBy).toEqual(['agent']);
+    expect(worker.connections).toBe(1);
+  });
+
+  test("a worker's shorter keep-alive timeout retires the connection before the worker closes it", async () => {
+    worker = await startWorker('http:', 2000); // "Keep-Alive: timeout=2": kept a second less at most
+    agent = workerAgent('http:', { keepAlive: true, maxSockets: 4, idleTimeoutMs: 30_000 });
+    await send('http:', agent, worker.port, 'first');
+    await sleep(1000 + IDLE_SWEEP_MS + 250); // its second and the sweep after it are past, the worker's 2 s are not
+    expect(worker.closedBy).toEqual(['agent']);
+  });
+
+  test('a connection whose worker announces too short a keep-alive timeout to use is not pooled', async () => {
+    worker = await startWorker('http:', 1000); // "Keep-Alive: timeout=1": nothing left once the margin is taken
+    agent = workerAgent('http:', { keepAlive: true, maxSockets: 4, idleTimeoutMs: 30_000 });
+    expect(await send('http:', agent, worker.port, 'first')).toEqual({ body: 'first', reused: false });
+    expect(await send('http:', agent, worker.port, 'second')).toEqual({ body: 'second', reused: false });
+    expect(worker.connections).toBe(2);
+  });
+
+  test('the sweep runs only while a connection is idle', async () => {
+    const started = jest.spyOn(global, 'setInterval');
+    const stopped = jest.spyOn(global, 'clearInterval');
+    worker = await startWorker('http:', 60_000);
+    agent = workerAgent('http:', { keepAlive: true, maxSockets: 4, idleTimeoutMs: 300 });
+    await Promise.all([send('http:', agent, worker.port, 'a'), send('http:', agent, worker.port, 'b')]);
+    await send('http:', agent, worker.port, 'c');
+    const sweeps = started.mock.results.filter((_, i) => started.mock.calls[i]![1] === IDLE_SWEEP_MS).map((result) => result.value as NodeJS.Timeout);
+    expect(sweeps).toHaveLength(1); // one sweep for the agent, however many connections go idle
+    await sleep(300 + 2 * IDLE_SWEEP_MS + 100);
+    expect(worker.closedBy).toEqual(['agent', 'agent']);
+    expect(stopped).toHaveBeenCalledWith(sweeps[0]);
   });
 });
