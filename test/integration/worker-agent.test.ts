@@ -148,17 +148,23 @@ describe('idle connections of a worker agent', () => {
     expect(worker.connections).toBe(2);
   });
 
-  test('the sweep runs only while a connection is idle', async () => {
+  test('the sweep runs only while a connection is idle, and starts again when one is', async () => {
     const started = jest.spyOn(global, 'setInterval');
     const stopped = jest.spyOn(global, 'clearInterval');
     worker = await startWorker('http:', 60_000);
     agent = workerAgent('http:', { keepAlive: true, maxSockets: 4, idleTimeoutMs: 300 });
     await Promise.all([send('http:', agent, worker.port, 'a'), send('http:', agent, worker.port, 'b')]);
     await send('http:', agent, worker.port, 'c');
-    const sweeps = started.mock.results.filter((_, i) => started.mock.calls[i]![1] === IDLE_SWEEP_MS).map((result) => result.value as NodeJS.Timeout);
-    expect(sweeps).toHaveLength(1); // one sweep for the agent, however many connections go idle
+    const sweeps = () => started.mock.results.filter((_, i) => started.mock.calls[i]![1] === IDLE_SWEEP_MS).map((result) => result.value as NodeJS.Timeout);
+    expect(sweeps()).toHaveLength(1); // one sweep for the agent, however many connections go idle
     await sleep(300 + 2 * IDLE_SWEEP_MS + 100);
     expect(worker.closedBy).toEqual(['agent', 'agent']);
-    expect(stopped).toHaveBeenCalledWith(sweeps[0]);
+    expect(stopped).toHaveBeenCalledWith(sweeps()[0]);
+
+    await send('http:', agent, worker.port, 'd');
+    expect(sweeps()).toHaveLength(2);
+    await sleep(300 + 2 * IDLE_SWEEP_MS + 100);
+    expect(worker.closedBy).toEqual(['agent', 'agent', 'agent']);
+    expect(stopped).toHaveBeenCalledWith(sweeps()[1]);
   });
 });
