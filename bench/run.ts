@@ -38,10 +38,10 @@ const PLAN = SMOKE
   ? { rounds: 1, warmupSeconds: 0, saturateSeconds: 1, rateSeconds: 1, rate: 100, sequential: 100, streams: [{ n: 50, tokensPerSecond: 10 }, { n: 100, tokensPerSecond: 10 }], streamHoldSeconds: 1, opensPerSecond: 1000, authIterations: 2_000 }
   : { rounds: 3, warmupSeconds: 2, saturateSeconds: 4, rateSeconds: 2, rate: 500, sequential: 500, streams: STREAM_RUNS, streamHoldSeconds: 2, opensPerSecond: 1000, authIterations: 200_000 };
 /**
- * The order of the saturated rounds (every other round reversed); the table keeps its own. chatgate
- * and the bare proxy run back to back, their ratio being the one at its target's line: this host's
- * speed drifts within seconds (rounds of one build side by side differed by up to 1.4×), and with
- * both Express targets between them the two were measured some 24 s apart.
+ * The order in which a round measures the targets (every other round reversed); the table keeps its
+ * own. chatgate and the bare proxy run back to back, their ratio being the one at its target's line:
+ * this host's speed drifts within seconds (rounds of one build side by side differed by up to 1.4×),
+ * and with both Express targets between them the two were measured some 24 s apart.
  */
 const MEASUREMENT_ORDER = ['direct', 'bare Express', 'tuned Express', 'bare proxy', 'chatgate', 'chatgate ×2'];
 const ROOT = path.join(__dirname, '..', '..', '..'); // dist/bench/bench -> repository
@@ -89,6 +89,7 @@ async function main() {
     }
     const rounds: Rounds = Object.fromEntries(servers.map((s) => [s.name, []]));
     const measured = MEASUREMENT_ORDER.map((name) => servers.find((s) => s.name === name) ?? fail(`no target named ${name}`));
+    if (measured.length !== servers.length) fail('every target needs its place in MEASUREMENT_ORDER');
     for (let round = 1; round <= (STREAMS_ONLY ? 0 : PLAN.rounds); round++) {
       const order = round % 2 === 1 ? measured : [...measured].reverse();
       for (const server of order) {
