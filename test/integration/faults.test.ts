@@ -228,12 +228,24 @@ describe('faults on small pools', () => {
     expect(elapsed).toBeLessThan(1000); // at once: not after a connect timeout (5 s) or a queue wait (10 s)
   });
 
+  /**
+   * The single worker's pool as the gateway reports it: each step below waits for the state it needs
+   * (a fixed pause let a loaded machine send the next request before the last one was placed).
+   */
+  const singlePool = (state: { outstanding: number; queued: number }) =>
+    eventually(async () => {
+      const metrics = await scrape(gw.adminUrl);
+      const outstanding = sample(metrics, `chatgate_worker_outstanding_requests{provider="single",worker="127.0.0.1:${workers[4]!.port}"}`);
+      const queued = sample(metrics, 'chatgate_upstream_queued_requests{provider="single"}');
+      return outstanding === state.outstanding && queued === state.queued ? true : undefined;
+    }, 2000);
+
   test('a worker at maxConcurrent queues the next request, and a full queue answers 503 upstream_overloaded', async () => {
-    const slow = { 'x-mock-latency-ms': '600', 'x-mock-tokens-per-second': '100000' }; // far longer than the 50 ms steps below
+    const slow = { 'x-mock-latency-ms': '600', 'x-mock-tokens-per-second': '100000' };
     const first = send('single/echo', slow);
-    await sleep(50);
+    await singlePool({ outstanding: 1, queued: 0 });
     const queued = send('single/echo', slow);
-    await sleep(50);
+    await singlePool({ outstanding: 1, queued: 1 });
     const overflow = await send('single/echo', slow);
     expect(overflow.status).toBe(503);
     expect(overflow.json().error.code).toBe('upstream_overloaded');
@@ -242,7 +254,7 @@ describe('faults on small pools', () => {
     expect((await queued).status).toBe(200); // served once the first finished
 
     const long = send('single/echo', { 'x-mock-latency-ms': '1500', 'x-mock-tokens-per-second': '100000' });
-    await sleep(50);
+    await singlePool({ outstanding: 1, queued: 0 });
     const waitedTooLong = await send('single/echo');
     expect(waitedTooLong.status).toBe(503);
     expect(waitedTooLong.json().error.code).toBe('upstream_overloaded');
@@ -252,13 +264,13 @@ describe('faults on small pools', () => {
   test('a client that leaves while queued frees its place in the queue at once', async () => {
     const slow = { 'x-mock-latency-ms': '600', 'x-mock-tokens-per-second': '100000' };
     const first = send('single/echo', slow);
-    await sleep(50);
+    await singlePool({ outstanding: 1, queued: 0 });
     const leaving = https.request(`${gw.url}/v1/chat/completions`, { method: 'POST', ca: gw.ca, agent: false, headers: { ...bearer(key), 'content-type': 'application/json' } });
     leaving.on('error', () => undefined);
     leaving.end(chatBody({ model: 'single/echo' }));
-    await sleep(100); // queued behind the first
+    await singlePool({ outstanding: 1, queued: 1 });
     leaving.destroy();
-    await sleep(50);
+    await singlePool({ outstanding: 1, queued: 0 }); // its place given up while the first is still under way
     const next = await send('single/echo'); // the queue (size 1) has room again: waits for the first, then served
     expect(next.status).toBe(200);
     expect((await first).status).toBe(200);
