@@ -1,7 +1,8 @@
 /**
  * Where log lines go: stdout, stderr or a file (appended to, created with its folder if missing).
  * Lines are gathered as bytes in one buffer and written synchronously once GATHER_BYTES are pending,
- * within GATHER_MS otherwise, and when the process exits.
+ * within GATHER_MS otherwise, and when the process exits. The GATHER_MS timer runs only while lines
+ * are pending: an idle gateway is not woken to find nothing to write.
  *
  * pino's own destination (sonic-boom) keeps pending lines as one string: each line appended to it had
  * V8 copy and re-measure the whole pending text, and each write encoded that text twice. An access
@@ -49,7 +50,7 @@ export class LogDestination {
   private refusing = false;
   private dropped = 0;
   private closed = false;
-  private readonly timer: NodeJS.Timeout;
+  private timer: NodeJS.Timeout | undefined;
 
   /** `name`: stdout, stderr, or a file's path. */
   constructor(private readonly name: string) {
@@ -65,7 +66,6 @@ export class LogDestination {
       }
       this.ownsFd = true;
     }
-    this.timer = setInterval(() => this.flushSync(), GATHER_MS).unref();
     open.add(this);
     if (!flushAtExitRegistered) process.once('exit', () => open.forEach((destination) => destination.flushSync()));
     flushAtExitRegistered = true;
@@ -78,7 +78,19 @@ export class LogDestination {
     if (!this.refusing && lines.length * 3 <= this.buffer.length - this.gathered) this.gathered += this.buffer.write(lines, this.gathered);
     else this.gatherMeasured(lines);
     if (this.gathered >= GATHER_BYTES && !this.refusing) this.writeOut();
+    if (this.pending()) this.timer ??= setTimeout(this.flushOnTimer, GATHER_MS).unref();
     return true;
+  }
+
+  /** A refusing destination keeps the timer, to be offered its lines again. */
+  private readonly flushOnTimer = (): void => {
+    this.timer = undefined;
+    this.flushSync();
+    if (!this.closed && this.pending()) this.timer = setTimeout(this.flushOnTimer, GATHER_MS).unref();
+  };
+
+  private pending(): boolean {
+    return this.gathered > 0 || this.waiting.length > 0;
   }
 
   /** pino's `logger.flush()`. */
@@ -89,7 +101,7 @@ export class LogDestination {
 
   /** Writes what is pending now; a refusing destination is offered it again. */
   flushSync(): void {
-    if (this.gathered > 0 || this.waiting.length > 0) this.writeOut();
+    if (this.pending()) this.writeOut();
   }
 
   /** Writes what is pending and closes the file; later lines are not written. */
@@ -102,7 +114,7 @@ export class LogDestination {
   destroy(): void {
     if (this.closed) return;
     this.closed = true;
-    clearInterval(this.timer);
+    clearTimeout(this.timer);
     open.delete(this);
     if (this.ownsFd) fs.closeSync(this.fd);
   }

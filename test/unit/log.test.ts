@@ -237,6 +237,29 @@ test('lines a refusing destination cannot take wait in memory only up to a bound
   expect(child.stderr.match(/newer lines are dropped/g)).toHaveLength(1);
 });
 
+test('lines a refusing destination holds are offered again on the timer, with nothing more logged', async () => {
+  const file = path.join(dir, 'gateway.log');
+  const destination = destinationOf(file);
+  const log = createLogger('info', destination);
+  const reports: string[] = [];
+  const stderrWrite = jest.spyOn(process.stderr, 'write').mockImplementation((text) => reports.push(String(text)) > 0);
+  try {
+    const diskFreed = diskFull();
+    const logged = logLines(log, 3 * GATHER_BYTES);
+    await sleep(3 * GATHER_MS); // the timer finds the disk still full
+    diskFreed();
+    expect(readLines(file)).toEqual([]);
+    const began = Date.now();
+    while (readLines(file).length < logged && Date.now() - began < 20 * GATHER_MS) await sleep(5);
+    expect(readLines(file).map((line) => JSON.parse(line).n)).toEqual(Array.from({ length: logged }, (_, n) => n));
+  } finally {
+    stderrWrite.mockRestore();
+    destination.end();
+  }
+  expect(reports).toHaveLength(1); // the failure; nothing was dropped, so nothing more to say
+  expect(reports[0]).toContain(`log destination ${file} failed (ENOSPC)`);
+});
+
 test('a destination that takes writes again gets the lines that waited, in order, and reports how many were dropped meanwhile', () => {
   const file = path.join(dir, 'gateway.log');
   const destination = destinationOf(file);
