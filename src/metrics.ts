@@ -13,11 +13,6 @@ const INTER_TOKEN_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2
 const OVERHEAD_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
 
 const LINT_FAILING_DEFAULT_METRICS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
-/**
- * How often the event loop's delay is sampled (`nodejs_eventloop_lag_*`). prom-client's 10 ms is a
- * timer that woke an idle gateway 100 times a second; at 100 ms a 15 s scrape still holds 150 samples.
- */
-const EVENT_LOOP_SAMPLE_MS = 100;
 
 export type AuthFailureReason = 'missing' | 'malformed' | 'unknown' | 'revoked' | 'expired';
 
@@ -33,7 +28,7 @@ export function createMetrics() {
   const registry = new Registry();
   let workers: () => Iterable<WorkerSnapshot> = () => [];
   let queues: () => Iterable<{ provider: string; queued: number }> = () => [];
-  collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });
+  collectDefaultMetrics({ register: registry });
   // Gauges named *_total fail `promtool check metrics`; the per-type nodejs_active_* gauges stay.
   for (const name of LINT_FAILING_DEFAULT_METRICS) registry.removeSingleMetric(name);
   const registers = [registry];

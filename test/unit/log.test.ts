@@ -237,6 +237,24 @@ test('lines a refusing destination cannot take wait in memory only up to a bound
   expect(child.stderr.match(/newer lines are dropped/g)).toHaveLength(1);
 });
 
+test('a destination keeps its timer only while lines wait, so an idle process is not woken for it', () => {
+  jest.useFakeTimers();
+  try {
+    const file = path.join(dir, 'gateway.log');
+    const destination = destinationOf(file);
+    const log = createLogger('info', destination);
+    expect(jest.getTimerCount()).toBe(0);
+    log.info({ n: 0 }, 'line');
+    expect(jest.getTimerCount()).toBe(1);
+    jest.advanceTimersByTime(GATHER_MS);
+    expect(readLines(file)).toHaveLength(1);
+    expect(jest.getTimerCount()).toBe(0);
+    destination.end();
+  } finally {
+    jest.useRealTimers();
+  }
+});
+
 test('lines a refusing destination holds are offered again on the timer, with nothing more logged', async () => {
   const file = path.join(dir, 'gateway.log');
   const destination = destinationOf(file);
