@@ -239,9 +239,9 @@ test('lines a refusing destination cannot take wait in memory only up to a bound
 
 test('a destination keeps its timer only while lines wait, so an idle process is not woken for it', () => {
   jest.useFakeTimers();
+  const file = path.join(dir, 'gateway.log');
+  const destination = destinationOf(file);
   try {
-    const file = path.join(dir, 'gateway.log');
-    const destination = destinationOf(file);
     const log = createLogger('info', destination);
     expect(jest.getTimerCount()).toBe(0);
     log.info({ n: 0 }, 'line');
@@ -249,8 +249,8 @@ test('a destination keeps its timer only while lines wait, so an idle process is
     jest.advanceTimersByTime(GATHER_MS);
     expect(readLines(file)).toHaveLength(1);
     expect(jest.getTimerCount()).toBe(0);
-    destination.end();
   } finally {
+    destination.end();
     jest.useRealTimers();
   }
 });
@@ -261,8 +261,8 @@ test('lines a refusing destination holds are offered again on the timer, with no
   const log = createLogger('info', destination);
   const reports: string[] = [];
   const stderrWrite = jest.spyOn(process.stderr, 'write').mockImplementation((text) => reports.push(String(text)) > 0);
+  const diskFreed = diskFull();
   try {
-    const diskFreed = diskFull();
     const logged = logLines(log, 3 * GATHER_BYTES);
     await sleep(3 * GATHER_MS); // the timer finds the disk still full
     diskFreed();
@@ -271,6 +271,7 @@ test('lines a refusing destination holds are offered again on the timer, with no
     while (readLines(file).length < logged && Date.now() - began < 20 * GATHER_MS) await sleep(5);
     expect(readLines(file).map((line) => JSON.parse(line).n)).toEqual(Array.from({ length: logged }, (_, n) => n));
   } finally {
+    diskFreed(); // also when an expectation failed first: no later test meets a full disk
     stderrWrite.mockRestore();
     destination.end();
   }
