@@ -98,7 +98,7 @@ export function kibPerFurtherStream(runs: StreamFigure[], rss: 'rssMiBAllOpen' |
   return ((last[rss] - first[rss]) * 1024) / (last.streams - first.streams);
 }
 
-export function report(results: {
+export interface Results {
   figures: Record<string, Record<string, number>>;
   ratios: Ratios;
   streams: StreamFigure[];
@@ -107,11 +107,55 @@ export function report(results: {
   machine: { cpus: number; cpu: string | undefined; node: string };
   plan: { rate: number };
   smoke: boolean;
-}): string {
+}
+
+/** One of the performance targets (issue 7), judged on one run's figures. */
+export interface Verdict {
+  target: string;
+  /** The run's figure as printed, n/a when it was not measured. */
+  figure: string;
+  /** A figure that was not measured has not met its target. */
+  met: boolean;
+}
+
+/** A figure, or n/a when it could not be measured (not every stream was open at once, no request of a target answered). */
+const fixed = (figure: number, digits: number) => (Number.isFinite(figure) ? figure.toFixed(digits) : 'n/a');
+
+/**
+ * The targets the benchmark exists for, each against this run's figures. Memory per open stream is
+ * judged three ways, none left out: the cost of one more stream, and the growth from idle at each
+ * count, which at the smallest count also spreads what a process spends once under load.
+ */
+export function judgeTargets(results: Results): Verdict[] {
+  const verdicts: Verdict[] = [];
+  const judge = (target: string, figure: number, digits: number, unit: string, met: (figure: number) => boolean) =>
+    verdicts.push({ target, figure: Number.isFinite(figure) ? `${fixed(figure, digits)}${unit}` : 'n/a', met: Number.isFinite(figure) && met(figure) });
+  const ratio = (pair: string) => results.ratios[pair]?.median ?? NaN;
+  const f = results.figures;
+  const added = (figure: 'p99' | 'seqP50') => (f['chatgate']?.[figure] ?? NaN) - (f['direct']?.[figure] ?? NaN);
+  if (f['chatgate']) {
+    judge('chatgate ≥ 1.0× bare Express (requests/s)', ratio('chatgate/bare Express'), 2, '×', (x) => x >= 1);
+    judge('chatgate ≥ 0.6× bare proxy (requests/s)', ratio('chatgate/bare proxy'), 2, '×', (x) => x >= 0.6);
+    judge(`added p99 over direct ≤ 2 ms @${results.plan.rate}/s`, added('p99'), 2, ' ms', (x) => x <= 2);
+    judge('sequential added p50 ≤ 0.5 ms', added('seqP50'), 3, ' ms', (x) => x <= 0.5);
+  }
+  const streamRuns = results.streams;
+  if (streamRuns.length > 1) judge(`memory per open stream ≤ 64 KiB: one more, ${streamRuns[0]!.streams} to ${streamRuns[streamRuns.length - 1]!.streams}`, results.furtherStream.chatgate, 1, ' KiB', (x) => x <= 64);
+  for (const run of streamRuns) judge(`memory per open stream ≤ 64 KiB: from idle at ${run.streams}`, run.kibPerStream, 1, ' KiB', (x) => x <= 64);
+  if (streamRuns.length > 0) {
+    const opened = streamRuns.reduce((sum, run) => sum + run.streams, 0);
+    const intact = streamRuns.reduce((sum, run) => sum + run.intact, 0);
+    verdicts.push({ target: 'every stream through chatgate intact', figure: `${intact} of ${opened}`, met: intact === opened });
+  }
+  for (const [store, cost] of Object.entries(results.auth)) {
+    judge(`cache-hit key check ≤ 5 µs (${store} store)`, typeof cost === 'string' ? NaN : (cost as { hitUs: number }).hitUs, 2, ' µs', (x) => x <= 5);
+  }
+  return verdicts;
+}
+
+export function report(results: Results): string {
   const streamRuns = results.streams;
   const [fewest, most] = [streamRuns[0], streamRuns[streamRuns.length - 1]];
-  /** A figure, or n/a when it could not be measured (not every stream was open at once, no request of a target answered). */
-  const fixed = (figure: number, digits: number) => (Number.isFinite(figure) ? figure.toFixed(digits) : 'n/a');
   const oneDecimal = (figure: number) => fixed(figure, 1);
   const f = results.figures;
   const direct = f['direct'];
@@ -160,6 +204,9 @@ export function report(results: {
     `key check: ${Object.entries(results.auth)
       .map(([store, x]) => (typeof x === 'string' ? `${store} ${x}` : `${store} store: cache hit ${(x as { hitUs: number }).hitUs.toFixed(2)} µs, miss ${(x as { missUs: number }).missUs.toFixed(1)} µs`))
       .join('; ')}`,
+    '',
+    results.smoke ? 'targets, not judged (a smoke run is too short for its figures to mean anything):' : "targets, on this run's figures:",
+    ...judgeTargets(results).map(({ target, figure, met }) => `  ${(results.smoke ? '-' : met ? 'met' : figure === 'n/a' ? 'not measured' : 'MISSED').padEnd(12)} ${target}: ${figure}`),
   ];
   return lines.join('\n') + '\n';
 }

@@ -16,7 +16,7 @@ import { PostgresKeyStore } from '../src/auth/store/postgres';
 import type { KeyStore } from '../src/auth/store/types';
 import { loadOrCreateDevCertificate } from '../src/dev-certificate';
 import { spawnChatgate } from './chatgate-process';
-import { failedRequests, kibPerFurtherStream, medianOf, parseLoadLine, report, throughputRatios, type Rounds, type StreamFigure } from './figures';
+import { failedRequests, judgeTargets, kibPerFurtherStream, medianOf, parseLoadLine, report, throughputRatios, type Rounds, type StreamFigure } from './figures';
 import type { Target, Task } from './load';
 
 const SMOKE = process.argv.includes('--smoke');
@@ -173,7 +173,8 @@ async function main() {
     const authFigures = STREAMS_ONLY ? {} : await authCost(dir);
 
     const furtherStream = { chatgate: kibPerFurtherStream(streamFigures, 'rssMiBAllOpen'), bareProxy: kibPerFurtherStream(streamFigures, 'bareProxyRssMiBAllOpen') };
-    const results = { at: new Date().toISOString(), smoke: SMOKE, machine: machine(), plan: PLAN, figures, ratios, rounds, streams: streamFigures, furtherStream, auth: authFigures };
+    const run = { at: new Date().toISOString(), smoke: SMOKE, machine: machine(), plan: PLAN, figures, ratios, rounds, streams: streamFigures, furtherStream, auth: authFigures };
+    const results = { ...run, targets: judgeTargets(run) };
     const resultsDir = path.join(ROOT, 'bench', 'results');
     mkdirSync(resultsDir, { recursive: true });
     const file = path.join(resultsDir, `${results.at.replace(/[:.]/g, '-')}${SMOKE ? '-smoke' : ''}.json`);

@@ -1,8 +1,9 @@
 /**
  * The benchmark's figures (bench/figures.ts) when a target fails: figures it could not measure print
- * n/a instead of breaking the report, and the run can tell which targets failed requests.
+ * n/a instead of breaking the report, and the run can tell which targets failed requests; and the
+ * performance targets judged on a run's figures.
  */
-import { failedRequests, medianOf, parseLoadLine, report, throughputRatios, type Rounds } from '../../bench/figures';
+import { failedRequests, judgeTargets, medianOf, parseLoadLine, report, throughputRatios, type Results, type Rounds, type StreamFigure } from '../../bench/figures';
 
 /** A round of a target, as run.ts records it from the load generator's three tasks. */
 function round(rps: number, latencyMs: number, failures: number) {
@@ -70,4 +71,64 @@ test('a round in which both targets of a ratio served nothing has no ratio: the 
   expect(throughputRatios(rounds)).toEqual({ 'chatgate ×2/chatgate': { median: 1.2, min: 1, max: 2 } });
   const allFailed: Rounds = { ...unmeasured, chatgate: [round(0, 1, 9)], 'chatgate ×2': [round(0, 1, 9)] };
   expect(throughputRatios(allFailed)['chatgate ×2/chatgate']!.median).toBeNaN();
+});
+
+/** A stream count's figures, as run.ts records them; only what the targets read is chosen. */
+function streamRun(streams: number, intact: number, kibPerStream: number, rssMiBAllOpen: number): StreamFigure {
+  const latency = { addedFirstTokenP50Ms: 1, addedFirstTokenP99Ms: 2, betweenTokensP50Ms: 100, betweenTokensP99Ms: 120, directBetweenTokensP99Ms: 110 };
+  return { streams, tokensPerSecond: 10, intact, broken: {}, directIntact: streams, kibPerStream, bareProxyKibPerStream: 50, bareProxyIntact: streams, peakOpen: streams, rssMiBAllOpen, bareProxyRssMiBAllOpen: 100, ...latency };
+}
+
+function runOf(rounds: Rounds, streams: StreamFigure[], auth: Results['auth'], smoke = false): Results {
+  const figures = Object.fromEntries(Object.entries(rounds).map(([name, list]) => [name, medianOf(list)]));
+  const furtherStream = { chatgate: ((streams[1]!.rssMiBAllOpen - streams[0]!.rssMiBAllOpen) * 1024) / (streams[1]!.streams - streams[0]!.streams), bareProxy: NaN };
+  return { figures, ratios: throughputRatios(rounds), streams, furtherStream, auth, machine: { cpus: 2, cpu: 'test', node: 'v20' }, plan: { rate: 500 }, smoke };
+}
+
+test('each target is judged on the run\'s figures: past its line it is missed, and a figure not measured has not met it', () => {
+  const rounds: Rounds = {
+    direct: [round(10000, 0.5, 0)],
+    'bare proxy': [round(5000, 0.8, 0)],
+    'bare Express': [round(2000, 0.9, 0)],
+    'tuned Express': [round(4000, 0.8, 0)],
+    chatgate: [{ ...round(2900, 1, 0), p99: 2.6, seqP50: 0.9 }],
+    'chatgate ×2': [round(3000, 1, 0)],
+  };
+  const run = runOf(rounds, [streamRun(1000, 1000, 70.8, 150), streamRun(5000, 4999, 54.9, 350)], { file: { hitUs: 0.54, missUs: 62 }, postgres: 'not measured: connect ECONNREFUSED' });
+  expect(judgeTargets(run)).toEqual([
+    { target: 'chatgate ≥ 1.0× bare Express (requests/s)', figure: '1.45×', met: true },
+    { target: 'chatgate ≥ 0.6× bare proxy (requests/s)', figure: '0.58×', met: false },
+    { target: 'added p99 over direct ≤ 2 ms @500/s', figure: '2.10 ms', met: false },
+    { target: 'sequential added p50 ≤ 0.5 ms', figure: '0.400 ms', met: true },
+    { target: 'memory per open stream ≤ 64 KiB: one more, 1000 to 5000', figure: '51.2 KiB', met: true },
+    { target: 'memory per open stream ≤ 64 KiB: from idle at 1000', figure: '70.8 KiB', met: false },
+    { target: 'memory per open stream ≤ 64 KiB: from idle at 5000', figure: '54.9 KiB', met: true },
+    { target: 'every stream through chatgate intact', figure: '5999 of 6000', met: false },
+    { target: 'cache-hit key check ≤ 5 µs (file store)', figure: '0.54 µs', met: true },
+    { target: 'cache-hit key check ≤ 5 µs (postgres store)', figure: 'n/a', met: false },
+  ]);
+  const printed = report(run).split('\n');
+  expect(printed).toContain("targets, on this run's figures:");
+  expect(printed).toContain('  met          chatgate ≥ 1.0× bare Express (requests/s): 1.45×');
+  expect(printed).toContain('  MISSED       added p99 over direct ≤ 2 ms @500/s: 2.10 ms');
+  expect(printed).toContain('  not measured cache-hit key check ≤ 5 µs (postgres store): n/a');
+});
+
+test('a target exactly at its line is met, and a smoke run judges none', () => {
+  const rounds: Rounds = {
+    direct: [round(10000, 0.5, 0)],
+    'bare proxy': [round(5000, 0.8, 0)],
+    'bare Express': [round(3000, 0.9, 0)],
+    'tuned Express': [round(4000, 0.8, 0)],
+    chatgate: [{ ...round(3000, 1, 0), p99: 2.5, seqP50: 1 }],
+    'chatgate ×2': [round(3000, 1, 0)],
+  };
+  const run = runOf(rounds, [streamRun(50, 50, 64, 100), streamRun(100, 100, 64, 103.125)], { file: { hitUs: 5, missUs: 60 } }, true);
+  const verdicts = judgeTargets(run);
+  expect(verdicts.map(({ figure }) => figure)).toEqual(['1.00×', '0.60×', '2.00 ms', '0.500 ms', '64.0 KiB', '64.0 KiB', '64.0 KiB', '150 of 150', '5.00 µs']);
+  expect(verdicts.every(({ met }) => met)).toBe(true);
+  const printed = report(run).split('\n');
+  expect(printed).toContain('targets, not judged (a smoke run is too short for its figures to mean anything):');
+  expect(printed).toContain('  -            sequential added p50 ≤ 0.5 ms: 0.500 ms');
+  expect(printed.filter((line) => /^ {2}(met|MISSED|not measured) /.test(line))).toEqual([]);
 });
