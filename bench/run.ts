@@ -14,7 +14,7 @@ import { issueKey } from '../src/auth/issue';
 import { FileKeyStore } from '../src/auth/store/file';
 import { PostgresKeyStore } from '../src/auth/store/postgres';
 import type { KeyStore } from '../src/auth/store/types';
-import { loadOrCreateDevCertificate } from '../src/dev-certificate';
+import { loadOrCreateDevCertificate } from '../src/process/dev-certificate';
 import { spawnChatgate } from './chatgate-process';
 import { failedRequests, judgeTargets, kibPerFurtherStream, medianOf, parseLoadLine, report, throughputRatios, type Rounds, type StreamFigure } from './figures';
 import type { Target, Task } from './load';

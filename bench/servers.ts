@@ -14,10 +14,10 @@ import type { AddressInfo } from 'node:net';
 import express from 'express';
 import helmet from 'helmet';
 import httpProxy from 'http-proxy';
-import { ExpressRequest, ExpressResponse, useSharedPrototypes } from '../src/express-prototypes';
+import { ExpressRequest, ExpressResponse, useSharedPrototypes } from '../src/tuning/express-prototypes';
 import { mockWorkerHandler } from '../src/mock-worker/server';
-import { turnOffPretenuring } from '../src/pretenuring';
-import { API_SECURITY_HEADERS, securityHeaders } from '../src/security-headers';
+import { turnOffPretenuring } from '../src/tuning/pretenuring';
+import { API_SECURITY_HEADERS, securityHeaders } from '../src/pipeline/security-headers';
 
 const [role, certFile, keyFile, upstream, maxSockets = '256'] = process.argv.slice(2) as [string, string, string, string | undefined, string | undefined];
 const tls = { cert: readFileSync(certFile), key: readFileSync(keyFile) };

@@ -6,8 +6,8 @@ import { parseArgs } from 'node:util';
 import { issueKey, publicView, rotateKey } from './auth/issue';
 import { openKeyStore } from './auth/store/open';
 import { configFileFrom, ConfigError, loadConfig } from './config';
-import { turnOffPretenuring } from './pretenuring';
-import type { Gateway } from './startup';
+import { turnOffPretenuring } from './tuning/pretenuring';
+import type { Gateway } from './process/startup';
 
 // Each command loads only what it needs: `keys` and `mock-worker` start fast without the gateway's stack.
 const gateway = () => import('./main');

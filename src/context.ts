@@ -1,15 +1,64 @@
 /**
- * What the stages learn about a request, in the order they learn it. Each stage reads what earlier
- * stages wrote and adds its own result; nothing flows backwards.
+ * The request context: what the stages learn about a request, in the order they learn it. Each stage
+ * reads what earlier stages wrote and adds its own result; nothing flows backwards.
+ *
+ * This file declares every shape the context holds and imports no stage: a stage that reads a field
+ * depends on this file only, never on the stage that wrote it (validation knows nothing of keys, the
+ * proxy nothing of validation). A stage's own types satisfy these shapes structurally.
  */
 import type { Response } from 'express';
-import type { KeyRecord } from './auth/store/types';
-import type { ChatRequest } from './validate';
-import type { UpstreamTarget } from './upstream/providers';
-import { NO_PROVIDER } from './metrics';
-import type { Limits } from './ratelimit/bucket';
-import type { TraceContext } from './trace';
-import type { TokenUsage } from './usage';
+
+/** The provider label of a request that failed before a configured provider was chosen. */
+export const NO_PROVIDER = 'none';
+
+/** The W3C trace a request belongs to (the trace stage), and the gateway's span in it. */
+export interface TraceContext {
+  traceId: string;
+  /** The gateway's span: the parent of the worker's. */
+  spanId: string;
+  /** The client's span, when it sent a valid traceparent. */
+  parentSpanId: string | undefined;
+  flags: string;
+  tracestate: string | undefined;
+}
+
+/** The key a request was admitted with (the authenticate stage), as later stages may use it: never its digest. */
+export interface CallerKey {
+  readonly id: string;
+  readonly name: string;
+  /** Globs over `<provider>/<model_name>`; empty means every model. */
+  readonly models: readonly string[];
+  /** The key's own limits; null: the configured default; 0: no limit for this key. */
+  readonly rateLimit: Readonly<{ requestsPerMinute: number | null; tokensPerMinute: number | null; maxConcurrent: number | null }>;
+}
+
+/** The validated request (the body stage): what the gateway acts on. Every other field passes through. */
+export interface ChatRequest {
+  /** `<provider>/<model_name>` as the client sent it. */
+  model: string;
+  provider: string;
+  /** The worker's model name: everything after the first slash (it may hold more slashes). */
+  modelName: string;
+  stream: boolean;
+  /** The client's `stream_options`, if it sent an object. */
+  streamOptions: Record<string, unknown> | undefined;
+}
+
+/** Where the route stage sends the request, and the bytes it goes with (model renamed for the worker). */
+export interface UpstreamTarget {
+  /** The configured provider whose pool serves it. */
+  readonly provider: string;
+  /** Kept for retries until a worker's answer starts, then released: a long stream must not hold its prompt. */
+  body: Buffer;
+  /** The gateway added stream_options.include_usage: the usage chunk is not the client's. */
+  readonly dropUsageChunk: boolean;
+}
+
+/** What an answer reported it used (read by the proxy's relay). */
+export interface TokenUsage {
+  promptTokens: number;
+  completionTokens: number;
+}
 
 export interface RequestContext {
   /** performance.now() when the request arrived. */
@@ -17,16 +66,16 @@ export interface RequestContext {
   requestId: string;
   /** Metric label: the configured provider once routing chose one. */
   provider: string;
-  key?: KeyRecord;
+  trace?: TraceContext;
+  key?: CallerKey;
+  /** The key's effective tokens-per-minute limit, when it has one (the rate limit stage): the answer's tokens are charged to it. */
+  tokensPerMinute?: number;
   /** The request body as text (valid UTF-8 JSON), until the route stage turns it into the worker's bytes. */
   body?: string;
   chat?: ChatRequest;
   target?: UpstreamTarget;
   /** performance.now() when the request was first sent to a worker. */
   dispatchedAt?: number;
-  /** The key's effective limits, when it has any (the answer's tokens are charged to them). */
-  limits?: Limits;
-  trace?: TraceContext;
   /** For the access log: the worker that answered, when its answer started, what it used, what failed. */
   worker?: string;
   firstByteAt?: number;

@@ -3,7 +3,7 @@
  * the error handler turns it into the OpenAI error body. Anything that is not a GatewayError is an
  * internal fault: the client gets a generic 500 that carries the request id and nothing internal.
  */
-import { withoutKeys } from './auth/keys';
+import { withoutKeys } from './common/key-shape';
 
 export type ErrorType =
   | 'invalid_request_error'

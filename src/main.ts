@@ -15,21 +15,21 @@ import { createPublicApp } from './app';
 import { KeyCache } from './auth/cache';
 import type { KeyStore } from './auth/store/types';
 import { UsageRecorder } from './auth/usage-recorder';
-import { startPrimary, type WorkerMessages } from './cluster';
-import { banner, openStore, prepareOnce, reloadConfig, tlsMaterial, type Gateway } from './startup';
+import { startPrimary, type WorkerMessages } from './process/cluster';
+import { banner, openStore, prepareOnce, reloadConfig, tlsMaterial, type Gateway } from './process/startup';
 import { loadConfig, type Config } from './config';
 import { required } from './context';
-import { accessLogOf, createLogger, destinationOf, type Logger } from './log';
-import { createMetrics, type Metrics } from './metrics';
-import { logProcessWarnings } from './process-warnings';
-import { createProxy } from './proxy';
-import { createSpanExport } from './tracing';
+import { accessLogOf, createLogger, destinationOf, type Logger } from './telemetry/log';
+import { createMetrics, type Metrics } from './telemetry/metrics';
+import { logProcessWarnings } from './telemetry/process-warnings';
+import { createProxy } from './upstream/proxy';
+import { createSpanExport } from './telemetry/tracing';
 import { RateLimiter } from './ratelimit/limiter';
 import { MemoryRateLimitStore } from './ratelimit/memory';
 import type { RateLimitStore } from './ratelimit/store';
-import { openListeners } from './server';
+import { openListeners } from './process/listeners';
 import { HealthChecker } from './upstream/health';
-import { listsModel } from './model-list';
+import { listsModel } from './pipeline/model-list';
 import { buildProviders, closeProviders, type Provider, type ProviderTable } from './upstream/providers';
 
 export async function startGateway(configFile: string, out: NodeJS.WritableStream = process.stderr): Promise<Gateway> {
@@ -185,15 +185,14 @@ async function buildServing(config: Config, log: Logger, metrics: Metrics, lasti
     },
     storeRecovered: () => log.info('rate limit store answers again: limits enforced'),
   });
-  const proxy = createProxy(metrics, {
-    usage: (context, tokens) => {
+  const proxy = createProxy(metrics, providers, {
+    usage: (context, provider, tokens) => {
       const key = required(context.key, 'key');
-      const target = required(context.target, 'target');
-      const model = modelLabel(target.provider, required(context.chat, 'chat').modelName);
-      metrics.tokens.series({ provider: target.provider.name, model, kind: 'prompt' }).inc(tokens.promptTokens);
-      metrics.tokens.series({ provider: target.provider.name, model, kind: 'completion' }).inc(tokens.completionTokens);
+      const model = modelLabel(provider, required(context.chat, 'chat').modelName);
+      metrics.tokens.series({ provider: provider.name, model, kind: 'prompt' }).inc(tokens.promptTokens);
+      metrics.tokens.series({ provider: provider.name, model, kind: 'completion' }).inc(tokens.completionTokens);
       usage.tokens(key.id, tokens.promptTokens, tokens.completionTokens);
-      if (context.limits?.tokensPerMinute) limiter.debitTokens(key.id, context.limits.tokensPerMinute, tokens.promptTokens + tokens.completionTokens);
+      if (context.tokensPerMinute) limiter.debitTokens(key.id, context.tokensPerMinute, tokens.promptTokens + tokens.completionTokens);
     },
   });
   const publicApp = createPublicApp({ config, metrics, log, keyCache, providers, proxy, limiter, onKeyUsed: (record) => usage.used(record.id), spans: lasting.spans });

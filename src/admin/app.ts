@@ -4,12 +4,12 @@
  */
 import path from 'node:path';
 import express from 'express';
-import { securityHeaders } from '../security-headers';
+import { securityHeaders } from '../pipeline/security-headers';
 import type { KeyStore } from '../auth/store/types';
-import { handleErrors } from '../error-handler';
+import { handleErrors } from '../pipeline/error-handler';
 import { errors } from '../errors';
-import type { Logger } from '../log';
-import type { Metrics } from '../metrics';
+import type { Logger } from '../telemetry/log';
+import type { Metrics } from '../telemetry/metrics';
 import { adminApi } from './api';
 
 const CONSOLE_FILES = path.join(__dirname, 'console');

@@ -2,9 +2,9 @@
 import type { NextFunction, RequestHandler, Response } from 'express';
 import { errors } from '../errors';
 import { contextOf } from '../context';
-import type { AuthFailureReason } from '../metrics';
+import type { AuthFailureReason } from '../telemetry/metrics';
 import { parseAuthorization } from './credentials';
-import { looksLikeKey } from './keys';
+import { looksLikeKey } from '../common/key-shape';
 import type { KeyCache } from './cache';
 import type { KeyRecord } from './store/types';
 

@@ -4,7 +4,7 @@
  * (RFC 9110). The key must be an RFC 6750 b64token in both schemes, so that the two always agree.
  * Reasons never quote the header: it may hold a key.
  */
-import { decodeUtf8Strict } from '../text';
+import { decodeUtf8Strict } from '../common/text';
 
 export type Credentials =
   | { ok: true; key: string; scheme: 'bearer' | 'basic' }

@@ -1,28 +1,17 @@
 /**
  * What a key looks like, how one is made, and its digest: the only place that hashes a key.
- * A key is `cgk_` followed by 43 base64url characters (256 random bits). Stores hold only the
+ * A key has the shape common/key-shape.ts gives. Stores hold only the
  * SHA-256 digest; the clear key is shown once, when it is issued.
  */
 import crypto, { randomBytes, timingSafeEqual } from 'node:crypto';
 
-export const KEY_PREFIX = 'cgk_';
-const KEY_PATTERN = /^cgk_[A-Za-z0-9_-]{43}$/;
+import { KEY_PREFIX } from '../common/key-shape';
 /** Enough of the key to recognise it in a list, far too little to guess the rest (27 chars stay secret). */
 const DISPLAY_PREFIX_LENGTH = KEY_PREFIX.length + 12;
 
 export function generateKey(): string {
   return KEY_PREFIX + randomBytes(32).toString('base64url');
 }
-
-export function looksLikeKey(candidate: string): boolean {
-  return KEY_PATTERN.test(candidate);
-}
-
-/** Anything in `text` that looks like a key (or most of one) replaced: for client text that is echoed or logged. */
-export function withoutKeys(text: string): string {
-  return text.replace(KEY_LIKE, `${KEY_PREFIX}[redacted]`);
-}
-const KEY_LIKE = /cgk_[A-Za-z0-9_-]{8,}/g;
 
 export function digestKey(key: string): string {
   return sha256Hex(key);

@@ -5,15 +5,14 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { NextFunction, RequestHandler, Response } from 'express';
-import type { KeyRecord } from '../auth/store/types';
-import { contextOf, required, type RequestContext } from '../context';
+import { contextOf, required, type CallerKey, type RequestContext } from '../context';
 import { errors } from '../errors';
-import type { Metrics } from '../metrics';
+import type { Metrics } from '../telemetry/metrics';
 import type { Limits, Quota } from './bucket';
 import { hasLimits, type RateLimiter } from './limiter';
 
 export function limitRate(limiter: RateLimiter, metrics: Metrics): RequestHandler {
-  async function admit(context: RequestContext, key: KeyRecord, limits: Limits, res: Response, next: NextFunction): Promise<void> {
+  async function admit(context: RequestContext, key: CallerKey, limits: Limits, res: Response, next: NextFunction): Promise<void> {
     const slot = randomUUID();
     const answer = await limiter.admit(key.id, limits, slot);
     if ('unavailable' in answer) throw errors.rateLimiterUnavailable();
@@ -25,7 +24,7 @@ export function limitRate(limiter: RateLimiter, metrics: Metrics): RequestHandle
       throw errors.rateLimited(reason, answer.retryAfterMs);
     }
     if (limits.maxConcurrent) whenClosed(res, () => limiter.release(key.id, slot));
-    context.limits = limits;
+    context.tokensPerMinute = limits.tokensPerMinute;
     next();
   }
 

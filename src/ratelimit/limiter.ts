@@ -8,7 +8,7 @@
  * at most a minute's worth per key and for at most a minute (the bucket refills in that time anyway).
  */
 import type { Config } from '../config';
-import type { KeyRecord } from '../auth/store/types';
+import type { CallerKey } from '../context';
 import { WINDOW_MS, type Limits } from './bucket';
 import { StoreNotReached, type Admission, type RateLimitStore } from './store';
 
@@ -39,7 +39,7 @@ export class RateLimiter {
     private readonly now: () => number = Date.now,
   ) {}
 
-  limitsFor(key: KeyRecord): Limits {
+  limitsFor(key: CallerKey): Limits {
     const own = key.rateLimit ?? {};
     const pick = (value: number | null | undefined, fallback: number | undefined) => (value === null || value === undefined ? fallback : value === 0 ? undefined : value);
     return {

@@ -6,7 +6,7 @@
  */
 import { errors } from '../errors';
 import { pickLeastLoaded, type Candidate } from './balancer';
-import type { Worker } from './providers';
+import type { Worker } from './worker';
 import type { UpstreamSettings } from '../config';
 
 export type Outcome = 'success' | 'failure' | 'neutral';

@@ -10,7 +10,7 @@ import YAML from 'yaml';
 import { issueKey, type NewKey } from '../../src/auth/issue';
 import { FileKeyStore } from '../../src/auth/store/file';
 import { startGateway } from '../../src/main';
-import type { Gateway } from '../../src/startup';
+import type { Gateway } from '../../src/process/startup';
 
 export interface TestGateway {
   readonly gateway: Gateway;

@@ -10,7 +10,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import type { KeyChanges, KeyRecord, KeyStore, KeyUse } from './types';
-import { definedFields } from '../../defined-fields';
+import { definedFields } from '../../common/defined-fields';
 
 interface FileContents {
   version: 1;

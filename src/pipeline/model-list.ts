@@ -1,0 +1,51 @@
+/**
+ * GET /v1/models and GET /v1/models/{model}: the models the calling key may use, as
+ * `<provider>/<model_name>` in the OpenAI list shape. A provider's models are the ones its config
+ * names, else the ones its workers last reported on their own /v1/models (refreshed by health checks).
+ */
+import type { RequestHandler } from 'express';
+import { modelAllowed } from '../common/model-globs';
+import { contextOf, required } from '../context';
+import { errors } from '../errors';
+import type { Provider, ProviderTable } from '../upstream/providers';
+
+interface ModelEntry {
+  id: string;
+  object: 'model';
+  created: number;
+  owned_by: string;
+}
+
+export function modelsOf(provider: Provider): string[] {
+  if (provider.configuredModels) return [...provider.configuredModels];
+  return [...new Set(provider.pool.workers.flatMap((state) => state.models))].sort();
+}
+
+/** Whether modelsOf(provider) holds this model, without building the list (the request path asks). */
+export function listsModel(provider: Provider, modelName: string): boolean {
+  if (provider.configuredModels) return provider.configuredModels.includes(modelName);
+  return provider.pool.workers.some((state) => state.models.includes(modelName));
+}
+
+export function modelLister(providers: ProviderTable, startedAt = Math.floor(Date.now() / 1000)) {
+  const visible = (globs: readonly string[]): ModelEntry[] =>
+    [...providers.values()].flatMap((provider) =>
+      modelsOf(provider)
+        .map((name) => `${provider.name}/${name}`)
+        .filter((id) => modelAllowed(globs, id))
+        .map((id) => ({ id, object: 'model' as const, created: startedAt, owned_by: provider.name })),
+    );
+
+  const list: RequestHandler = (_req, res) => {
+    res.json({ object: 'list', data: visible(required(contextOf(res).key, 'key').models) });
+  };
+
+  const retrieve: RequestHandler = (req, res) => {
+    const id = ([] as string[]).concat(req.params.model ?? []).join('/');
+    const found = visible(required(contextOf(res).key, 'key').models).find((model) => model.id === id);
+    if (!found) throw errors.modelNotFound(id);
+    res.json(found);
+  };
+
+  return { list, retrieve };
+}

@@ -1,0 +1,89 @@
+/**
+ * Pure: a parsed request body -> the ChatRequest the gateway acts on, or a 400 GatewayError whose
+ * `param` names the offending field path (`messages[2].role`). Never throws. Only what the gateway
+ * needs is checked; every other field passes through to the worker untouched.
+ */
+import type { ChatRequest } from '../context';
+import { errors, GatewayError } from '../errors';
+
+export const ROLES = ['system', 'developer', 'user', 'assistant', 'tool'] as const;
+const ROLE_SET: ReadonlySet<string> = new Set(ROLES);
+
+export function validateChatRequest(body: unknown): ChatRequest | GatewayError {
+  if (!isObject(body)) return errors.invalidBody(null, 'The request body must be a JSON object.');
+
+  const model = splitModel(body.model);
+  if (model instanceof GatewayError) return model;
+
+  const messagesProblem = checkMessages(body.messages);
+  if (messagesProblem) return messagesProblem;
+
+  if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') {
+    return errors.invalidBody('stream', "'stream' must be true or false.");
+  }
+  const streamOptions = body.stream_options;
+  if (streamOptions !== undefined && streamOptions !== null && !isObject(streamOptions)) {
+    return errors.invalidBody('stream_options', "'stream_options' must be an object, such as {\"include_usage\": true}.");
+  }
+  // Fields named one by one: on Node 20, a spread followed by more properties took ~2 µs per request.
+  return { model: model.model, provider: model.provider, modelName: model.modelName, stream: body.stream === true, streamOptions: isObject(streamOptions) ? streamOptions : undefined };
+}
+
+/** Longer than any model id in use (Hugging Face repository ids are at most 96 characters). */
+export const MAX_MODEL_LENGTH = 256;
+
+export function splitModel(model: unknown): Pick<ChatRequest, 'model' | 'provider' | 'modelName'> | GatewayError {
+  const shape = "'model' must be a string shaped '<provider>/<model_name>', for example 'mock/echo'.";
+  if (model === undefined) return errors.invalidBody('model', "'model' is required. " + shape);
+  if (typeof model !== 'string') return errors.invalidBody('model', shape);
+  // The model is echoed in errors and written to every access line: a key holder must not fill logs with it.
+  if (model.length > MAX_MODEL_LENGTH) return errors.invalidBody('model', `'model' must be at most ${MAX_MODEL_LENGTH} characters.`);
+  const slash = model.indexOf('/');
+  if (slash <= 0 || slash === model.length - 1) return errors.invalidBody('model', shape);
+  return { model, provider: model.slice(0, slash), modelName: model.slice(slash + 1) };
+}
+
+function checkMessages(messages: unknown): GatewayError | undefined {
+  if (messages === undefined) return errors.invalidBody('messages', "'messages' is required: a non-empty array of {role, content}.");
+  if (!Array.isArray(messages)) return errors.invalidBody('messages', "'messages' must be an array of {role, content}.");
+  if (messages.length === 0) return errors.invalidBody('messages', "'messages' must not be empty.");
+  for (let i = 0; i < messages.length; i++) {
+    const problem = checkMessage(messages[i], `messages[${i}]`);
+    if (problem) return problem;
+  }
+  return undefined;
+}
+
+function checkMessage(message: unknown, at: string): GatewayError | undefined {
+  if (!isObject(message)) return errors.invalidBody(at, `'${at}' must be an object with 'role' and 'content'.`);
+  const { role } = message;
+  if (typeof role !== 'string' || !ROLE_SET.has(role)) {
+    return errors.invalidBody(`${at}.role`, `'${at}.role' must be one of ${ROLES.join(', ')}.`);
+  }
+  // An assistant turn that only calls tools carries no content (the OpenAI SDKs send null).
+  const callsTools = role === 'assistant' && (message.tool_calls !== undefined || message.function_call !== undefined);
+  if (callsTools && (message.content === null || message.content === undefined)) return undefined;
+  return checkContent(message.content, `${at}.content`);
+}
+
+function checkContent(content: unknown, at: string): GatewayError | undefined {
+  if (typeof content === 'string') return undefined;
+  const shape = `'${at}' must be a string or an array of content parts.`;
+  if (!Array.isArray(content)) return errors.invalidBody(at, content === undefined ? `'${at}' is required. ` + shape : shape);
+  if (content.length === 0) return errors.invalidBody(at, `'${at}' must not be an empty array.`);
+  for (let i = 0; i < content.length; i++) {
+    const part = content[i];
+    const partAt = `${at}[${i}]`;
+    if (!isObject(part) || typeof part.type !== 'string') {
+      return errors.invalidBody(`${partAt}.type`, `'${partAt}' must be a content part with a string 'type'.`);
+    }
+    if (part.type === 'text' && typeof part.text !== 'string') {
+      return errors.invalidBody(`${partAt}.text`, `'${partAt}.text' must be a string.`);
+    }
+  }
+  return undefined;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}

@@ -1,0 +1,98 @@
+/**
+ * Start-up parts both the single process (main.ts) and the cluster primary (cluster.ts) use: the
+ * once-per-deployment preparation, config reload, and the banner that tells a person how to use it.
+ */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { issueKey } from '../auth/issue';
+import { openKeyStore } from '../auth/store/open';
+import type { KeyStore } from '../auth/store/types';
+import { loadConfig, type Config } from '../config';
+import { fingerprintOf, loadOrCreateDevCertificate } from './dev-certificate';
+import type { Logger } from '../telemetry/log';
+import { startMockWorkerProcess, type MockWorkerProcess } from '../mock-worker/process';
+import type { Listeners, TlsMaterial } from './listeners';
+
+export interface Gateway {
+  readonly config: Config;
+  readonly listeners: Listeners;
+  /** SIGHUP: re-read the config file; true when the new one took effect, false when it was refused. */
+  reload(): Promise<boolean>;
+  shutdown(): Promise<void>;
+}
+
+export type Tls = TlsMaterial & { fingerprint: string; certFile: string };
+
+/** The new config, or undefined (logged) when it does not load: the running one is kept. */
+export function reloadConfig(configFile: string, running: Config, log: Logger): Config | undefined {
+  let next: Config;
+  try {
+    next = loadConfig(configFile);
+  } catch (err) {
+    log.error({ err: (err as Error).message }, 'config reload refused: the running config is kept');
+    return undefined;
+  }
+  const changed = (pick: (config: Config) => unknown) => JSON.stringify(pick(next)) !== JSON.stringify(pick(running));
+  const restartOnly = [
+    ...RESTART_ONLY_SETTINGS.filter((name) => changed((config) => config[name])),
+    ...RESTART_ONLY_RATE_LIMIT_SETTINGS.filter((name) => changed((config) => config.rateLimit[name])).map((name) => `rateLimit.${name}`),
+  ];
+  if (restartOnly.length > 0) log.warn({ settings: restartOnly }, 'these settings change only on restart; the running values are kept');
+  const kept = Object.fromEntries(RESTART_ONLY_SETTINGS.map((name) => [name, running[name]]));
+  const keptRateLimit = Object.fromEntries(RESTART_ONLY_RATE_LIMIT_SETTINGS.map((name) => [name, running.rateLimit[name]]));
+  return { ...next, ...kept, rateLimit: { ...next.rateLimit, ...keptRateLimit } };
+}
+
+/** What a reload leaves alone: listeners, TLS, stores, process model. Providers, upstream settings and limits are reloaded. */
+const RESTART_ONLY_SETTINGS = ['listen', 'tls', 'plainHttp', 'admin', 'dataDir', 'keyStore', 'server', 'mockWorker', 'log', 'limits', 'trustedProxies', 'auth', 'tracing', 'shutdown'] as const satisfies ReadonlyArray<keyof Config>;
+/** The rate-limit store is opened once (its counters carry over a reload); the limits themselves reload. */
+const RESTART_ONLY_RATE_LIMIT_SETTINGS = ['store', 'url', 'timeoutMs'] as const satisfies ReadonlyArray<keyof Config['rateLimit']>;
+
+/** What exists once per deployment, made by the single or primary process before serving starts. */
+export async function prepareOnce(config: Config, log: Logger) {
+  const tls = await tlsMaterial(config);
+  const keyStore = await openStore(config, log);
+  const firstKey = config.auth.createFirstKey && (await keyStore.list()).length === 0 ? await issueKey(keyStore, { name: 'first key' }) : undefined;
+  const mockWorker: MockWorkerProcess | undefined = config.mockWorker ? await startMockWorkerProcess(config.mockWorker) : undefined;
+  return { tls, keyStore, firstKey, mockWorker };
+}
+
+export function openStore(config: Config, log: Logger): Promise<KeyStore> {
+  return openKeyStore(config, {
+    listener: (state, error) => log.warn({ state, err: error?.message }, 'key store change notifications ' + state),
+  });
+}
+
+export async function tlsMaterial(config: Config): Promise<Tls> {
+  if (config.tls) {
+    const cert = readFileSync(config.tls.cert, 'utf8');
+    return { cert, key: readFileSync(config.tls.key, 'utf8'), fingerprint: fingerprintOf(cert), certFile: config.tls.cert };
+  }
+  return loadOrCreateDevCertificate(path.resolve(config.dataDir, 'tls'));
+}
+
+export function banner(config: Config, publicPort: number, admin: { address: string; port: number }, tls: { fingerprint: string; certFile: string }, firstKey: string | undefined): string {
+  const host = ['0.0.0.0', '::'].includes(config.listen.host) ? 'localhost' : config.listen.host;
+  const base = `https://${host.includes(':') ? `[${host}]` : host}:${publicPort}`;
+  const lines = [
+    '',
+    `chatgate is serving ${base}/v1/chat/completions`,
+    `  TLS certificate ${tls.certFile}`,
+    `  SHA-256 fingerprint ${tls.fingerprint}`,
+    `  metrics and health on http://${admin.address}:${admin.port} (/metrics, /healthz, /readyz)`,
+    config.admin.token ? `  key console on http://${admin.address}:${admin.port}/admin/ (sign in with the admin token)` : '  admin API and key console off (no admin.token)',
+  ];
+  if (config.server.processes > 1) lines.push(`  ${config.server.processes} serving processes`);
+  if (firstKey) {
+    const model = config.providers.mock ? 'mock/echo' : `${Object.keys(config.providers)[0]}/<model>`;
+    lines.push(
+      '',
+      'The key store was empty, so one key was created. It is shown this once; the store keeps only its digest:',
+      `  ${firstKey}`,
+      '',
+      'Try it:',
+      `  curl -k ${base}/v1/chat/completions -H "Authorization: Bearer ${firstKey}" -H "Content-Type: application/json" -d '{"model":"${model}","messages":[{"role":"user","content":"Hello!"}]}'`,
+    );
+  }
+  return lines.join('\n') + '\n\n';
+}

@@ -1,0 +1,428 @@
+/**
+ * The proxy stage, through http-proxy: take a worker from the provider's pool, send it the validated
+ * body with headers we build ourselves, and stream the answer back as it arrives. A connection that
+ * fails before any byte of the request was sent is retried on another worker; nothing is retried
+ * once a worker may have started generating.
+ *
+ * What http-proxy 1.18 does not do for us, and this module does (each has a test):
+ * - Header hygiene. It copies every client header and its `proxyReq` hook can come too late (after the
+ *   body starts) or not at all (`Expect`), so the outgoing header set is built before the call.
+ * - Abort on client disconnect. It only aborts when the *request* is cut short; a client that leaves
+ *   during the answer would leave the worker generating.
+ * - A worker failing mid-answer. It pipes the answer and never ends the client response if the worker
+ *   dies; we end it, for a stream with a final SSE `error` event in the OpenAI shape.
+ * - Timeouts by phase (connect, first byte, idle between chunks), which it cannot tell from resets.
+ * - The relay itself (`selfHandleResponse`): a JSON answer is written chunk by chunk as it comes, a
+ *   stream event by event, both through their usage meter, the worker paused while the client's side is full.
+ * - A stream's head goes to the client as soon as the worker's arrives, ahead of the first token, and
+ *   Node's stored copy of it is flattened (stream-head.ts).
+ * - Memory: the body is released once a worker answers, since nothing is retried after that.
+ * - Batching: requests go to workers at the end of the event loop's iteration, together (write-batching.ts).
+ */
+import type { Agent, ClientRequest, IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import type { Readable } from 'node:stream';
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import httpProxy from 'http-proxy';
+import { contextOf, required, type RequestContext, type TokenUsage, type UpstreamTarget } from '../context';
+import { traceparentOf } from '../telemetry/trace-context';
+import { errors, GatewayError } from '../errors';
+import type { Metrics } from '../telemetry/metrics';
+import type { Outcome, WorkerState } from './pool';
+import type { Provider, ProviderTable } from './providers';
+import { SlotSet, type SlotMember } from '../tuning/slot-set';
+import { JsonUsageMeter, SseUsageMeter, type AnswerRelay } from './usage-meter';
+import { holdWritesToEndOfIteration } from '../tuning/write-batching';
+import { sendStreamHead } from '../tuning/stream-head';
+
+/** Request headers that never leave the gateway: credentials, hop-by-hop, and what we set ourselves. */
+const DROPPED_REQUEST_HEADERS = new Set([
+  'authorization',
+  'proxy-authorization',
+  'cookie',
+  // Other ways clients send OpenAI or Azure credentials and account identity: theirs, not the upstream's.
+  'api-key',
+  'x-api-key',
+  'openai-organization',
+  'openai-project',
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'expect',
+  'host',
+  'content-length',
+  'content-type',
+  'content-encoding',
+  'forwarded',
+  'x-forwarded-for',
+  'x-forwarded-proto',
+  'x-forwarded-host',
+  'x-forwarded-port',
+  'x-real-ip',
+  'x-request-id',
+  'traceparent',
+  'tracestate',
+  // The answer is read on its way through (token usage): ask for it uncompressed.
+  'accept-encoding',
+]);
+
+const RELEASED_BODY = Buffer.alloc(0);
+
+const DROPPED_RESPONSE_HEADERS = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'trailer', 'upgrade', 'transfer-encoding']);
+
+type Phase = 'connect' | 'first_byte' | 'idle';
+
+/**
+ * Phase deadlines are checked this often (a timeout fires up to this much after its deadline), by one
+ * interval for all attempts rather than a timer per attempt and phase.
+ */
+const DEADLINE_CHECK_MS = 50;
+
+/**
+ * The attempt under way for a response is kept on the response itself and unlinked when the response
+ * closes (the response outlives its request for a while, and must not keep the worker's answer alive).
+ * A WeakMap keyed by responses and per-attempt timers both kept each finished request's attempt
+ * reachable through young-generation collections: at 500 requests/s, 2.6 MiB promoted per collection
+ * and 5-15 ms pauses, against 0.25 MiB and 2-3 ms without them (measured with --trace-gc).
+ */
+const ATTEMPT = Symbol('chatgate.attempt');
+type CarriesAttempt = ServerResponse & { [ATTEMPT]?: Attempt };
+const attemptOf = (res: ServerResponse): Attempt | undefined => (res as CarriesAttempt)[ATTEMPT];
+
+/** One try of one request on one worker; its slot is in the set of timed attempts. */
+interface Attempt extends SlotMember {
+  readonly context: RequestContext;
+  readonly provider: Provider;
+  readonly target: UpstreamTarget;
+  readonly state: WorkerState;
+  upstreamRequest?: ClientRequest;
+  /** The request's bytes may have reached the worker: from here on it is never retried. */
+  connected: boolean;
+  answering: boolean;
+  /** The phase being timed and its deadline (`now()` time), checked while the attempt is in `timed`. */
+  phase?: Phase;
+  deadline: number;
+  timedOut?: Phase;
+  /** A stream's relay: whole events at a time, reading token usage (charged so far if the stream is cut). */
+  meter?: SseUsageMeter;
+  settled: boolean;
+}
+
+export interface ProxyEvents {
+  /** A worker of this provider reported the tokens its answer used. */
+  usage(context: RequestContext, provider: Provider, usage: TokenUsage): void;
+}
+
+export function createProxy(metrics: Metrics, providers: ProviderTable, events: ProxyEvents, now: () => number = () => performance.now()) {
+  // toProxy: under ignorePath its only effect is that http-proxy does not url.parse() the client's path
+  // on every request only to throw it away (common.setupOutgoing); the worker's path goes as it is.
+  const proxy = httpProxy.createProxyServer({ changeOrigin: true, ignorePath: true, toProxy: true, xfwd: false, selfHandleResponse: true });
+  const timed = new SlotSet<Attempt>();
+  let deadlineCheck: NodeJS.Timeout | undefined;
+
+  const labels = (attempt: Attempt) => ({ provider: attempt.provider.name, worker: attempt.state.worker.label });
+
+  function settle(attempt: Attempt, outcome: Outcome): void {
+    if (attempt.settled) return;
+    attempt.settled = true;
+    timed.delete(attempt);
+    attempt.provider.pool.release(attempt.state, outcome);
+  }
+
+  function arm(attempt: Attempt, phase: Phase, ms: number): void {
+    attempt.phase = phase;
+    attempt.deadline = now() + ms;
+    timed.add(attempt);
+    deadlineCheck ??= setInterval(expireDeadlines, DEADLINE_CHECK_MS).unref();
+  }
+
+  /** The answer moved: the idle phase starts over. */
+  function stillAnswering(attempt: Attempt): void {
+    attempt.deadline = now() + attempt.provider.settings.idleTimeoutMs;
+  }
+
+  function expireDeadlines(): void {
+    const at = now();
+    timed.forEach((attempt) => {
+      if (at < attempt.deadline) return;
+      timed.delete(attempt);
+      attempt.timedOut = attempt.phase;
+      metrics.timeouts.series({ ...labels(attempt), phase: attempt.phase! }).inc();
+      attempt.upstreamRequest?.destroy();
+    });
+    if (timed.size === 0) {
+      clearInterval(deadlineCheck);
+      deadlineCheck = undefined;
+    }
+  }
+
+  proxy.on('proxyReq', (upstreamRequest: ClientRequest, _req: IncomingMessage, res: ServerResponse) => {
+    const attempt = attemptOf(res);
+    if (!attempt) return;
+    attempt.upstreamRequest = upstreamRequest;
+    if (res.destroyed) {
+      upstreamRequest.destroy();
+      return;
+    }
+    const { settings } = attempt.provider;
+    const socket = upstreamRequest.socket as Socket;
+    holdWritesToEndOfIteration(socket);
+    const connected = () => {
+      attempt.connected = true;
+      arm(attempt, 'first_byte', settings.firstByteTimeoutMs);
+    };
+    if (socket.connecting) {
+      arm(attempt, 'connect', settings.connectTimeoutMs);
+      socket.once(attempt.state.worker.proxyTarget.protocol === 'https:' ? 'secureConnect' : 'connect', connected);
+    } else {
+      connected();
+    }
+  });
+
+  proxy.on('proxyRes', (upstreamResponse: IncomingMessage, _req: IncomingMessage, res: ServerResponse) => {
+    const attempt = attemptOf(res);
+    if (!attempt) return;
+    attempt.answering = true;
+    attempt.target.body = RELEASED_BODY; // nothing is retried once a worker answers
+    attempt.context.worker = attempt.state.worker.label;
+    attempt.context.firstByteAt = now();
+    metrics.upstreamTimeToFirstByte.series({ provider: attempt.provider.name }).observe((now() - required(attempt.context.dispatchedAt, 'dispatch time')) / 1000);
+    const status = upstreamResponse.statusCode ?? 502;
+    res.statusCode = status;
+    const headers = clientResponseHeaders(upstreamResponse.headers);
+    for (const name in headers) {
+      const value = headers[name];
+      // Our x-ratelimit-* describe the caller's key; a hosted API's describe the gateway's account.
+      if (value === undefined || (name.startsWith('x-ratelimit-') && res.hasHeader(name))) continue;
+      res.setHeader(name, value);
+    }
+    const stream = String(upstreamResponse.headers['content-type'] ?? '').startsWith('text/event-stream');
+    const reportUsage = (usage: TokenUsage) => {
+      if (status >= 300) return;
+      attempt.context.usage = usage;
+      events.usage(attempt.context, attempt.provider, usage);
+    };
+    arm(attempt, 'idle', attempt.provider.settings.idleTimeoutMs);
+    let meter: AnswerRelay;
+    let timeTokens: (() => void) | undefined;
+    if (stream) {
+      res.removeHeader('content-length'); // a dropped usage chunk changes the length
+      meter = attempt.meter = new SseUsageMeter(attempt.target.dropUsageChunk, reportUsage);
+      timeTokens = tokenTimer(attempt);
+      sendStreamHead(res);
+    } else {
+      meter = new JsonUsageMeter(reportUsage);
+    }
+    // One relay for both kinds, with backpressure as pipe() would: a client that reads slowly holds the
+    // worker back. pipe() itself would add and later remove eight listeners per answer.
+    upstreamResponse.on('data', (chunk: Buffer) => {
+      stillAnswering(attempt);
+      timeTokens?.();
+      const out = meter.relay(chunk);
+      if (out.length > 0 && !res.write(out)) upstreamResponse.pause();
+    });
+    res.on('drain', () => upstreamResponse.resume());
+    upstreamResponse.on('end', () => {
+      res.end(meter.end());
+      settle(attempt, outcomeOfAnswer(upstreamResponse.statusCode ?? 502));
+    });
+    upstreamResponse.on('close', () => {
+      if (upstreamResponse.complete || attempt.settled) return;
+      settle(attempt, 'failure');
+      metrics.streamFailures.series(labels(attempt)).inc();
+      attempt.meter?.abort(); // charges the usage seen so far
+      endBrokenAnswer(res, attempt);
+    });
+  });
+
+  /** Observes each chunk's arrival for a stream's first-token and inter-token histograms. */
+  function tokenTimer(attempt: Attempt): () => void {
+    const firstToken = metrics.streamFirstToken.series({ provider: attempt.provider.name });
+    const interToken = metrics.streamInterToken.series({ provider: attempt.provider.name });
+    let lastChunkAt: number | undefined;
+    return () => {
+      const at = now();
+      if (lastChunkAt === undefined) firstToken.observe((at - required(attempt.context.dispatchedAt, 'dispatch time')) / 1000);
+      else interToken.observe((at - lastChunkAt) / 1000);
+      lastChunkAt = at;
+    };
+  }
+
+  // http-proxy emits 'error' only when no callback is given; keep a listener so that can never crash us.
+  proxy.on('error', () => undefined);
+
+  const handle: RequestHandler = function proxyRequest(req: Request, res: Response, next: NextFunction) {
+    const context = contextOf(res);
+    const target = required(context.target, 'target');
+    const provider = required(providers.get(target.provider), 'provider');
+    const { pool, settings } = provider;
+    const tried = new Set<WorkerState>();
+    let staleRetried = false;
+    // Waiting for a worker: a client that leaves gives its place in the queue up.
+    const whenGone = (giveUp: () => void) => (res.destroyed ? giveUp() : res.once('close', giveUp));
+    const unlessGone = (failure: unknown) => (res.destroyed ? undefined : next(failure));
+
+    res.on('close', () => {
+      const attempt = attemptOf(res);
+      (res as CarriesAttempt)[ATTEMPT] = undefined; // whatever still holds the response must not hold the worker's answer
+      if (res.writableFinished || !attempt) return;
+      settle(attempt, 'neutral');
+      attempt.upstreamRequest?.destroy();
+      attempt.meter?.abort(); // the client left mid-stream: charge the usage seen so far
+    });
+
+    req.headers = upstreamHeaders(req, context, target, provider);
+    context.dispatchedAt = now();
+    metrics.gatewayOverhead.series({ provider: provider.name }).observe((context.dispatchedAt - context.arrivedAt) / 1000);
+
+    const attemptOn = (state: WorkerState) => {
+      if (res.destroyed) {
+        pool.release(state, 'neutral');
+        return;
+      }
+      tried.add(state);
+      const attempt: Attempt = { context, provider, target, state, connected: false, answering: false, settled: false, deadline: Infinity, slot: -1 };
+      (res as CarriesAttempt)[ATTEMPT] = attempt;
+      const options = { target: state.worker.proxyTarget, agent: state.worker.agent, buffer: wholeBody(target) };
+      proxy.web(req, res, options, (err: Error) => {
+        if (attempt.answering) return; // a failure mid-answer is handled where the answer is relayed
+        const stale = !staleRetried && isStalePooledConnection(attempt, err);
+        settle(attempt, res.destroyed || stale ? 'neutral' : 'failure');
+        if (!attempt.timedOut) dropIdleConnections(attempt.state.worker.agent);
+        if (res.destroyed) return;
+        if (stale) {
+          // The worker closed a kept-alive connection as we reused it, and never read the request:
+          // retry once, the same worker allowed, on a fresh connection.
+          staleRetried = true;
+          tried.delete(state);
+        }
+        if (stale || (!attempt.connected && tried.size <= settings.retries)) {
+          metrics.retries.series(labels(attempt)).inc();
+          pool.acquire(tried, whenGone).then(attemptOn, (noneLeft: GatewayError) => unlessGone(withCause(upstreamFailure(attempt), err, noneLeft)));
+          return;
+        }
+        next(withCause(upstreamFailure(attempt), err));
+      });
+    };
+    pool.acquire(tried, whenGone).then(attemptOn, unlessGone);
+  };
+
+  // The deadline check stops by itself once no attempt is timed, so close() leaves it to time out
+  // whatever is still under way when a reload retires this proxy.
+  return { handle, close: () => proxy.close() };
+}
+
+/**
+ * http-proxy sends the body with `options.buffer.pipe(upstreamRequest)`. The body is already whole in
+ * memory, so it is written in one call, without a Readable per request (test/integration/proxy.test.ts
+ * checks the worker receives it intact). That call ends the request before it has a socket, which
+ * is what lets `proxyReq` hold its bytes to the end of the iteration (write-batching.ts). It is read
+ * from the target when sent, not captured here: http-proxy's listeners keep these options as long as
+ * the answer lasts, and the body is released once the worker answers
+ * (test/integration/stream-memory.test.ts).
+ */
+function wholeBody(target: UpstreamTarget): Readable {
+  return { pipe: (upstreamRequest: ClientRequest) => upstreamRequest.end(target.body) } as unknown as Readable;
+}
+
+/**
+ * After a connection to a worker failed, its other pooled connections are suspect (the worker may
+ * have died): close them, so the next requests open fresh ones, whose failure is safe to retry.
+ */
+function dropIdleConnections(agent: Agent): void {
+  for (const sockets of Object.values(agent.freeSockets)) for (const socket of sockets ?? []) socket.destroy();
+}
+
+/**
+ * Only answers that speak of the worker's state count against it. A plain 500 can be caused by the
+ * request itself, and any key holder could then eject healthy workers with a few crafted requests.
+ */
+function outcomeOfAnswer(status: number): Outcome {
+  if (status === 502 || status === 503 || status === 504) return 'failure';
+  return status >= 500 ? 'neutral' : 'success';
+}
+
+/**
+ * A reset (RST) on a reused connection before any answer: the worker's kernel threw our bytes away
+ * unread, so the worker cannot have started on the request. A mere hang-up (FIN, "socket hang up")
+ * does not say that: a worker that read the request and then died looks the same, so it is not here.
+ */
+function isStalePooledConnection(attempt: Attempt, err: Error): boolean {
+  const { code, syscall } = err as NodeJS.ErrnoException;
+  return Boolean(attempt.upstreamRequest?.reusedSocket) && !attempt.timedOut && code === 'ECONNRESET' && syscall !== undefined;
+}
+
+function upstreamFailure(attempt: Attempt): GatewayError {
+  return attempt.timedOut === 'first_byte' || attempt.timedOut === 'connect' ? errors.upstreamTimeout() : errors.upstreamUnavailable();
+}
+
+function withCause(failure: GatewayError, ...causes: unknown[]): GatewayError {
+  failure.cause = causes.length === 1 ? causes[0] : causes;
+  return failure;
+}
+
+/**
+ * After the answer started: a stream ends with an SSE error event a client can read (the meter relays
+ * whole events only, so the client is on an event boundary); anything else is cut.
+ */
+function endBrokenAnswer(res: ServerResponse, attempt: Attempt): void {
+  if (res.destroyed || res.writableEnded) return;
+  if (!String(res.getHeader('content-type') ?? '').startsWith('text/event-stream')) {
+    res.destroy();
+    return;
+  }
+  const failure = attempt.timedOut === 'idle' ? errors.upstreamTimeout() : errors.upstreamUnavailable();
+  res.end(`event: error\ndata: ${JSON.stringify(failure.toBody())}\n\n`);
+}
+
+export function upstreamHeaders(req: Request, context: RequestContext, target: UpstreamTarget, provider: Provider): IncomingHttpHeaders {
+  const headers: IncomingHttpHeaders = {};
+  const named = namedByConnection(req.headers.connection);
+  for (const name in req.headers) {
+    if (!DROPPED_REQUEST_HEADERS.has(name) && !named?.has(name)) headers[name] = req.headers[name];
+  }
+  headers['content-type'] = 'application/json';
+  headers['content-length'] = String(target.body.length);
+  headers['x-request-id'] = context.requestId;
+  if (context.trace) {
+    headers.traceparent = traceparentOf(context.trace);
+    if (context.trace.tracestate) headers.tracestate = context.trace.tracestate;
+  }
+  headers['x-forwarded-proto'] = 'https';
+  headers['x-forwarded-for'] = forwardedFor(req);
+  if (provider.authorization) headers.authorization = provider.authorization;
+  return headers;
+}
+
+/** Headers the client's Connection header names as hop-by-hop (its usual values name none worth a Set). */
+function namedByConnection(connection: string | undefined): Set<string> | undefined {
+  if (connection === undefined || connection === 'keep-alive' || connection === 'close') return undefined;
+  return new Set(connection.split(',').map((name) => name.trim().toLowerCase()));
+}
+
+/** The client chain as far as we trust it: trusted proxies' X-Forwarded-For (farthest first), then our peer. */
+function forwardedFor(req: Request): string {
+  const peer = req.socket.remoteAddress ?? '';
+  if (req.headers['x-forwarded-for'] === undefined) return peer; // no chain to trust or not: skip proxy-addr
+  return [...req.ips, peer].filter(Boolean).join(', ');
+}
+
+/** A copy: the worker's own headers stay as they came, for the agent (it reads Keep-Alive: timeout= from them). */
+function clientResponseHeaders(workerHeaders: IncomingHttpHeaders): IncomingHttpHeaders {
+  const headers: IncomingHttpHeaders = {};
+  for (const name in workerHeaders) {
+    if (!DROPPED_RESPONSE_HEADERS.has(name) && name !== 'x-request-id') headers[name] = workerHeaders[name];
+  }
+  const workerRequestId = workerHeaders['x-request-id'];
+  if (workerRequestId !== undefined) headers['x-upstream-request-id'] = workerRequestId;
+  if (String(headers['content-type'] ?? '').startsWith('text/event-stream')) {
+    // Tell nginx and ingress controllers in front of us not to buffer the stream.
+    headers['cache-control'] = 'no-cache';
+    headers['x-accel-buffering'] = 'no';
+  }
+  return headers;
+}

@@ -1,0 +1,47 @@
+/**
+ * One worker of a provider's pool: where its requests go (parsed once, so nothing is parsed per
+ * request), its label for metrics and logs (never the URL's user info), and its own keep-alive agent.
+ */
+import type http from 'node:http';
+import type { ProviderConfig } from '../config';
+import { workerAgent } from './worker-agent';
+
+export interface Worker {
+  /** For metric labels and logs: host, port and path of the base URL, never its user info. */
+  readonly label: string;
+  readonly base: string;
+  /** Where chat completions go: <base>/v1/chat/completions. */
+  readonly chatCompletionsUrl: string;
+  /** The same, as the target object http-proxy takes (so it parses no URL per request). */
+  readonly proxyTarget: { protocol: string; host: string; hostname: string; port: string; path: string };
+  readonly agent: http.Agent;
+  readonly weight: number;
+  readonly maxConcurrent: number | undefined;
+}
+
+/**
+ * An idle pooled connection is closed after this long, or earlier when a worker's "Keep-Alive:
+ * timeout=N" asks for less (worker-agent.ts).
+ */
+const IDLE_CONNECTION_MS = 30_000;
+
+export function createWorker(entry: ProviderConfig['workers'][number], maxSockets: number): Worker {
+  const { url: base, weight, maxConcurrent: own } = typeof entry === 'string' ? { url: entry, weight: 1, maxConcurrent: undefined } : entry;
+  // Past its sockets the agent would hold requests in a queue of its own, without a deadline or a
+  // metric; capping concurrency at the sockets sends them to the pool's bounded, timed queue instead.
+  const maxConcurrent = Math.min(own ?? Infinity, maxSockets);
+  const url = new URL(base.endsWith('/') ? base : base + '/');
+  const options = { keepAlive: true, maxSockets, maxFreeSockets: Math.min(maxSockets, 64), scheduling: 'lifo' as const, idleTimeoutMs: IDLE_CONNECTION_MS };
+  const chatCompletions = new URL('v1/chat/completions', url);
+  const hostname = chatCompletions.hostname.replace(/^\[(.*)\]$/, '$1');
+  const path = url.pathname.replace(/\/$/, '');
+  return {
+    label: url.host + path,
+    base: url.origin + path,
+    chatCompletionsUrl: chatCompletions.toString(),
+    proxyTarget: { protocol: chatCompletions.protocol, host: hostname, hostname, port: chatCompletions.port, path: chatCompletions.pathname },
+    agent: workerAgent(url.protocol, options),
+    weight,
+    maxConcurrent,
+  };
+}

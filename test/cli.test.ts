@@ -1,0 +1,138 @@
+/**
+ * The `chatgate` command as an operator runs it (the built CLI, real processes): key management on
+ * the gateway's own store, and config errors that name the field.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import YAML from 'yaml';
+import { startTestGateway, type TestGateway } from './helpers/gateway';
+import { bearer, chatBody, request } from './helpers/http';
+import { CLI, eventually, startWorker, type WorkerProcess } from './helpers/processes';
+
+let worker: WorkerProcess;
+let gw: TestGateway;
+let configFile: string;
+
+beforeAll(async () => {
+  worker = await startWorker();
+  gw = await startTestGateway({ auth: { cacheTtlMs: 300, createFirstKey: false }, providers: { mock: { workers: [worker.url] } } });
+  // The CLI reads the same config as the gateway, so it works on the same key file.
+  configFile = path.join(gw.dir, 'config.yaml');
+});
+
+afterAll(async () => {
+  await gw?.stop();
+  await worker?.stop();
+});
+
+function chatgate(args: string[], env: NodeJS.ProcessEnv = {}) {
+  const result = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 20000 });
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+test('keys create --json prints the key once; the store keeps only its digest', () => {
+  const created = chatgate(['keys', 'create', '--name', 'ci-bot', '--models', 'mock/*', '--models', 'vllm/llama-*', '--expires', '2099-01-31T00:00:00Z', '--json', '--config', configFile]);
+  expect(created.status).toBe(0);
+  const record = JSON.parse(created.stdout);
+  expect(record).toEqual(
+    expect.objectContaining({ name: 'ci-bot', models: ['mock/*', 'vllm/llama-*'], expiresAt: '2099-01-31T00:00:00.000Z', revokedAt: null }),
+  );
+  expect(record.id).toMatch(/^key_/);
+  expect(record.key).toMatch(/^cgk_[A-Za-z0-9_-]{43}$/);
+  expect(record.digest).toBeUndefined();
+  const file = readFileSync(gw.keyFile, 'utf8');
+  expect(file).not.toContain(record.key);
+  expect(file).toContain(record.id);
+});
+
+test('keys list shows ids and names, never keys or digests', () => {
+  const created = JSON.parse(chatgate(['keys', 'create', '--name', 'listed', '--json', '--config', configFile]).stdout);
+  const listed = chatgate(['keys', 'list', '--json', '--config', configFile]);
+  expect(listed.status).toBe(0);
+  const records = JSON.parse(listed.stdout) as Array<Record<string, unknown>>;
+  expect(records.map((r) => r.id)).toContain(created.id);
+  expect(listed.stdout).not.toContain(created.key);
+  expect(records.every((r) => r.digest === undefined && r.key === undefined)).toBe(true);
+  const table = chatgate(['keys', 'list', '--config', configFile]);
+  expect(table.stdout).toMatch(new RegExp(`${created.id}\\s+cgk_\\S+…\\s+listed\\s+active`));
+});
+
+test('a key revoked with the CLI is refused by the running gateway within the cache TTL', async () => {
+  const { id, key } = JSON.parse(chatgate(['keys', 'create', '--name', 'short-lived', '--json', '--config', configFile]).stdout);
+  expect((await request(gw.url, { ca: gw.ca, headers: bearer(key), body: chatBody() })).status).toBe(200);
+
+  const revoked = chatgate(['keys', 'revoke', id, '--config', configFile]);
+  expect(revoked.status).toBe(0);
+  expect(revoked.stdout).toContain(`revoked ${id}`);
+  const status = await eventually(async () => {
+    const response = await request(gw.url, { ca: gw.ca, headers: bearer(key), body: chatBody() });
+    return response.status === 401 ? response.json().error.code : undefined;
+  }, 3000);
+  expect(status).toBe('invalid_api_key');
+});
+
+test('usage errors exit 2 and say what is wrong; an unknown id exits 1', () => {
+  const noName = chatgate(['keys', 'create', '--config', configFile]);
+  expect(noName.status).toBe(2);
+  expect(noName.stderr).toContain('--name');
+  const badDate = chatgate(['keys', 'create', '--name', 'x', '--expires', 'next tuesday', '--config', configFile]);
+  expect(badDate.status).toBe(2);
+  expect(badDate.stderr).toContain('ISO-8601');
+  const unknown = chatgate(['keys', 'revoke', 'key_nope', '--config', configFile]);
+  expect(unknown.status).toBe(1);
+  expect(unknown.stderr).toContain('key_nope');
+  expect(chatgate(['frobnicate']).status).toBe(2);
+});
+
+describe('a bad config fails at start with the field named', () => {
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-cli-'));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  const write = (name: string, document: unknown) => {
+    const file = path.join(dir, name);
+    writeFileSync(file, typeof document === 'string' ? document : YAML.stringify(document));
+    return file;
+  };
+
+  test.each([
+    ['a port out of range', { listen: { port: 70000 }, providers: { mock: { workers: ['http://127.0.0.1:1'] } } }, 'listen.port'],
+    ['a worker that is not a URL', { providers: { mock: { workers: ['not a url'] } } }, 'providers.mock.workers[0]'],
+    ['a misspelt setting', { lsten: { port: 1 }, providers: { mock: { workers: ['http://127.0.0.1:1'] } } }, 'lsten'],
+    ['no providers', { providers: {} }, 'providers'],
+    ['an upstream key variable that is not set', { providers: { mock: { workers: ['http://127.0.0.1:1'], apiKeyEnv: 'CHATGATE_TEST_UNSET_VAR' } } }, 'CHATGATE_TEST_UNSET_VAR'],
+    ['YAML that does not parse', 'listen: { port: [', 'not valid YAML'],
+  ])('%s', (name, document, named) => {
+    const file = write(`${name.replace(/\W+/g, '-')}.yaml`, document);
+    for (const run of [() => chatgate(['serve', '--config', file]), () => chatgate(['serve'], { CHATGATE_CONFIG: file })]) {
+      const result = run();
+      expect(result.status).toBe(1);
+      expect(result.stderr).toContain(named);
+      expect(result.stderr).not.toMatch(/\n\s+at /); // a message, not a stack trace
+    }
+  });
+});
+
+test('serve that fails after starting the mock worker (its port taken) exits 1 with the reason, and leaves no mock worker behind', () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-cli-'));
+  try {
+    const busyPort = Number(new URL(gw.url).port); // the running gateway holds it
+    const mockPort = 20000 + Math.floor(Math.random() * 20000);
+    const file = path.join(dir, 'config.yaml');
+    writeFileSync(
+      file,
+      YAML.stringify({ listen: { host: '127.0.0.1', port: busyPort }, admin: { host: '127.0.0.1', port: 0 }, dataDir: dir, mockWorker: { host: '127.0.0.1', port: mockPort }, providers: { mock: { workers: [`http://127.0.0.1:${mockPort}`] } } }),
+    );
+    const served = chatgate(['serve', '--config', file]);
+    expect(served.status).toBe(1); // not killed by spawnSync's 20 s timeout: it exited by itself
+    expect(served.stderr).toContain('EADDRINUSE');
+    const probe = spawnSync('curl', ['-s', '-o', '/dev/null', '-w', '%{http_code}', '--max-time', '2', `http://127.0.0.1:${mockPort}/health`], { encoding: 'utf8' });
+    expect(probe.stdout).toBe('000'); // the mock worker went with it
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
