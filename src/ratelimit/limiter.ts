@@ -56,6 +56,10 @@ export class RateLimiter {
       return admission;
     } catch (err) {
       this.failed(err);
+      // An admission that timed out may still run when the store wakes up (a frozen Redis runs the
+      // commands it had read): the concurrency slot it would take is released as soon as the store
+      // takes commands again, or it would lock the key out until the slot went stale.
+      if (limits.maxConcurrent && !(err instanceof StoreNotReached)) this.oweRelease(keyId, requestId);
       return this.settings.failOpen ? { allowed: true, degraded: true } : { allowed: false, unavailable: true };
     }
   }
@@ -65,8 +69,7 @@ export class RateLimiter {
       () => this.succeeded(),
       (err) => {
         this.failed(err);
-        if (this.owedReleases.size < MAX_OWED) this.owedReleases.set(requestId, keyId);
-        this.retryOwedLater();
+        this.oweRelease(keyId, requestId);
       },
     );
   }
@@ -94,6 +97,11 @@ export class RateLimiter {
   /** How many releases and token debits the store has not taken yet. */
   owed(): number {
     return this.owedReleases.size + this.owedDebits.size;
+  }
+
+  private oweRelease(keyId: string, requestId: string): void {
+    if (this.owedReleases.size < MAX_OWED) this.owedReleases.set(requestId, keyId);
+    this.retryOwedLater();
   }
 
   private oweTokens(keyId: string, tokensPerMinute: number, amount: number, since: number): void {

@@ -10,6 +10,8 @@ interface KeyState {
 }
 
 export class MemoryRateLimitStore implements RateLimitStore {
+  readonly shared = false;
+  readonly reachable = true;
   private readonly keys = new LRUCache<string, KeyState>({ max: 100_000, ttl: 2 * WINDOW_MS, updateAgeOnGet: true });
 
   constructor(private readonly now: () => number = Date.now) {}

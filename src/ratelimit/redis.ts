@@ -66,7 +66,12 @@ export interface RedisEvents {
 }
 
 export class RedisRateLimitStore implements RateLimitStore {
+  readonly shared = true;
   private readonly redis: ScriptedRedis;
+
+  get reachable(): boolean {
+    return this.redis.status === 'ready';
+  }
 
   constructor(url: string, timeoutMs: number, events: RedisEvents) {
     const redis = new Redis(url, {
@@ -106,6 +111,9 @@ export class RedisRateLimitStore implements RateLimitStore {
   }
 
   async admit(keyId: string, limits: Limits, requestId: string): Promise<Admission> {
+    // Without an offline queue nothing is sent while the connection is not ready: the admission
+    // certainly did not happen. Once sent, a timeout leaves it unknown (the limiter owes its release).
+    if (this.redis.status !== 'ready') throw new StoreNotReached(`redis is ${this.redis.status}`);
     const rpm = limits.requestsPerMinute ?? 0;
     const tpm = limits.tokensPerMinute ?? 0;
     const [reason, retry, requestLevel, tokenLevel] = await this.redis.chatgateAdmit(

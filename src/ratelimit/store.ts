@@ -12,6 +12,10 @@ export interface Admission {
 export class StoreNotReached extends Error {}
 
 export interface RateLimitStore {
+  /** Shared by every replica (Redis), rather than this process's own (memory). */
+  readonly shared: boolean;
+  /** Whether the store takes commands now (always, for memory). */
+  readonly reachable: boolean;
   /** Atomically: refill, check and take for the key's request and token buckets, and a concurrency slot. */
   admit(keyId: string, limits: Limits, requestId: string): Promise<Admission>;
   /** The request is over: give back its concurrency slot. */

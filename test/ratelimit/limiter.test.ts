@@ -6,6 +6,8 @@ import { keyRecord } from '../fakes/key-record';
 const key = keyRecord;
 
 const failingStore: RateLimitStore = {
+  shared: true,
+  reachable: false,
   admit: () => Promise.reject(new Error('redis down')),
   release: () => Promise.reject(new Error('redis down')),
   debitTokens: () => Promise.reject(new Error('redis down')),
@@ -131,4 +133,38 @@ describe('releases and token debits the store could not take are owed', () => {
     expect(taken).toEqual(['release key_1 slot-b']);
     expect(limiter.owed()).toBe(0);
   });
+});
+
+test('an admission that timed out may still run when the store wakes: its concurrency slot is released once the store takes commands', async () => {
+  const released: string[] = [];
+  let awake = false;
+  const store: RateLimitStore = {
+    shared: true,
+    get reachable() {
+      return awake;
+    },
+    admit: () => Promise.reject(new Error('Command timed out')), // sent, never answered
+    release: async (_keyId, slot) => {
+      if (!awake) throw new Error('Command timed out');
+      released.push(slot);
+    },
+    debitTokens: async () => undefined,
+    close: async () => undefined,
+  };
+  const limiter = new RateLimiter(store, settings(true), { storeFailed: () => undefined, storeRecovered: () => undefined });
+  expect(await limiter.admit('key_1', { maxConcurrent: 2 }, 'slot-a')).toEqual({ allowed: true, degraded: true });
+  expect(limiter.owed()).toBe(1);
+  await new Promise((resolve) => setTimeout(resolve, OWED_RETRY_MS + 100));
+  expect(released).toEqual([]); // still asleep: still owed
+  awake = true;
+  await new Promise((resolve) => setTimeout(resolve, OWED_RETRY_MS + 100));
+  expect(released).toEqual(['slot-a']);
+  expect(limiter.owed()).toBe(0);
+});
+
+test('an admission that certainly never reached the store owes nothing', async () => {
+  const store: RateLimitStore = { ...failingStore, admit: () => Promise.reject(new StoreNotReached('redis is connecting')) };
+  const limiter = new RateLimiter(store, settings(true), { storeFailed: () => undefined, storeRecovered: () => undefined });
+  await limiter.admit('key_1', { maxConcurrent: 2 }, 'slot-b');
+  expect(limiter.owed()).toBe(0);
 });

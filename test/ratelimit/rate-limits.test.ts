@@ -293,3 +293,42 @@ describe('Redis lost while a request holds a concurrency slot, and back with its
     expect((await send(gw, key)).status).toBe(200);
   });
 });
+
+describe('Redis frozen (SIGSTOP) while requests are admitted, then resumed', () => {
+  let redis: ThrowawayRedis;
+  let gw: TestGateway;
+  let inspect: Redis;
+
+  beforeAll(async () => {
+    redis = await ThrowawayRedis.start();
+    gw = await startTestGateway({ providers: { mock: { workers: [worker.url] } }, rateLimit: { store: 'redis', url: redis.url, failOpen: true, timeoutMs: 200 } });
+    inspect = new Redis(redis.url, { maxRetriesPerRequest: 1 });
+    inspect.on('error', () => undefined);
+  });
+  afterAll(async () => {
+    inspect?.disconnect();
+    await gw?.stop();
+    redis?.child?.kill('SIGCONT');
+    await redis?.stop();
+  });
+
+  // A frozen Redis runs the admission scripts it had read once it wakes, long after the gateway gave
+  // up on them: each takes a concurrency slot that no request will release.
+  test('admissions that timed out and ran when Redis woke leave no slot held: released within a second or so of Redis answering', async () => {
+    const { key, id } = await gw.issueKey({ rateLimit: { maxConcurrent: 2 } });
+    const slots = `chatgate:rl:{${id}}:slots`;
+    redis.child!.kill('SIGSTOP');
+    let statuses: number[];
+    try {
+      statuses = await Promise.all(Array.from({ length: 6 }, async () => (await send(gw, key)).status));
+    } finally {
+      redis.child!.kill('SIGCONT');
+    }
+    expect(statuses).toEqual(Array(6).fill(200)); // fail open: admitted, unlimited, while Redis could not answer
+    const resumed = performance.now();
+    await eventually(async () => ((await inspect.zcard(slots).catch(() => undefined)) === 0 ? true : undefined), 10_000);
+    expect(performance.now() - resumed).toBeLessThan(3000); // the owed releases are retried every second
+    const both = await Promise.all([send(gw, key), send(gw, key)]);
+    expect(both.map((response) => response.status)).toEqual([200, 200]); // not locked out
+  });
+});
