@@ -7,6 +7,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
 import YAML from 'yaml';
+import { DEFAULT_FORWARD_HEADERS } from '../src/config';
 
 export interface ChatgateSetup {
   /** dist/cli.js */
@@ -37,7 +38,8 @@ export function spawnChatgate(setup: ChatgateSetup): { child: ChildProcess; serv
       auth: { createFirstKey: false },
       server: { processes: setup.processes },
       log: { level: 'info', destination: '/dev/null' },
-      upstream: { maxSocketsPerWorker: setup.maxSocketsPerWorker },
+      // The mock worker's x-mock-* headers steer it (x-mock-hold, x-mock-tokens): passed on besides the defaults.
+      upstream: { maxSocketsPerWorker: setup.maxSocketsPerWorker, forwardHeaders: [...DEFAULT_FORWARD_HEADERS, 'x-mock-*'] },
       providers: { bench: { workers: [setup.upstream] } },
     }),
   );

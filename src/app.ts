@@ -1,6 +1,6 @@
 /**
  * The public Express app: the request path's stages in order, nothing else. It does not listen;
- * server.ts gives it sockets and supertest can drive it directly.
+ * process/listeners.ts gives it sockets and supertest can drive it directly.
  *
  *   observe -> security headers -> request id -> trace context -> transport guard (HTTPS, header count) -> authenticate -> rate limit ->
  *   read + validate body -> route -> proxy;  anything thrown -> the one error handler.
@@ -68,7 +68,7 @@ export function createPublicApp({ config, metrics, log, keyCache, providers, pro
     ...front,
     authenticateKey,
     limitRate(limiter, metrics),
-    readAndValidateBody({ maxBytes: config.limits.maxBodyBytes }),
+    readAndValidateBody({ maxBytes: config.limits.maxBodyBytes, maxJsonDepth: config.limits.maxJsonDepth, maxJsonElements: config.limits.maxJsonElements }),
     route(providers),
     proxy.handle,
   );

@@ -4,6 +4,7 @@
  */
 import { parseArgs } from 'node:util';
 import { issueKey, publicView, rotateKey } from './auth/issue';
+import { limitAllowed, MAX_LIMIT, nameProblem } from './auth/key-fields';
 import { openKeyStore } from './auth/store/open';
 import { configFileFrom, ConfigError, loadConfig } from './config';
 import { turnOffPretenuring } from './tuning/pretenuring';
@@ -88,8 +89,10 @@ async function keys(args: string[]): Promise<number> {
   try {
     if (action === 'create') {
       if (!values.name) throw new UsageError('keys create needs --name NAME');
+      const problem = nameProblem(values.name);
+      if (problem) throw new UsageError(`--name ${problem}`);
       const expiresAt = values.expires === undefined ? null : parseExpiry(values.expires);
-      const limit = (flag: string, text: string | undefined) => (text === undefined ? null : wholeNumber(flag, text));
+      const limit = (flag: string, text: string | undefined) => (text === undefined ? null : limitValue(flag, text));
       const rateLimit = {
         requestsPerMinute: limit('--rpm', values.rpm),
         tokensPerMinute: limit('--tpm', values.tpm),
@@ -103,7 +106,7 @@ async function keys(args: string[]): Promise<number> {
     if (action === 'list') {
       const records = (await store.list()).map(publicView);
       if (values.json) process.stdout.write(JSON.stringify(records) + '\n');
-      else for (const r of records) process.stdout.write(`${r.id}\t${r.prefix}…\t${r.name}\t${r.revokedAt ? 'revoked' : r.expiresAt && Date.parse(r.expiresAt) <= Date.now() ? 'expired' : 'active'}\t${r.models.join(',') || '*'}\tlast used ${r.lastUsedAt ?? 'never'}\n`);
+      else for (const r of records) process.stdout.write(`${r.id}\t${r.prefix}…\t${printable(r.name)}\t${r.revokedAt ? 'revoked' : r.expiresAt && Date.parse(r.expiresAt) <= Date.now() ? 'expired' : 'active'}\t${r.models.join(',') || '*'}\tlast used ${r.lastUsedAt ?? 'never'}\n`);
       return 0;
     }
     if (action === 'revoke') {
@@ -114,7 +117,7 @@ async function keys(args: string[]): Promise<number> {
         process.stderr.write(`chatgate: no key with id ${id}\n`);
         return 1;
       }
-      process.stdout.write(`revoked ${revoked.id} (${revoked.name}); running gateways refuse it within their key cache TTL\n`);
+      process.stdout.write(`revoked ${revoked.id} (${printable(revoked.name)}); running gateways refuse it within a second (PostgreSQL: at once)\n`);
       return 0;
     }
     if (action === 'rotate') {
@@ -171,6 +174,17 @@ function wholeNumber(flag: string, text: string): number {
   const value = Number(text);
   if (!Number.isInteger(value) || value < 0) throw new UsageError(`${flag} must be a whole number`);
   return value;
+}
+
+function limitValue(flag: string, text: string): number {
+  const value = Number(text);
+  if (!limitAllowed(value)) throw new UsageError(`${flag} must be a whole number from 0 (no limit) to ${MAX_LIMIT}`);
+  return value;
+}
+
+/** A name as it may reach a terminal: control characters and direction overrides written as \u escapes. */
+function printable(name: string): string {
+  return name.replace(/[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
 function positiveNumber(flag: string, text: string): number {

@@ -30,6 +30,27 @@ const trustedProxies = z
     }
   });
 
+/** A header name in lower case, or a prefix of names ending in `*` (`x-stainless-*`). */
+const headerPattern = z
+  .string()
+  .regex(/^[a-z0-9!#$%&'+.^_`|~-]+\*?$/, "must be a header name in lower case, or a prefix ending in '*'")
+  .refine((name) => !NEVER_FORWARDED.includes(name.replace(/\*$/, '')), 'is set by the gateway itself, or is a credential: it is never forwarded');
+
+/**
+ * What a client may tell a worker: content negotiation, its own identity, and OpenAI's request
+ * options (OpenAI-Beta, the SDKs' x-stainless-* telemetry, Idempotency-Key). Anything else (an
+ * X-Forwarded-User, an X-Remote-User, an X-Auth-Token) could be believed by an auth proxy in front of a
+ * model server, and is dropped.
+ */
+export const DEFAULT_FORWARD_HEADERS: readonly string[] = ['accept', 'accept-language', 'user-agent', 'openai-beta', 'x-stainless-*', 'idempotency-key'];
+/** Credentials, hop-by-hop headers and what the gateway sets itself: never passed on, whatever the config says. */
+export const NEVER_FORWARDED: readonly string[] = [
+  'authorization', 'proxy-authorization', 'cookie', 'api-key', 'x-api-key', 'openai-organization', 'openai-project',
+  'connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'expect', 'host',
+  'content-length', 'content-type', 'content-encoding', 'accept-encoding', 'forwarded', 'x-forwarded-for', 'x-forwarded-proto',
+  'x-forwarded-host', 'x-forwarded-port', 'x-real-ip', 'x-request-id', 'traceparent', 'tracestate',
+];
+
 const workerUrl = z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' });
 const worker = z.union([
   workerUrl,
@@ -57,8 +78,12 @@ function upstreamSettings(withDefaults: boolean) {
     firstByteTimeoutMs: setting(milliseconds, 120_000),
     idleTimeoutMs: setting(milliseconds, 60_000),
     retries: setting(z.number().int().min(0).max(10), 2),
-    maxSocketsPerWorker: setting(count, 256),
-    queue: section({ size: setting(z.number().int().min(0), 100), timeoutMs: setting(milliseconds, 10_000) }),
+    // Envoy's per-cluster defaults: a worker (vLLM, TGI) queues thousands itself; a cap lower than what
+    // it takes is the operator's to set per worker (its maxConcurrent, e.g. vLLM's max_num_seqs).
+    maxSocketsPerWorker: setting(count, 1024),
+    queue: section({ size: setting(z.number().int().min(0), 1024), timeoutMs: setting(milliseconds, 10_000) }),
+    /** Client request headers passed on to workers (lower case; a trailing * matches a prefix). Every other is dropped. */
+    forwardHeaders: setting(z.array(headerPattern), [...DEFAULT_FORWARD_HEADERS]),
     health: section({
       enabled: setting(z.boolean(), true),
       path: setting(z.string().startsWith('/'), '/health'),
@@ -108,6 +133,11 @@ const schema = z.strictObject({
     .strictObject({
       host: host.default('127.0.0.1'),
       port: port.default(9464),
+      /**
+       * Host names (besides IP addresses and localhost) the admin listener answers to; any other Host
+       * header gets 403, so a page on another site cannot read it through DNS rebinding.
+       */
+      allowedHosts: z.array(z.string().min(1).transform((name) => name.toLowerCase())).default([]),
       /** Guards /admin/api and the console. Absent: both are off. */
       token: z
         .string()
@@ -120,12 +150,14 @@ const schema = z.strictObject({
   dataDir: z.string().min(1).default('./data'),
   keyStore: z
     .discriminatedUnion('type', [
-      z.strictObject({ type: z.literal('file'), path: z.string().min(1).default('./data/keys.json') }),
+      z.strictObject({ type: z.literal('file'), path: z.string().min(1).default('./data/keys.json'), timeoutMs: milliseconds.default(1_000) }),
       z.strictObject({
         type: z.literal('postgres'),
         url: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL'),
         // Per process (a cluster's primary too), plus one connection that listens for key changes.
         poolSize: z.number().int().min(1).max(100).default(10),
+        /** Every call to the store gives up after this long, measured by the gateway (a frozen server enforces nothing). */
+        timeoutMs: milliseconds.default(1_000),
       }),
     ])
     .prefault({ type: 'file' }),
@@ -133,6 +165,8 @@ const schema = z.strictObject({
     .strictObject({
       cacheSize: count.default(10_000),
       cacheTtlMs: milliseconds.default(30_000),
+      /** While the key store cannot be reached, a known key is still served this long after the store last confirmed it. */
+      maxStaleMs: milliseconds.default(3_600_000),
       negativeCacheSize: count.default(10_000),
       negativeCacheTtlMs: milliseconds.default(5_000),
       createFirstKey: z.boolean().default(true),
@@ -142,6 +176,10 @@ const schema = z.strictObject({
   limits: z
     .strictObject({
       maxBodyBytes: count.default(16 * 1024 * 1024),
+      /** JSON bodies are scanned before they are parsed: arrays and objects nested deeper than this get 400 ... */
+      maxJsonDepth: count.default(64),
+      /** ... as do bodies with more values (array elements and object members) than this. */
+      maxJsonElements: count.default(1_000_000),
       maxHeaders: count.default(100),
       headersTimeoutMs: milliseconds.default(10_000),
       requestTimeoutMs: milliseconds.default(60_000),
@@ -202,10 +240,11 @@ export interface UpstreamSettings {
   retries: number;
   maxSocketsPerWorker: number;
   queue: { size: number; timeoutMs: number };
+  forwardHeaders: readonly string[];
   health: { enabled: boolean; path: string; intervalMs: number; timeoutMs: number; healthyThreshold: number; unhealthyThreshold: number };
   ejection: { consecutiveFailures: number; baseMs: number; maxMs: number };
 }
-type Overrides<T> = { [K in keyof T]?: T[K] extends object ? Partial<T[K]> : T[K] };
+type Overrides<T> = { [K in keyof T]?: T[K] extends readonly unknown[] ? T[K] : T[K] extends object ? Partial<T[K]> : T[K] };
 
 type Parsed = z.output<typeof schema>;
 export type ProviderConfig = Omit<Parsed['providers'][string], 'upstream'> & { upstream?: Overrides<UpstreamSettings> };

@@ -17,6 +17,12 @@ export interface ErrorBody {
 }
 
 export class GatewayError extends Error {
+  /**
+   * A condition its own part reports once when it begins and once when it ends (a store outage): the
+   * error handler does not log it again for every request it refuses.
+   */
+  reportedElsewhere = false;
+
   constructor(
     readonly status: number,
     readonly type: ErrorType,
@@ -32,6 +38,11 @@ export class GatewayError extends Error {
   toBody(): ErrorBody {
     return { error: { message: this.message, type: this.type, param: this.param, code: this.code } };
   }
+}
+
+function reportedElsewhere(error: GatewayError): GatewayError {
+  error.reportedElsewhere = true;
+  return error;
 }
 
 /** Both schemes are offered so that a client told 401 knows what it may send. */
@@ -75,13 +86,23 @@ export const errors = {
     invalid(405, 'method_not_allowed', `Method ${method} is not allowed here; use ${allowed}.`, null, { Allow: allowed }),
   invalidAdminToken: () =>
     invalid(401, 'invalid_admin_token', 'The admin API needs Authorization: Bearer <admin token>.', null, { 'WWW-Authenticate': 'Bearer realm="chatgate-admin"' }),
+  tooManyFailedAttempts: (retryAfterMs: number) => {
+    const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
+    return new GatewayError(429, 'rate_limit_error', 'too_many_failed_attempts', `Too many failed attempts from this address; try again in ${seconds}s.`, null, {
+      'Retry-After': String(seconds),
+    });
+  },
+  hostNotAllowed: () =>
+    new GatewayError(403, 'permission_error', 'host_not_allowed', 'This listener does not answer to that Host name; use its address, or add the name to admin.allowedHosts.'),
   adminApiDisabled: () =>
     invalid(404, 'admin_api_disabled', 'The admin API and console are off: set admin.token (or CHATGATE_ADMIN_TOKEN) to turn them on.'),
   keyNotFound: (id: string) => invalid(404, 'key_not_found', `No key has the id '${withoutKeys(id.slice(0, 64))}'.`, 'id'),
   keyStoreUnavailable: () =>
-    new GatewayError(503, 'api_error', 'key_store_unavailable', 'The key store cannot be read right now; try again shortly.', null, {
-      'Retry-After': '1',
-    }),
+    reportedElsewhere(
+      new GatewayError(503, 'api_error', 'key_store_unavailable', 'The key store cannot be read right now; try again shortly.', null, {
+        'Retry-After': '1',
+      }),
+    ),
   upstreamUnavailable: () =>
     new GatewayError(502, 'api_error', 'upstream_unavailable', 'The model worker could not be reached; try again shortly.'),
   noHealthyWorker: () =>
@@ -101,9 +122,11 @@ export const errors = {
     });
   },
   rateLimiterUnavailable: () =>
-    new GatewayError(503, 'api_error', 'rate_limiter_unavailable', 'Rate limits cannot be checked right now; try again shortly.', null, {
-      'Retry-After': '1',
-    }),
+    reportedElsewhere(
+      new GatewayError(503, 'api_error', 'rate_limiter_unavailable', 'Rate limits cannot be checked right now; try again shortly.', null, {
+        'Retry-After': '1',
+      }),
+    ),
   upstreamTimeout: () => new GatewayError(504, 'api_error', 'upstream_timeout', 'The model worker did not answer in time.'),
   internal: (requestId: string) =>
     new GatewayError(500, 'api_error', 'internal_error', `The gateway failed to handle this request (request id ${requestId}).`),

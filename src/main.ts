@@ -10,14 +10,16 @@
 import cluster from 'node:cluster';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { AggregatorRegistry } from 'prom-client';
-import { createAdminApp, type Readiness } from './admin/app';
+import { createAdminApp } from './admin/app';
+import { judgeReadiness, PING_DEADLINE_MS, within, type Readiness } from './admin/readiness';
 import { createPublicApp } from './app';
 import { KeyCache } from './auth/cache';
-import type { KeyStore } from './auth/store/types';
+import type { GuardedKeyStore } from './auth/store/guarded';
 import { UsageRecorder } from './auth/usage-recorder';
 import { startPrimary, type WorkerMessages } from './process/cluster';
 import { banner, openStore, prepareOnce, reloadConfig, tlsMaterial, type Gateway } from './process/startup';
 import { loadConfig, type Config } from './config';
+import { GatewayError } from './errors';
 import { required } from './context';
 import { accessLogOf, createLogger, destinationOf, type Logger } from './telemetry/log';
 import { createMetrics, type Metrics } from './telemetry/metrics';
@@ -49,17 +51,22 @@ async function startServing(config: Config, configFile: string, log: Logger, rol
   let serving = await buildServing(config, log, metrics, lasting);
   const writeAccessLine = accessLogOf(log);
   let accepting = true;
-  const readiness = async (): Promise<Readiness> => {
-    const checks = {
+  const readiness = async (): Promise<Readiness> =>
+    judgeReadiness({
       accepting,
-      keyStore: await keyStore.ping().then(
-        () => true,
-        () => false,
+      keyStoreAnswers: await within(
+        PING_DEADLINE_MS,
+        keyStore.ping().then(() => true),
+        false,
       ),
+      servableKeys: lasting.keyCache.servableKeys(),
       providers: Object.fromEntries([...serving.providers.values()].map((p) => [p.name, p.pool.availableWorkers().length > 0])),
-    };
-    return { ready: checks.accepting && checks.keyStore && Object.values(checks.providers).every(Boolean), checks };
-  };
+      rateLimitStore: lasting.rateLimitStore.shared ? lasting.rateLimitStore.reachable : undefined,
+    });
+  metrics.watchDependencies({
+    key_store: () => keyStore.reachable,
+    ...(lasting.rateLimitStore.shared ? { rate_limit_store: () => lasting.rateLimitStore.reachable } : {}),
+  });
 
   const listeners = await openListeners(
     config,
@@ -67,7 +74,7 @@ async function startServing(config: Config, configFile: string, log: Logger, rol
       publicApp: (req, res) => serving.handle(req, res),
       adminApp:
         role === 'single'
-          ? createAdminApp({ metrics, log, keyStore, adminToken: config.admin.token, exposition: () => metrics.registry.metrics(), readiness })
+          ? createAdminApp({ metrics, log, keyStore, adminToken: config.admin.token, allowedHosts: config.admin.allowedHosts, exposition: () => metrics.registry.metrics(), readiness })
           : undefined,
     },
     tls,
@@ -134,14 +141,18 @@ async function startServing(config: Config, configFile: string, log: Logger, rol
 }
 
 /** What outlives a config reload: the key cache, usage recording, the rate limit counters. */
-async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, keyStore: KeyStore) {
+async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, keyStore: GuardedKeyStore) {
+  const { cacheSize, cacheTtlMs, maxStaleMs, negativeCacheSize, negativeCacheTtlMs } = config.auth;
   const keyCache = new KeyCache(
     keyStore,
-    { size: config.auth.cacheSize, ttlMs: config.auth.cacheTtlMs, negativeSize: config.auth.negativeCacheSize, negativeTtlMs: config.auth.negativeCacheTtlMs },
-    { hit: () => metrics.keyCacheHits.inc(), miss: () => metrics.keyCacheMisses.inc() },
+    { size: cacheSize, ttlMs: cacheTtlMs, maxStaleMs, negativeSize: negativeCacheSize, negativeTtlMs: negativeCacheTtlMs },
+    { hit: () => metrics.keyCacheHits.inc(), miss: () => metrics.keyCacheMisses.inc(), staleServed: () => metrics.keyCacheStaleServed.inc() },
   );
   keyStore.onChange((digests) => keyCache.applyChanges(digests));
-  const usage = new UsageRecorder(keyStore, (err) => log.warn({ err: (err as Error).message }, 'could not record key usage'));
+  const usage = new UsageRecorder(keyStore, (err) => {
+    // An outage of the store is logged once, by the store's guard; the batch waits for the next flush.
+    if (!(err instanceof GatewayError && err.reportedElsewhere)) log.warn({ err: (err as Error).message }, 'could not record key usage');
+  });
   usage.start(config.auth.lastUsedFlushMs);
   const rateLimitStore = await openRateLimitStore(config, log);
   const spans = await createSpanExport(config.tracing);

@@ -17,7 +17,8 @@ let configFile: string;
 
 beforeAll(async () => {
   worker = await startWorker();
-  gw = await startTestGateway({ auth: { cacheTtlMs: 300, createFirstKey: false }, providers: { mock: { workers: [worker.url] } } });
+  // A long cache TTL: a revocation by the CLI must reach the running gateway through the file's watcher.
+  gw = await startTestGateway({ auth: { cacheTtlMs: 600_000, createFirstKey: false }, providers: { mock: { workers: [worker.url] } } });
   // The CLI reads the same config as the gateway, so it works on the same key file.
   configFile = path.join(gw.dir, 'config.yaml');
 });
@@ -59,18 +60,30 @@ test('keys list shows ids and names, never keys or digests', () => {
   expect(table.stdout).toMatch(new RegExp(`${created.id}\\s+cgk_\\S+…\\s+listed\\s+active`));
 });
 
-test('a key revoked with the CLI is refused by the running gateway within the cache TTL', async () => {
+test('a key revoked with the CLI is refused by the running gateway within about a second, whatever the cache TTL', async () => {
   const { id, key } = JSON.parse(chatgate(['keys', 'create', '--name', 'short-lived', '--json', '--config', configFile]).stdout);
   expect((await request(gw.url, { ca: gw.ca, headers: bearer(key), body: chatBody() })).status).toBe(200);
 
   const revoked = chatgate(['keys', 'revoke', id, '--config', configFile]);
   expect(revoked.status).toBe(0);
   expect(revoked.stdout).toContain(`revoked ${id}`);
+  const revokedAt = performance.now();
   const status = await eventually(async () => {
     const response = await request(gw.url, { ca: gw.ca, headers: bearer(key), body: chatBody() });
     return response.status === 401 ? response.json().error.code : undefined;
-  }, 3000);
+  }, 5000);
   expect(status).toBe('invalid_api_key');
+  expect(performance.now() - revokedAt).toBeLessThan(2500); // the file is polled every second
+});
+
+test('keys list writes a name with control characters (from a file edited by hand) escaped: it forges no row', async () => {
+  const { FileKeyStore } = await import('../src/auth/store/file');
+  const { issueKey } = await import('../src/auth/issue');
+  await issueKey(new FileKeyStore(gw.keyFile), { name: 'x\nkey_forged\tcgk_0000\tadmin\tactive' });
+  const listed = chatgate(['keys', 'list', '--config', configFile]);
+  expect(listed.status).toBe(0);
+  expect(listed.stdout).toContain('x\\u000akey_forged\\u0009cgk_0000');
+  expect(listed.stdout.split('\n').some((line) => line.startsWith('key_forged'))).toBe(false);
 });
 
 test('usage errors exit 2 and say what is wrong; an unknown id exits 1', () => {
@@ -80,6 +93,12 @@ test('usage errors exit 2 and say what is wrong; an unknown id exits 1', () => {
   const badDate = chatgate(['keys', 'create', '--name', 'x', '--expires', 'next tuesday', '--config', configFile]);
   expect(badDate.status).toBe(2);
   expect(badDate.stderr).toContain('ISO-8601');
+  const forged = chatgate(['keys', 'create', '--name', 'ok\nkey_forged\tactive', '--config', configFile]);
+  expect(forged.status).toBe(2);
+  expect(forged.stderr).toContain('--name must not hold control characters');
+  const huge = chatgate(['keys', 'create', '--name', 'x', '--rpm', '99999999999', '--config', configFile]);
+  expect(huge.status).toBe(2);
+  expect(huge.stderr).toContain('--rpm must be a whole number from 0 (no limit) to 2147483647');
   const unknown = chatgate(['keys', 'revoke', 'key_nope', '--config', configFile]);
   expect(unknown.status).toBe(1);
   expect(unknown.stderr).toContain('key_nope');

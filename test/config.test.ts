@@ -27,8 +27,8 @@ function unfrozen(value: unknown, at = 'config'): string[] {
 test('the embedded defaults are the documented ones', () => {
   const config = loadConfig(DEFAULT_CONFIG_FILE, noEnv);
   expect(config.listen).toEqual({ host: '0.0.0.0', port: 8443, backlog: 4096 });
-  expect(config.admin).toEqual({ host: '127.0.0.1', port: 9464 });
-  expect(config.keyStore).toEqual({ type: 'file', path: './data/keys.json' });
+  expect(config.admin).toEqual({ host: '127.0.0.1', port: 9464, allowedHosts: [] });
+  expect(config.keyStore).toEqual({ type: 'file', path: './data/keys.json', timeoutMs: 1000 });
   expect(Object.keys(config.providers)).toEqual(['mock']);
   expect(config.providers.mock!.workers).toEqual(['http://127.0.0.1:9100']);
   expect(config.limits.maxBodyBytes).toBe(16 * 1024 * 1024);
@@ -109,9 +109,9 @@ test('the environment gives the secrets: key store URL, Redis URL, admin token',
     CHATGATE_REDIS_URL: 'redis://cache:6379',
     CHATGATE_ADMIN_TOKEN: 'a-token-of-sixteen-chars',
   });
-  expect(config.keyStore).toEqual({ type: 'postgres', url: 'postgres://u:p@db/chatgate', poolSize: 10 });
+  expect(config.keyStore).toEqual({ type: 'postgres', url: 'postgres://u:p@db/chatgate', poolSize: 10, timeoutMs: 1000 });
   expect(config.rateLimit).toMatchObject({ store: 'redis', url: 'redis://cache:6379' });
-  expect(config.admin).toEqual({ host: '127.0.0.1', port: 9464, token: 'a-token-of-sixteen-chars' });
+  expect(config.admin).toEqual({ host: '127.0.0.1', port: 9464, allowedHosts: [], token: 'a-token-of-sixteen-chars' });
 });
 
 test("the key store URL from the environment keeps the file's PostgreSQL settings, and replaces a file store", () => {
@@ -120,10 +120,10 @@ test("the key store URL from the environment keeps the file's PostgreSQL setting
   try {
     const file = path.join(dir, 'c.yaml');
     writeFileSync(file, YAML.stringify({ ...minimal, keyStore: { type: 'postgres', url: 'postgres://old/db', poolSize: 3 } }));
-    expect(loadConfig(file, {}).keyStore).toEqual({ type: 'postgres', url: 'postgres://old/db', poolSize: 3 });
-    expect(loadConfig(file, { CHATGATE_KEYSTORE_URL: url }).keyStore).toEqual({ type: 'postgres', url, poolSize: 3 });
+    expect(loadConfig(file, {}).keyStore).toEqual({ type: 'postgres', url: 'postgres://old/db', poolSize: 3, timeoutMs: 1000 });
+    expect(loadConfig(file, { CHATGATE_KEYSTORE_URL: url }).keyStore).toEqual({ type: 'postgres', url, poolSize: 3, timeoutMs: 1000 });
     writeFileSync(file, YAML.stringify({ ...minimal, keyStore: { type: 'file', path: './keys.json' } }));
-    expect(loadConfig(file, { CHATGATE_KEYSTORE_URL: url }).keyStore).toEqual({ type: 'postgres', url, poolSize: 10 });
+    expect(loadConfig(file, { CHATGATE_KEYSTORE_URL: url }).keyStore).toEqual({ type: 'postgres', url, poolSize: 10, timeoutMs: 1000 });
     writeFileSync(file, YAML.stringify({ ...minimal, keyStore: { type: 'postgres', url, poolSize: 0 } }));
     expect(() => loadConfig(file, {})).toThrow(/keyStore\.poolSize/);
   } finally {
@@ -196,4 +196,11 @@ test('which file: --config, then CHATGATE_CONFIG, then the embedded defaults', (
   expect(configFileFrom('/flag.yaml', {})).toBe('/flag.yaml');
   expect(configFileFrom(undefined, {})).toBe(DEFAULT_CONFIG_FILE);
   expect(DEFAULT_CONFIG_FILE).toBe(path.resolve(__dirname, '..', 'config', 'default.yaml'));
+});
+
+test('forwardHeaders: lower-case names or prefixes; a credential or a header the gateway sets is refused by name', () => {
+  expect(parseConfig({ ...minimal, upstream: { forwardHeaders: ['accept', 'x-team-*'] } }).upstream.forwardHeaders).toEqual(['accept', 'x-team-*']);
+  expect(() => parseConfig({ ...minimal, upstream: { forwardHeaders: ['Authorization'] } })).toThrow(/upstream\.forwardHeaders\[0\]: must be a header name in lower case/);
+  expect(() => parseConfig({ ...minimal, upstream: { forwardHeaders: ['authorization'] } })).toThrow(/upstream\.forwardHeaders\[0\]: is set by the gateway itself, or is a credential/);
+  expect(() => parseConfig({ ...minimal, providers: { a: { workers: ['http://x:1'], upstream: { forwardHeaders: ['x-forwarded-for'] } } } })).toThrow(/providers\.a\.upstream\.forwardHeaders\[0\]/);
 });

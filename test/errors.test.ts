@@ -32,6 +32,8 @@ const catalogue: Record<Factory, Expected> = {
   modelNotFound: entry(errors.modelNotFound('p/m'), 404, 'invalid_request_error', 'model_not_found', 'model'),
   routeNotFound: entry(errors.routeNotFound('GET', '/v2/x'), 404, 'invalid_request_error', 'not_found'),
   methodNotAllowed: entry(errors.methodNotAllowed('GET', 'POST'), 405, 'invalid_request_error', 'method_not_allowed', null, { Allow: 'POST' }),
+  tooManyFailedAttempts: entry(errors.tooManyFailedAttempts(30_000), 429, 'rate_limit_error', 'too_many_failed_attempts', null, { 'Retry-After': '30' }),
+  hostNotAllowed: entry(errors.hostNotAllowed(), 403, 'permission_error', 'host_not_allowed'),
   keyStoreUnavailable: entry(errors.keyStoreUnavailable(), 503, 'api_error', 'key_store_unavailable', null, { 'Retry-After': '1' }),
   upstreamUnavailable: entry(errors.upstreamUnavailable(), 502, 'api_error', 'upstream_unavailable'),
   noHealthyWorker: entry(errors.noHealthyWorker(), 503, 'api_error', 'upstream_unavailable', null, { 'Retry-After': '1' }),

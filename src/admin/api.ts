@@ -5,16 +5,15 @@
  */
 import express, { type Router } from 'express';
 import { issueKey, publicView, rotateKey } from '../auth/issue';
+import { MAX_LIMIT, nameProblem } from '../auth/key-fields';
 import type { KeyChanges, KeyLimits, KeyStore } from '../auth/store/types';
 import { errors } from '../errors';
-import { requireAdminToken } from './token';
 
-const MAX_NAME = 200;
 const MAX_MODELS = 100;
 
-export function adminApi(store: KeyStore, token: string): Router {
+/** The router behind the admin token guard (app.ts puts the guard in front of it). */
+export function adminApi(store: KeyStore): Router {
   const api = express.Router();
-  api.use(requireAdminToken(token));
   api.use(express.json({ limit: '64kb' }));
 
   api.get('/keys', async (_req, res) => {
@@ -67,10 +66,9 @@ function objectBody(body: unknown): Record<string, unknown> {
 }
 
 function requiredName(name: unknown): string {
-  if (typeof name !== 'string' || name.trim() === '' || name.length > MAX_NAME) {
-    throw errors.invalidBody('name', `'name' must be a non-empty string of at most ${MAX_NAME} characters.`);
-  }
-  return name.trim();
+  const problem = nameProblem(name);
+  if (problem) throw errors.invalidBody('name', `'name' ${problem}.`);
+  return (name as string).trim();
 }
 
 function models(value: unknown): string[] | undefined {
@@ -89,7 +87,9 @@ function limits(value: unknown): Partial<KeyLimits> | undefined {
   const result: Partial<KeyLimits> = {};
   for (const [name, limit] of Object.entries(value)) {
     if (!['requestsPerMinute', 'tokensPerMinute', 'maxConcurrent'].includes(name)) throw errors.invalidBody(`rateLimit.${name}`, shape);
-    if (limit !== null && !(Number.isInteger(limit) && (limit as number) >= 0)) throw errors.invalidBody(`rateLimit.${name}`, shape);
+    if (limit !== null && !(Number.isInteger(limit) && (limit as number) >= 0 && (limit as number) <= MAX_LIMIT)) {
+      throw errors.invalidBody(`rateLimit.${name}`, `${shape} At most ${MAX_LIMIT}.`);
+    }
     result[name as keyof KeyLimits] = limit as number | null;
   }
   return result;

@@ -1,6 +1,6 @@
 /** The authentication stage: Authorization header -> key record on the request context, or 401. */
 import type { NextFunction, RequestHandler, Response } from 'express';
-import { errors } from '../errors';
+import { errors, GatewayError } from '../errors';
 import { contextOf } from '../context';
 import type { AuthFailureReason } from '../telemetry/metrics';
 import { parseAuthorization } from './credentials';
@@ -44,6 +44,7 @@ async function lookup(cache: KeyCache, key: string): Promise<KeyRecord | undefin
   try {
     return await cache.lookup(key);
   } catch (cause) {
+    if (cause instanceof GatewayError) throw cause; // the store's guard: 503 key_store_unavailable
     const unavailable = errors.keyStoreUnavailable();
     unavailable.cause = cause;
     throw unavailable;

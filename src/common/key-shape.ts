@@ -6,9 +6,15 @@
 export const KEY_PREFIX = 'cgk_';
 const KEY_PATTERN = /^cgk_[A-Za-z0-9_-]{43}$/;
 const KEY_LIKE = /cgk_[A-Za-z0-9_-]{8,}/g;
+const HOLDS_KEY = /cgk_[A-Za-z0-9_-]{8,}/;
 
 export function looksLikeKey(candidate: string): boolean {
   return KEY_PATTERN.test(candidate);
+}
+
+/** Whether `text` holds anything that looks like a key (or most of one). */
+export function holdsKey(text: string): boolean {
+  return text.includes(KEY_PREFIX) && HOLDS_KEY.test(text);
 }
 
 /** Anything in `text` that looks like a key (or most of one) replaced: for client text that is echoed or logged. */

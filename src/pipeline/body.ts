@@ -1,21 +1,31 @@
 /**
- * The read + validate stage: read the body once, bounded (413 past the limit, decided from
- * Content-Length before reading when the client declares it), decode strict UTF-8, parse JSON and
- * validate it. Error messages never quote the body: a client may have pasted a key into it.
+ * The read + validate stage: read the body once, bounded, decode strict UTF-8, parse JSON and
+ * validate it. Bounds are checked as the bytes arrive: the size (413, decided from Content-Length
+ * before reading when the client declares it), and the nesting and number of JSON values (400,
+ * json-bounds.ts), so a hostile body is refused after its first bytes and never held whole. Error
+ * messages never quote the body: a client may have pasted a key into it.
  */
+import type { IncomingMessage } from 'node:http';
 import type { RequestHandler } from 'express';
-import getRawBody from 'raw-body';
 import { contextOf } from '../context';
 import { errors, GatewayError } from '../errors';
 import { decodeUtf8Strict } from '../common/text';
+import { JsonBoundsScanner } from './json-bounds';
 import { validateChatRequest } from './validate';
 
-export function readAndValidateBody({ maxBytes }: { maxBytes: number }): RequestHandler {
+export interface BodyLimits {
+  maxBytes: number;
+  /** Nesting of arrays and objects, and values (elements and members), allowed before JSON.parse runs. */
+  maxJsonDepth: number;
+  maxJsonElements: number;
+}
+
+export function readAndValidateBody(limits: BodyLimits): RequestHandler {
   return async function readBody(req, res, next) {
     const encoding = req.headers['content-encoding'];
     if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') throw errors.unsupportedContentEncoding();
 
-    const raw = await readRaw(req, maxBytes);
+    const raw = await readBounded(req, limits);
     const text = decodeUtf8Strict(raw);
     if (text === undefined) throw errors.invalidJson('it is not valid UTF-8');
     const chat = validateChatRequest(parseJson(text));
@@ -28,13 +38,55 @@ export function readAndValidateBody({ maxBytes }: { maxBytes: number }): Request
   };
 }
 
-async function readRaw(req: Parameters<RequestHandler>[0], maxBytes: number): Promise<Buffer> {
-  try {
-    return await getRawBody(req, { limit: maxBytes, length: req.headers['content-length'] });
-  } catch (err) {
-    if ((err as { type?: string }).type === 'entity.too.large') throw errors.requestTooLarge(maxBytes);
-    throw errors.badRequest('The request body could not be read completely (its length did not match Content-Length, or the client stopped sending).');
-  }
+const UNREADABLE = 'The request body could not be read completely (its length did not match Content-Length, or the client stopped sending).';
+
+/**
+ * The whole body, or a refusal as soon as one is certain. Past the size limit the rest is left
+ * unread (paused): the error handler answers with Connection: close. Past a JSON bound, a body of a
+ * declared length within the limit is let through to nowhere (discarded as it comes, never held), so
+ * the client finishes its upload and reads the answer on a connection that stays usable: closing a
+ * connection with unread bytes on it resets it, and the client may lose the answer.
+ */
+function readBounded(req: IncomingMessage, { maxBytes, maxJsonDepth, maxJsonElements }: BodyLimits): Promise<Buffer> {
+  const header = req.headers['content-length'];
+  const declared = header === undefined ? undefined : Number(header);
+  if (declared !== undefined && declared > maxBytes) return Promise.reject(errors.requestTooLarge(maxBytes));
+  if (req.destroyed || req.readableEnded) return Promise.reject(errors.badRequest(UNREADABLE));
+  const scanner = new JsonBoundsScanner(maxJsonDepth, maxJsonElements);
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let received = 0;
+    const stop = (refusal: GatewayError, discardRest: boolean) => {
+      done(refusal);
+      if (discardRest) req.resume();
+      else req.pause();
+    };
+    const onData = (chunk: Buffer) => {
+      received += chunk.length;
+      if (received > maxBytes) return stop(errors.requestTooLarge(maxBytes), false);
+      const passed = scanner.feed(chunk);
+      const bounded = declared !== undefined; // and within maxBytes: checked before reading
+      if (passed === 'depth') return stop(errors.invalidBody(null, `The request body nests arrays and objects more than ${maxJsonDepth} levels deep.`), bounded);
+      if (passed === 'values') return stop(errors.invalidBody(null, `The request body holds more than ${maxJsonElements} values (array elements and object members).`), bounded);
+      chunks.push(chunk);
+    };
+    const onEnd = () => done(declared !== undefined && received !== declared ? errors.badRequest(UNREADABLE) : undefined);
+    const onBroken = () => done(errors.badRequest(UNREADABLE));
+    const done = (refusal: GatewayError | undefined) => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('aborted', onBroken);
+      req.off('close', onBroken);
+      req.off('error', onBroken);
+      if (refusal) reject(refusal);
+      else resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received));
+    };
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('aborted', onBroken);
+    req.on('close', onBroken);
+    req.on('error', onBroken);
+  });
 }
 
 function parseJson(text: string): unknown {

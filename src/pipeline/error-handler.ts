@@ -16,7 +16,7 @@ export function handleErrors(log: Logger, metrics: Metrics): ErrorRequestHandler
     const failure = toGatewayError(err, context?.requestId ?? '');
     if (context) context.errorCode = failure.code;
     metrics.errors.series({ code: failure.code }).inc();
-    if (failure.status >= 500) {
+    if (failure.status >= 500 && !failure.reportedElsewhere) {
       const cause = err === failure ? failure.cause : err;
       log.error({ requestId: context?.requestId, code: failure.code, method: req.method, path: withoutKeys(req.path), err: cause }, 'request failed');
     }
@@ -25,8 +25,9 @@ export function handleErrors(log: Logger, metrics: Metrics): ErrorRequestHandler
       return;
     }
     res.set(failure.headers);
-    // A body not read yet (refused before reading, or too large) is not drained: close instead.
-    if (!req.complete) res.set('Connection', 'close');
+    // A body left unread (refused before reading, or too large) is not drained: close instead. One
+    // the body stage is discarding as it comes (flowing) keeps the connection.
+    if (!req.complete && req.readableFlowing !== true) res.set('Connection', 'close');
     res.status(failure.status).json(failure.toBody());
   };
 }

@@ -8,7 +8,8 @@
 import cluster, { type Worker } from 'node:cluster';
 import path from 'node:path';
 import { AggregatorRegistry } from 'prom-client';
-import { createAdminApp, type Readiness } from '../admin/app';
+import { createAdminApp } from '../admin/app';
+import { judgeReadiness, PING_DEADLINE_MS, within, type Readiness } from '../admin/readiness';
 import type { Config } from '../config';
 import type { Logger } from '../telemetry/log';
 import { banner, prepareOnce, reloadConfig, type Gateway } from './startup';
@@ -19,7 +20,8 @@ export type WorkerMessages = { type: 'chatgate:readiness'; id: number } | { type
 type PrimaryMessages = { type: 'chatgate:readiness'; id: number; answer: Readiness } | { type: 'chatgate:serving'; port: number };
 
 const RESTART_DELAYS_MS = [100, 500, 1000, 5000];
-const READINESS_TIMEOUT_MS = 1000;
+/** A serving process answers within its own ping deadline; past this it counts as not ready. */
+const READINESS_TIMEOUT_MS = PING_DEADLINE_MS + 200;
 
 export async function startPrimary(config: Config, log: Logger, out: NodeJS.WritableStream, configFile: string): Promise<Gateway> {
   const { tls, keyStore, firstKey, mockWorker } = await prepareOnce(config, log);
@@ -34,7 +36,7 @@ export async function startPrimary(config: Config, log: Logger, out: NodeJS.Writ
   // keeps the processes evenly loaded (1,000 requests on 10 keep-alive connections: 400/597). With
   // SCHED_NONE the split was 599/400 on an idle machine but worse than 300/700 under CI load. The price
   // of round-robin: a connection handed to a process at the instant it dies stays open in the primary
-  // until the client gives up (README, cluster mode).
+  // until the client gives up (docs/configuration.md, cluster mode).
   cluster.schedulingPolicy = cluster.SCHED_RR;
   cluster.setupPrimary({ exec: path.join(__dirname, '..', 'cli.js'), args: ['serve', ...(configFile ? ['--config', configFile] : [])] });
 
@@ -70,21 +72,31 @@ export async function startPrimary(config: Config, log: Logger, out: NodeJS.Writ
   const aggregator = new AggregatorRegistry();
   let accepting = true;
   const readiness = async (): Promise<Readiness> => {
-    const answers = await Promise.all([...workers].map((worker) => askReadiness(worker, ++readinessRequest)));
-    const keyStoreUp = await keyStore.ping().then(
-      () => true,
-      () => false,
-    );
-    const processes = { wanted, running: workers.size, ready: answers.filter((a) => a?.ready).length };
-    return {
-      ready: accepting && keyStoreUp && processes.ready === wanted,
-      checks: { accepting, keyStore: keyStoreUp, processes, providers: answers.find((a) => a)?.checks.providers ?? {} },
-    };
+    const [answers, keyStoreAnswers] = await Promise.all([
+      Promise.all([...workers].map((worker) => askReadiness(worker, ++readinessRequest))),
+      within(
+        PING_DEADLINE_MS,
+        keyStore.ping().then(() => true),
+        false,
+      ),
+    ]);
+    const answered = answers.filter((answer): answer is Readiness => answer !== undefined);
+    const rateLimitStores = answered.map((answer) => answer.checks.rateLimitStore).filter((state) => state !== undefined);
+    return judgeReadiness({
+      accepting,
+      keyStoreAnswers,
+      // Each serving process has its own cache: the best of them says what the replica can still serve.
+      servableKeys: Math.max(0, ...answered.map((answer) => Number(answer.checks.cachedKeys) || 0)),
+      providers: (answered[0]?.checks.providers as Record<string, boolean> | undefined) ?? {},
+      rateLimitStore: rateLimitStores.length > 0 ? rateLimitStores.every((state) => state === 'up') : undefined,
+      processes: { wanted, running: workers.size, ready: answered.filter((answer) => answer.ready).length },
+    });
   };
   const metrics = createMetrics();
   const admin = await openAdminListener(
     config,
-    createAdminApp({ metrics, log, keyStore, adminToken: config.admin.token, exposition: () => aggregator.clusterMetrics(), readiness }),
+    createAdminApp({ metrics, log, keyStore, adminToken: config.admin.token, allowedHosts: config.admin.allowedHosts, exposition: () => aggregator.clusterMetrics(), readiness }),
+    { clientErrorRefused: (code) => metrics.errors.series({ code }).inc() },
   );
 
   log.info({ role: 'primary', processes: wanted, https: `${config.listen.host}:${publicPort}`, admin: `${admin.address.address}:${admin.address.port}` }, 'chatgate listening');

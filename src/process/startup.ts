@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { issueKey } from '../auth/issue';
 import { openKeyStore } from '../auth/store/open';
-import type { KeyStore } from '../auth/store/types';
+import type { GuardedKeyStore } from '../auth/store/guarded';
 import { loadConfig, type Config } from '../config';
 import { fingerprintOf, loadOrCreateDevCertificate } from './dev-certificate';
 import type { Logger } from '../telemetry/log';
@@ -57,9 +57,16 @@ export async function prepareOnce(config: Config, log: Logger) {
   return { tls, keyStore, firstKey, mockWorker };
 }
 
-export function openStore(config: Config, log: Logger): Promise<KeyStore> {
+/** The key store, its outage and recovery each logged once (every call has its deadline: keyStore.timeoutMs). */
+export function openStore(config: Config, log: Logger): Promise<GuardedKeyStore> {
   return openKeyStore(config, {
     listener: (state, error) => log.warn({ state, err: error?.message }, 'key store change notifications ' + state),
+    down: (cause) =>
+      log.error(
+        { err: (cause as Error)?.message ?? String(cause), maxStaleMs: config.auth.maxStaleMs },
+        'key store unreachable: known keys are served from the cache, unknown keys refused (503), until it answers again',
+      ),
+    up: () => log.info('key store reachable again'),
   });
 }
 

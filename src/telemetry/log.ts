@@ -31,7 +31,7 @@ export function createLogger(level: string, destination: pino.DestinationStream 
 /**
  * The access log: one line per request, with fixed fields that hold no headers (so nothing to redact).
  * pino serialises a line field by field: 8.9 us per access line in the gateway under load, 13 % of
- * its instructions per request (callgrind). Here the same line, byte for byte (test/unit/log.test.ts
+ * its instructions per request (callgrind). Here the same line, byte for byte (test/telemetry/log.test.ts
  * compares them), is one JSON.stringify of the fields between pino's opening and its message, written
  * to the logger's destination, at the logger's info level.
  */

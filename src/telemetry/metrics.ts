@@ -25,6 +25,7 @@ export function createMetrics() {
   const registry = new Registry();
   let workers: () => Iterable<WorkerSnapshot> = () => [];
   let queues: () => Iterable<{ provider: string; queued: number }> = () => [];
+  let dependencies: Record<string, () => boolean> = {};
   collectDefaultMetrics({ register: registry });
   // Gauges named *_total fail `promtool check metrics`; the per-type nodejs_active_* gauges stay.
   for (const name of LINT_FAILING_DEFAULT_METRICS) registry.removeSingleMetric(name);
@@ -102,6 +103,29 @@ export function createMetrics() {
       labelNames: [],
       registers,
     }).series({}),
+    keyCacheStaleServed: new CounterFamily({
+      name: 'chatgate_key_cache_stale_served_total',
+      help: 'Known keys served past their cache TTL because the key store could not be reached (stale-if-error, up to auth.maxStaleMs).',
+      labelNames: [],
+      registers,
+    }).series({}),
+    dependencyUp: new Gauge({
+      name: 'chatgate_dependency_up',
+      help: 'Whether a shared dependency answers (1) or not (0): key_store, rate_limit_store. /readyz says degraded while one is down.',
+      labelNames: ['dependency'] as const,
+      registers,
+      aggregator: 'min', // cluster mode: down if any serving process finds it down
+      collect() {
+        this.reset();
+        for (const [dependency, up] of Object.entries(dependencies)) this.set({ dependency }, up() ? 1 : 0);
+      },
+    }),
+    adminAuthFailures: new CounterFamily({
+      name: 'chatgate_admin_auth_failures_total',
+      help: 'Admin API requests refused for their token, by outcome: invalid (401), throttled (429: too many failures from one client).',
+      labelNames: ['outcome'] as const,
+      registers,
+    }),
     rateLimited: new CounterFamily({
       name: 'chatgate_rate_limited_total',
       help: 'Requests refused by a per-key limit, by reason: requests, tokens, concurrency.',
@@ -175,6 +199,10 @@ export function createMetrics() {
       labelNames: ['provider', 'worker'] as const,
       registers,
     }),
+    /** Where chatgate_dependency_up reads each dependency's state at scrape time. */
+    watchDependencies(sources: Record<string, () => boolean>) {
+      dependencies = { ...dependencies, ...sources };
+    },
     /** Where the per-worker and per-provider gauges read their values at scrape time. */
     watchUpstreams(sources: { workers: () => Iterable<WorkerSnapshot>; queues: () => Iterable<{ provider: string; queued: number }> }) {
       workers = sources.workers;

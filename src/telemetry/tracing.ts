@@ -24,7 +24,7 @@ export interface SpanExport {
 
 /**
  * The SDK and its exporter are loaded only when spans are exported: about 250 modules and 3 MiB of
- * heap that every serving process would otherwise carry unused (test/integration/lazy-modules.test.ts).
+ * heap that every serving process would otherwise carry unused (test/gateway/lazy-modules.test.ts).
  */
 export async function createSpanExport(settings: Config['tracing']): Promise<SpanExport | undefined> {
   if (!settings.otlpEndpoint) return undefined;

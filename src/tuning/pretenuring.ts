@@ -8,7 +8,7 @@
  * object's pointers into the young generation as roots, dead object or not, so each finished request's
  * young objects then survive and are promoted until the next full collection: 2.3-2.5 MB per young
  * collection against 0.01-0.05, a full collection every one or two seconds, and 20-25 % fewer
- * requests/s (`--trace-gc-nvp` and `--trace-pretenuring-statistics`, test/integration/pretenuring.test.ts).
+ * requests/s (`--trace-gc-nvp` and `--trace-pretenuring-statistics`, test/tuning/pretenuring.test.ts).
  * Which processes it hit was chance: one in three on a quiet machine, most on a busy one.
  *
  * A process started with `node --allocation-site-pretenuring` (or its `--no-` form) keeps what it was given.

@@ -10,7 +10,7 @@
  * Node keeps the head (`_header`: status line and header lines) as long as the answer lasts, in the
  * form it built it by concatenation: a tree of some fifty strings, about 1.2 KiB an open stream. Read
  * as a number, the head is flattened by V8 in place into one string, and the tree is let go
- * (test/integration/stream-memory.test.ts reads it in a heap snapshot of an open stream).
+ * (test/upstream/stream-memory.test.ts reads it in a heap snapshot of an open stream).
  */
 import type { ServerResponse } from 'node:http';
 

@@ -24,7 +24,7 @@ let releaseScheduled = false;
  * socket no writer fully uncorks meanwhile: `OutgoingMessage.end()` on a socket it already has
  * releases every level at once. proxy.ts calls it from http-proxy's `proxyReq`, which comes before
  * the request's bytes reach its socket (the request was ended before it had one; the tests in
- * test/integration/write-batching.test.ts check both).
+ * test/tuning/write-batching.test.ts check both).
  */
 export function holdWritesToEndOfIteration(socket: Socket): void {
   socket.cork();

@@ -7,11 +7,14 @@ import type { Config, ProviderConfig, UpstreamSettings } from '../config';
 import { ConfigError } from '../config';
 import { Pool, type WorkerState } from './pool';
 import { definedFields } from '../common/defined-fields';
+import { HeaderAllowList } from './header-allow-list';
 import { createWorker } from './worker';
 
 export interface Provider {
   readonly name: string;
   readonly pool: Pool;
+  /** The client headers its workers get (upstream.forwardHeaders). */
+  readonly forwardedHeaders: HeaderAllowList;
   /** `Authorization` value for this provider's workers, if it has a credential. */
   readonly authorization: string | undefined;
   readonly settings: UpstreamSettings;
@@ -33,6 +36,7 @@ export function buildProviders(config: Config, events: UpstreamEvents, env: Node
     table.set(name, {
       name,
       pool: new Pool(workers, settings, { ejected: (state, forMs) => events.ejected(name, state, forMs) }),
+      forwardedHeaders: new HeaderAllowList(settings.forwardHeaders),
       authorization: upstreamAuthorization(name, provider.apiKeyEnv, env),
       settings,
       configuredModels: provider.models,

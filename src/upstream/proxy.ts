@@ -25,6 +25,7 @@ import type { Readable } from 'node:stream';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import httpProxy from 'http-proxy';
 import { contextOf, required, type RequestContext, type TokenUsage, type UpstreamTarget } from '../context';
+import { KEY_PREFIX, withoutKeys } from '../common/key-shape';
 import { traceparentOf } from '../telemetry/trace-context';
 import { errors, GatewayError } from '../errors';
 import type { Metrics } from '../telemetry/metrics';
@@ -34,41 +35,6 @@ import { SlotSet, type SlotMember } from '../tuning/slot-set';
 import { JsonUsageMeter, SseUsageMeter, type AnswerRelay } from './usage-meter';
 import { holdWritesToEndOfIteration } from '../tuning/write-batching';
 import { sendStreamHead } from '../tuning/stream-head';
-
-/** Request headers that never leave the gateway: credentials, hop-by-hop, and what we set ourselves. */
-const DROPPED_REQUEST_HEADERS = new Set([
-  'authorization',
-  'proxy-authorization',
-  'cookie',
-  // Other ways clients send OpenAI or Azure credentials and account identity: theirs, not the upstream's.
-  'api-key',
-  'x-api-key',
-  'openai-organization',
-  'openai-project',
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-  'expect',
-  'host',
-  'content-length',
-  'content-type',
-  'content-encoding',
-  'forwarded',
-  'x-forwarded-for',
-  'x-forwarded-proto',
-  'x-forwarded-host',
-  'x-forwarded-port',
-  'x-real-ip',
-  'x-request-id',
-  'traceparent',
-  'tracestate',
-  // The answer is read on its way through (token usage): ask for it uncompressed.
-  'accept-encoding',
-]);
 
 const RELEASED_BODY = Buffer.alloc(0);
 
@@ -318,12 +284,12 @@ export function createProxy(metrics: Metrics, providers: ProviderTable, events: 
 
 /**
  * http-proxy sends the body with `options.buffer.pipe(upstreamRequest)`. The body is already whole in
- * memory, so it is written in one call, without a Readable per request (test/integration/proxy.test.ts
+ * memory, so it is written in one call, without a Readable per request (test/upstream/proxy.test.ts
  * checks the worker receives it intact). That call ends the request before it has a socket, which
  * is what lets `proxyReq` hold its bytes to the end of the iteration (write-batching.ts). It is read
  * from the target when sent, not captured here: http-proxy's listeners keep these options as long as
  * the answer lasts, and the body is released once the worker answers
- * (test/integration/stream-memory.test.ts).
+ * (test/upstream/stream-memory.test.ts).
  */
 function wholeBody(target: UpstreamTarget): Readable {
   return { pipe: (upstreamRequest: ClientRequest) => upstreamRequest.end(target.body) } as unknown as Readable;
@@ -379,11 +345,20 @@ function endBrokenAnswer(res: ServerResponse, attempt: Attempt): void {
   res.end(`event: error\ndata: ${JSON.stringify(failure.toBody())}\n\n`);
 }
 
+/**
+ * The headers a worker gets: the client's that the provider's allow-list names (upstream.forwardHeaders),
+ * with anything shaped like a chatgate key replaced, and what the gateway sets itself. Every other
+ * client header is dropped: an auth proxy in front of a model server may believe an X-Forwarded-User
+ * or an X-Remote-User, and credentials are the client's, not the worker's.
+ */
 export function upstreamHeaders(req: Request, context: RequestContext, target: UpstreamTarget, provider: Provider): IncomingHttpHeaders {
   const headers: IncomingHttpHeaders = {};
   const named = namedByConnection(req.headers.connection);
+  const forwarded = provider.forwardedHeaders;
   for (const name in req.headers) {
-    if (!DROPPED_REQUEST_HEADERS.has(name) && !named?.has(name)) headers[name] = req.headers[name];
+    if (!forwarded.allows(name) || named?.has(name)) continue;
+    const value = req.headers[name];
+    headers[name] = typeof value === 'string' ? keyFree(value) : value?.map(keyFree);
   }
   headers['content-type'] = 'application/json';
   headers['content-length'] = String(target.body.length);
@@ -397,6 +372,9 @@ export function upstreamHeaders(req: Request, context: RequestContext, target: U
   if (provider.authorization) headers.authorization = provider.authorization;
   return headers;
 }
+
+/** A value with anything key-shaped replaced; the test first, as nearly every value holds no key. */
+const keyFree = (value: string): string => (value.includes(KEY_PREFIX) ? withoutKeys(value) : value);
 
 /** Headers the client's Connection header names as hop-by-hop (its usual values name none worth a Set). */
 function namedByConnection(connection: string | undefined): Set<string> | undefined {

@@ -83,6 +83,11 @@ test.each([
   ['no name', 'POST', '/keys', {}, 400, 'invalid_body', 'name'],
   ['models not a list', 'POST', '/keys', { name: 'x', models: 'mock/*' }, 400, 'invalid_body', 'models'],
   ['a date that is not one', 'POST', '/keys', { name: 'x', expiresAt: 'soon' }, 400, 'invalid_body', 'expiresAt'],
+  // A newline or an escape in a name would forge rows in `chatgate keys list` and terminals.
+  ['a name with a newline', 'POST', '/keys', { name: 'ok\nkey_forged\tcgk_AAAA…\tadmin\tactive' }, 400, 'invalid_body', 'name'],
+  ['a name with an ANSI escape', 'POST', '/keys', { name: 'red\u001b[31m' }, 400, 'invalid_body', 'name'],
+  ['a name with a direction override', 'POST', '/keys', { name: 'txt.\u202eexe' }, 400, 'invalid_body', 'name'],
+  ['a limit past what the store can hold', 'POST', '/keys', { name: 'x', rateLimit: { requestsPerMinute: 99999999999 } }, 400, 'invalid_body', 'rateLimit.requestsPerMinute'],
   ['an unknown id', 'GET', '/keys/key_nope', undefined, 404, 'key_not_found', 'id'],
   ['revoking an unknown id', 'POST', '/keys/key_nope/revoke', undefined, 404, 'key_not_found', 'id'],
   ['an unknown route', 'GET', '/nothing', undefined, 404, 'not_found', null],
@@ -101,5 +106,20 @@ test('with no admin token configured, the admin API and console are off, not ope
     }
   } finally {
     await closed.stop();
+  }
+});
+
+test('the store unreadable: the admin API answers 503 key_store_unavailable, with a request id', async () => {
+  const { writeFileSync, readFileSync } = await import('node:fs');
+  const kept = readFileSync(f.gw.keyFile, 'utf8');
+  writeFileSync(f.gw.keyFile, 'not a key file');
+  try {
+    const response = await admin('GET', '/keys');
+    expect(response.status).toBe(503);
+    expect(response.json().error.code).toBe('key_store_unavailable');
+    expect(response.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+    expect(response.headers['retry-after']).toBe('1');
+  } finally {
+    writeFileSync(f.gw.keyFile, kept);
   }
 });

@@ -2,7 +2,7 @@
  * A flood of guessed keys: each is refused and counted in chatgate_auth_failures_total, none reaches
  * a worker, and a guess repeated is answered from the cache of unknown keys without asking the store
  * again. (That this cache is bounded, and that concurrent misses share one store lookup, is shown with
- * a counting store in test/unit/cache.test.ts.)
+ * a counting store in test/auth/cache.test.ts.)
  */
 import { generateKey } from '../../src/auth/keys';
 import { gatewayWithWorker } from '../helpers/fixture';

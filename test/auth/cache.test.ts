@@ -13,15 +13,23 @@ const outcome = (lookup: Promise<KeyRecord | undefined>): Promise<string> =>
     (err: Error) => `rejected: ${err.message}`,
   );
 
-function setup(options: Partial<KeyCacheOptions> = {}) {
+function setup(options: Partial<KeyCacheOptions> = {}, now?: () => number) {
   const store = new CountingKeyStore();
   const counts = { hits: 0, misses: 0 };
+  const stale = { served: 0 };
   const cache = new KeyCache(
     store,
-    { size: 100, ttlMs: 60_000, negativeSize: 100, negativeTtlMs: 60_000, ...options },
-    { hit: () => counts.hits++, miss: () => counts.misses++ },
+    { size: 100, ttlMs: 60_000, maxStaleMs: 3_600_000, negativeSize: 100, negativeTtlMs: 60_000, ...options },
+    { hit: () => counts.hits++, miss: () => counts.misses++, staleServed: () => stale.served++ },
+    now,
   );
-  return { store, cache, counts };
+  return { store, cache, counts, stale };
+}
+
+/** A clock the test moves. */
+function clock(start = 1_000_000) {
+  let at = start;
+  return { now: () => at, advance: (ms: number) => (at += ms) };
 }
 
 test('a known key is read from the store once, then from the cache', async () => {
@@ -114,14 +122,16 @@ test('invalidate forgets an unknown key at once, so a key issued since is found'
   expect(store.lookups).toBe(2);
 });
 
-test('clear forgets every key', async () => {
+test('after a notice that anything may have changed, every key is confirmed by the store on its next use', async () => {
   const { store, cache } = setup();
-  const { key } = await issueKey(store, { name: 'k' });
+  const { key, record } = await issueKey(store, { name: 'k' });
   const stranger = generateKey();
   await cache.lookup(key);
   await cache.lookup(stranger);
-  cache.clear();
-  await cache.lookup(key);
+  await store.revoke(record.id, new Date('2030-01-01T00:00:00Z')); // a change whose notice was lost
+  cache.applyChanges(undefined);
+  expect(cache.cached(key)).toBeUndefined(); // not served from the cache until confirmed
+  expect((await cache.lookup(key))?.revokedAt).toBe('2030-01-01T00:00:00.000Z');
   await cache.lookup(stranger);
   expect(store.lookups).toBe(4);
 });
@@ -189,3 +199,99 @@ test('cached() answers without waiting only what the cache knows: a key, a known
   expect(cache.cached(key)).toBeUndefined();
   expect(counts).toEqual({ hits: 2, misses: 2 });
 });
+
+describe('stale-if-error: a store outage never turns a known key into a refusal', () => {
+  test('past its TTL, a known key the store cannot confirm is served stale, and counted', async () => {
+    const time = clock();
+    const { store, cache, stale } = setup({ ttlMs: 1000 }, time.now);
+    const { key, record } = await issueKey(store, { name: 'k' });
+    await cache.lookup(key);
+    time.advance(1500);
+    store.failing = true;
+    expect(await cache.lookup(key)).toEqual(record);
+    expect(store.lookups).toBe(2); // it asked, and the store could not answer
+    expect(stale.served).toBe(1);
+  });
+
+  test('while the store is known to be away, a known key is served at once, with a confirmation in the background', async () => {
+    const time = clock();
+    const { store, cache, stale } = setup({ ttlMs: 1000 }, time.now);
+    const { key, record } = await issueKey(store, { name: 'k' });
+    await cache.lookup(key);
+    time.advance(1500);
+    store.failing = true; // reachable is false from here
+    store.hold();
+    expect(cache.cached(key)).toEqual({ record }); // no promise, no wait
+    expect(stale.served).toBe(1);
+    expect(store.lookups).toBe(2); // the background confirmation, which is also the probe
+    expect(cache.cached(key)).toEqual({ record });
+    expect(store.lookups).toBe(2); // one confirmation at a time per key
+    store.release();
+  });
+
+  test('the store back: the background confirmation makes the key fresh again, or takes a revocation', async () => {
+    const time = clock();
+    const { store, cache } = setup({ ttlMs: 1000 }, time.now);
+    const { key, record } = await issueKey(store, { name: 'k' });
+    await cache.lookup(key);
+    time.advance(1500);
+    store.failing = true;
+    cache.cached(key);
+    await settle();
+    store.failing = false;
+    await store.revoke(record.id, new Date('2030-01-01T00:00:00Z'));
+    expect((await cache.lookup(key))?.revokedAt).toBe('2030-01-01T00:00:00.000Z');
+  });
+
+  test('no longer than maxStaleMs after the last confirmation', async () => {
+    const time = clock();
+    const { store, cache } = setup({ ttlMs: 1000, maxStaleMs: 10_000 }, time.now);
+    const { key } = await issueKey(store, { name: 'k' });
+    await cache.lookup(key);
+    store.failing = true;
+    time.advance(9_000);
+    expect(await outcome(cache.lookup(key))).toMatch(/^found/);
+    time.advance(2_000);
+    expect(cache.cached(key)).toBeUndefined();
+    expect(await outcome(cache.lookup(key))).toBe('rejected: store down');
+  });
+
+  test('a key the store never confirmed is refused while the store is away', async () => {
+    const { store, cache } = setup();
+    store.failing = true;
+    expect(await outcome(cache.lookup(generateKey()))).toBe('rejected: store down');
+  });
+
+  test('a key in use is confirmed in the background before its TTL ends: it never waits for the store', async () => {
+    const time = clock();
+    const { store, cache } = setup({ ttlMs: 1000 }, time.now);
+    const { key, record } = await issueKey(store, { name: 'k' });
+    await cache.lookup(key);
+    time.advance(700);
+    expect(cache.cached(key)).toEqual({ record });
+    expect(store.lookups).toBe(1); // fresh: nothing asked
+    time.advance(150); // past 80 % of the TTL
+    await store.revoke(record.id, new Date('2030-01-01T00:00:00Z'));
+    expect(cache.cached(key)).toEqual({ record }); // served from the cache at once ...
+    expect(store.lookups).toBe(2); // ... and confirmed in the background
+    await settle();
+    expect(cache.cached(key)?.record?.revokedAt).toBe('2030-01-01T00:00:00.000Z');
+    time.advance(500); // past the first TTL: the background confirmation renewed it
+    expect(cache.cached(key)?.record?.revokedAt).toBe('2030-01-01T00:00:00.000Z');
+  });
+
+  test('servableKeys counts the known keys that could still be served with the store away', async () => {
+    const time = clock();
+    const { store, cache } = setup({ ttlMs: 1000, maxStaleMs: 10_000 }, time.now);
+    await cache.lookup((await issueKey(store, { name: 'a' })).key);
+    time.advance(5_000);
+    await cache.lookup((await issueKey(store, { name: 'b' })).key);
+    await cache.lookup(generateKey()); // unknown keys do not count
+    expect(cache.servableKeys()).toBe(2);
+    time.advance(6_000);
+    expect(cache.servableKeys()).toBe(1);
+  });
+});
+
+/** Lets background confirmations finish. */
+const settle = () => new Promise((resolve) => setImmediate(resolve));

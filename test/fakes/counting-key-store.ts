@@ -11,6 +11,10 @@ export class CountingKeyStore implements KeyStore {
   lookups = 0;
   /** While true, findByDigest and ping reject with 'store down'. */
   failing = false;
+  /** As the store guard says it: false while failing. */
+  get reachable(): boolean {
+    return !this.failing;
+  }
   /** Resolve lookups only when released, to hold several in flight at once. */
   private gate: Promise<void> | undefined;
   private openGate: (() => void) | undefined;
@@ -18,7 +22,7 @@ export class CountingKeyStore implements KeyStore {
   async findByDigest(digest: string): Promise<KeyRecord | undefined> {
     this.lookups++;
     await this.gate;
-    if (this.failing) throw new Error('store down');
+    if (this.failing) throw Object.assign(new Error('store down'), { code: 'ECONNREFUSED' }); // as a database that is away
     return copy(this.records.get(digest));
   }
   async get(id: string): Promise<KeyRecord | undefined> {
@@ -53,7 +57,7 @@ export class CountingKeyStore implements KeyStore {
   async recordUse(): Promise<void> {}
   onChange(): void {}
   async ping(): Promise<void> {
-    if (this.failing) throw new Error('store down');
+    if (this.failing) throw Object.assign(new Error('store down'), { code: 'ECONNREFUSED' }); // as a database that is away
   }
   async close(): Promise<void> {}
 

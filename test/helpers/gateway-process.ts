@@ -7,6 +7,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
 import YAML from 'yaml';
+import { withMockControls } from './gateway';
 import { CLI } from './processes';
 
 export interface GatewayProcess {
@@ -32,7 +33,7 @@ export function spawnGatewayProcess(dir: string, name: string, settings: Record<
   const configFile = path.join(dir, `${name}.yaml`);
   writeFileSync(
     configFile,
-    YAML.stringify({ listen: { host: '127.0.0.1', port: 0 }, admin: { host: '127.0.0.1', port: 0 }, dataDir, auth: { createFirstKey: false }, ...settings }),
+    YAML.stringify({ listen: { host: '127.0.0.1', port: 0 }, admin: { host: '127.0.0.1', port: 0 }, dataDir, auth: { createFirstKey: false }, ...withMockControls(settings) }),
   );
   const child = spawn(process.execPath, [CLI, 'serve', '--config', configFile], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   let stderr = '';

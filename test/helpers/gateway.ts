@@ -9,6 +9,7 @@ import { Writable } from 'node:stream';
 import YAML from 'yaml';
 import { issueKey, type NewKey } from '../../src/auth/issue';
 import { FileKeyStore } from '../../src/auth/store/file';
+import { DEFAULT_FORWARD_HEADERS } from '../../src/config';
 import { startGateway } from '../../src/main';
 import type { Gateway } from '../../src/process/startup';
 
@@ -42,6 +43,18 @@ afterEach(async () => {
   await Promise.all(left.map((started) => started.stop()));
 });
 
+/**
+ * The mock worker is steered by x-mock-* request headers (fail, stall, tokens, hold...), and the small
+ * workers some tests write by x-test-* ones: test gateways forward both, besides the default allow-list.
+ * A test of the allow-list itself sets its own.
+ */
+export const FORWARD_MOCK_CONTROLS = { forwardHeaders: [...DEFAULT_FORWARD_HEADERS, 'x-mock-*', 'x-test-*'] };
+
+/** A test's settings, with the mock controls forwarded unless it names its own forwardHeaders. */
+export function withMockControls(settings: Record<string, unknown>): Record<string, unknown> {
+  return { ...settings, upstream: { ...FORWARD_MOCK_CONTROLS, ...(settings.upstream as object | undefined) } };
+}
+
 export async function startTestGateway(settings: Record<string, unknown>): Promise<TestGateway> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-test-'));
   const keyFile = path.join(dir, 'keys.json');
@@ -52,7 +65,7 @@ export async function startTestGateway(settings: Record<string, unknown>): Promi
     keyStore: { type: 'file', path: keyFile },
     auth: { createFirstKey: false },
     log: { level: 'silent' },
-    ...settings,
+    ...withMockControls(settings),
   };
   const configFile = path.join(dir, 'config.yaml');
   writeFileSync(configFile, YAML.stringify(config));
@@ -65,7 +78,7 @@ export async function startTestGateway(settings: Record<string, unknown>): Promi
     url: `https://127.0.0.1:${publicAddress.port}`,
     adminUrl: `http://127.0.0.1:${adminAddress!.port}`,
     plainUrl: plainAddress ? `http://127.0.0.1:${plainAddress.port}` : undefined,
-    ca: readFileSync(path.join(dir, 'tls', 'cert.pem'), 'utf8'),
+    ca: readFileSync((settings.tls as { cert?: string } | undefined)?.cert ?? path.join(dir, 'tls', 'cert.pem'), 'utf8'),
     dir,
     keyFile,
     issueKey: async (input = {}) => {

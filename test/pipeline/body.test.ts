@@ -23,7 +23,7 @@ async function run(req: IncomingMessage): Promise<{ body?: string; error?: Gatew
   const res = { locals: {} } as Response;
   createContext(res, 0);
   try {
-    await readAndValidateBody({ maxBytes: LIMIT })(req as Request, res, () => undefined);
+    await readAndValidateBody({ maxBytes: LIMIT, maxJsonDepth: 64, maxJsonElements: 1_000_000 })(req as Request, res, () => undefined);
     return { body: contextOf(res).body };
   } catch (error) {
     return { error: error as GatewayError };
@@ -75,4 +75,14 @@ test('an undeclared body that grows past the limit: 413, and the rest is not rea
   const { error } = await result;
   expect([error!.status, error!.code]).toEqual([413, 'request_too_large']);
   expect(req.isPaused()).toBe(true);
+});
+
+test('nesting past maxJsonDepth is refused before JSON.parse runs, naming the limit', async () => {
+  const deep = '['.repeat(65) + ']'.repeat(65);
+  const req = incoming({ 'content-length': String(deep.length) });
+  const result = run(req);
+  req.push(deep);
+  req.push(null);
+  const { error } = await result;
+  expect([error!.status, error!.code, error!.message]).toEqual([400, 'invalid_body', 'The request body nests arrays and objects more than 64 levels deep.']);
 });

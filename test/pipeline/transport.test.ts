@@ -2,8 +2,12 @@
  * The transport edge: trusted proxies, slow clients, TLS versions, and headers that could smuggle
  * credentials upstream.
  */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import tls from 'node:tls';
 import { gatewayWithWorker } from '../helpers/fixture';
+import { startTestGateway, type TestGateway } from '../helpers/gateway';
 import { bearer, chatBody, rawExchange, request } from '../helpers/http';
 import { sample, scrape } from '../helpers/metrics';
 
@@ -130,4 +134,65 @@ test('TLS below 1.2 is refused', async () => {
     socket.on('error', () => resolve(null));
   });
   expect(modern).toBe('TLSv1.2');
+});
+
+/** The suite a TLS 1.2 client offering only `ciphers` gets, or the error it meets. */
+function negotiate(url: string, ca: string, ciphers: string): Promise<string> {
+  const port = Number(new URL(url).port);
+  return new Promise((resolve) => {
+    const socket = tls.connect({ port, host: '127.0.0.1', ca, servername: 'localhost', minVersion: 'TLSv1.2', maxVersion: 'TLSv1.2', ciphers }, () => {
+      resolve(socket.getCipher().standardName);
+      socket.destroy();
+    });
+    socket.on('error', (err: NodeJS.ErrnoException) => resolve(`refused: ${err.code ?? err.message}`));
+  });
+}
+
+describe('TLS 1.2 suites: Mozilla "intermediate" only (forward secrecy, AEAD)', () => {
+  // Operators' certificates are RSA as often as ECDSA; the development certificate is ECDSA.
+  let rsa: TestGateway;
+  let dir: string;
+  beforeAll(async () => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-rsa-'));
+    const { default: selfsigned } = await import('selfsigned');
+    const pems = await selfsigned.generate([{ name: 'commonName', value: 'localhost' }], {
+      keyType: 'rsa',
+      keySize: 2048,
+      algorithm: 'sha256',
+      extensions: [{ name: 'subjectAltName', altNames: [{ type: 2, value: 'localhost' }] }],
+    });
+    writeFileSync(path.join(dir, 'cert.pem'), pems.cert);
+    writeFileSync(path.join(dir, 'key.pem'), pems.private);
+    rsa = await startTestGateway({ tls: { cert: path.join(dir, 'cert.pem'), key: path.join(dir, 'key.pem') }, providers: { mock: { workers: [f.worker.url] } } });
+  });
+  afterAll(async () => {
+    await rsa?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test.each(['AES128-SHA', 'AES256-SHA', 'AES128-GCM-SHA256', 'AES256-GCM-SHA384', 'ECDHE-RSA-AES128-SHA', 'ECDHE-RSA-AES256-SHA384'])(
+    'RSA certificate: %s (no forward secrecy, or CBC) is refused',
+    async (suite) => {
+      expect(await negotiate(rsa.url, readFileSync(path.join(dir, 'cert.pem'), 'utf8'), suite)).toMatch(/^refused/);
+    },
+  );
+
+  test.each([
+    ['ECDHE-RSA-AES128-GCM-SHA256', 'TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256'],
+    ['ECDHE-RSA-CHACHA20-POLY1305', 'TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256'],
+  ])('RSA certificate: %s is served', async (suite, standardName) => {
+    expect(await negotiate(rsa.url, readFileSync(path.join(dir, 'cert.pem'), 'utf8'), suite)).toBe(standardName);
+  });
+
+  test.each(['ECDHE-ECDSA-AES128-SHA', 'ECDHE-ECDSA-AES256-SHA384'])('ECDSA certificate: %s (CBC) is refused', async (suite) => {
+    expect(await negotiate(f.gw.url, f.gw.ca, suite)).toMatch(/^refused/);
+  });
+
+  test.each([
+    ['ECDHE-ECDSA-AES128-GCM-SHA256', 'TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256'],
+    ['ECDHE-ECDSA-AES256-GCM-SHA384', 'TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384'],
+    ['ECDHE-ECDSA-CHACHA20-POLY1305', 'TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256'],
+  ])('ECDSA certificate: %s is served', async (suite, standardName) => {
+    expect(await negotiate(f.gw.url, f.gw.ca, suite)).toBe(standardName);
+  });
 });

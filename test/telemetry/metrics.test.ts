@@ -65,17 +65,20 @@ test('the exposition passes promtool check metrics (lint included)', async () =>
   expect({ status: result.status, output: result.stdout + result.stderr }).toEqual({ status: 0, output: '' });
 });
 
-test('/healthz says alive; /readyz says ready, and not ready when the key store cannot be read', async () => {
+test('/healthz says alive; /readyz says ready, and degraded (still 200) when the key store cannot be read while known keys serve', async () => {
   expect(await (await fetch(`${f.gw.adminUrl}/healthz`)).json()).toEqual({ status: 'ok' });
+  expect((await request(f.gw.url, { ca: f.gw.ca, headers: bearer(f.key), body: chatBody() })).status).toBe(200);
   const ready = await fetch(`${f.gw.adminUrl}/readyz`);
   expect(ready.status).toBe(200);
-  expect(await ready.json()).toEqual({ status: 'ready', checks: { accepting: true, keyStore: true, providers: { mock: true } } });
+  expect(await ready.json()).toEqual({ status: 'ready', checks: { accepting: true, keyStore: 'up', cachedKeys: 1, providers: { mock: true } } });
+  expect(sample(await scrapeGateway(), 'chatgate_dependency_up{dependency="key_store"}')).toBe(1);
 
   writeFileSync(f.gw.keyFile, 'this is not a key file');
   const broken = await fetch(`${f.gw.adminUrl}/readyz`);
-  expect(broken.status).toBe(503);
-  expect(await broken.json()).toEqual(expect.objectContaining({ status: 'not_ready', checks: expect.objectContaining({ keyStore: false }) }));
-  // ... and a request that needs the store gets a 503 in the OpenAI shape, not a hang or a stack trace.
+  expect(broken.status).toBe(200);
+  expect(await broken.json()).toEqual({ status: 'degraded', checks: { accepting: true, keyStore: 'degraded', cachedKeys: 1, providers: { mock: true } } });
+  // The key that worked a moment ago still does; a key the store never confirmed gets a 503 in the OpenAI shape.
+  expect((await request(f.gw.url, { ca: f.gw.ca, headers: bearer(f.key), body: chatBody() })).status).toBe(200);
   const refused = await request(f.gw.url, { ca: f.gw.ca, headers: bearer('cgk_' + 'C'.repeat(43)), body: chatBody() });
   expect(refused.status).toBe(503);
   expect(refused.json().error.code).toBe('key_store_unavailable');

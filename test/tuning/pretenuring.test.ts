@@ -1,6 +1,6 @@
 /**
  * `chatgate serve` turns V8's allocation-site pretenuring off before the gateway starts
- * (src/pretenuring.ts), unless node was given the flag. Checked on V8 itself: once the gateway
+ * (src/tuning/pretenuring.ts), unless node was given the flag. Checked on V8 itself: once the gateway
  * listens, a script preloaded into its process allocates a million objects from two sites and keeps
  * them all, three times, the pattern that makes V8 tenure a site, while V8 traces its pretenuring decisions.
  */

@@ -1,5 +1,5 @@
 /**
- * Writes held to the end of the event loop's iteration (src/write-batching.ts), on real loopback
+ * Writes held to the end of the event loop's iteration (src/tuning/write-batching.ts), on real loopback
  * sockets: nothing leaves before the check phase, everything leaves then, and no socket stays
  * corked, whatever else corks and uncorks it meanwhile. The last test holds the proxy stage's upstream
  * request the way proxy.ts does, from http-proxy's `proxyReq`, and checks the request's bytes are

@@ -21,7 +21,7 @@ const HELD_BACK_BYTES = 64 * 2 ** 20;
 let written = 0;
 const firehose = http.createServer((req, res) => {
   req.resume();
-  const json = req.headers['x-answer'] === 'json';
+  const json = req.headers['x-test-answer'] === 'json';
   res.writeHead(200, { 'content-type': json ? 'application/json' : 'text/event-stream' });
   const piece = json ? 'x'.repeat(EVENT.length) : EVENT;
   if (json) res.write('{"choices":[{"index":0,"message":{"role":"assistant","content":"');
@@ -50,7 +50,7 @@ afterAll(async () => {
 test.each(['stream', 'json'] as const)('a client that stops reading holds the worker back; reading again lets it go on (%s answer)', async (kind) => {
   written = 0;
   const response = await new Promise<IncomingMessage>((resolve, reject) => {
-    const req = https.request(`${gw.url}/v1/chat/completions`, { method: 'POST', ca: gw.ca, agent: false, headers: { ...bearer(key), 'x-answer': kind } }, resolve);
+    const req = https.request(`${gw.url}/v1/chat/completions`, { method: 'POST', ca: gw.ca, agent: false, headers: { ...bearer(key), 'x-test-answer': kind } }, resolve);
     req.on('error', reject);
     req.end(chatBody({ model: 'fire/any', stream: kind === 'stream' }));
   });

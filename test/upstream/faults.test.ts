@@ -209,15 +209,18 @@ describe('faults on small pools', () => {
     expect(sample(await scrape(gw.adminUrl), `chatgate_upstream_timeouts_total{${worker},phase="idle"}`)).toBe(1);
   });
 
-  test('all workers down: 503 at once, and /readyz says not ready', async () => {
+  // Every replica sees the same workers: a pool with none healthy says degraded, and keeps the
+  // replica in rotation (its other pools still serve; taking every replica out would serve none).
+  test('all workers down: 503 at once, and /readyz says degraded, naming the pool, still 200', async () => {
     const down = workers[5]!;
     await stopProcess(down.child, 'SIGKILL');
     const readiness = await eventually(async () => {
       const answer = await fetch(`${gw.adminUrl}/readyz`);
-      const body = (await answer.json()) as { checks: { providers: Record<string, boolean> } };
-      return body.checks.providers.down === false ? { status: answer.status, providers: body.checks.providers } : undefined;
+      const body = (await answer.json()) as { status: string; checks: { providers: Record<string, boolean> } };
+      return body.checks.providers.down === false ? { status: answer.status, verdict: body.status, providers: body.checks.providers } : undefined;
     });
-    expect(readiness.status).toBe(503);
+    expect(readiness.status).toBe(200);
+    expect(readiness.verdict).toBe('degraded');
     expect(readiness.providers.single).toBe(true); // the other pools are not affected
 
     const started = performance.now();
@@ -301,7 +304,7 @@ describe('faults the mock worker cannot make: a refused connection, a JSON answe
   function rawWorker(obeys: boolean): http.Server {
     return http.createServer((req, res) => {
       req.resume();
-      const mode = obeys ? req.headers['x-raw'] : undefined;
+      const mode = obeys ? req.headers['x-test-raw'] : undefined;
       if (mode === 'cut') {
         res.writeHead(200, { 'content-type': 'application/json', 'content-length': '400' });
         res.write('{"id":"chatcmpl-cut","object":"chat.completion","choices":[');
@@ -383,7 +386,7 @@ describe('faults the mock worker cannot make: a refused connection, a JSON answe
     blackHole?.close();
   });
 
-  const send = (model: string, raw?: string) => request(gw.url, { ca: gw.ca, headers: { ...bearer(key), ...(raw ? { 'x-raw': raw } : {}) }, body: chatBody({ model }) });
+  const send = (model: string, raw?: string) => request(gw.url, { ca: gw.ca, headers: { ...bearer(key), ...(raw ? { 'x-test-raw': raw } : {}) }, body: chatBody({ model }) });
 
   test('a worker that refuses the connection: the request is retried on the other worker, answered, and the retry counted', async () => {
     const statuses = await Promise.all([0, 1, 2, 3].map(() => send('halfdown/any')));
@@ -417,7 +420,7 @@ describe('faults the mock worker cannot make: a refused connection, a JSON answe
     // client waiting for the rest of Content-Length.
     const agent = new https.Agent({ keepAlive: true });
     const outcome = await new Promise<string>((resolve) => {
-      const req = https.request(`${gw.url}/v1/chat/completions`, { method: 'POST', ca: gw.ca, agent, headers: { ...bearer(key), 'x-raw': 'cut' } }, (res) => {
+      const req = https.request(`${gw.url}/v1/chat/completions`, { method: 'POST', ca: gw.ca, agent, headers: { ...bearer(key), 'x-test-raw': 'cut' } }, (res) => {
         res.resume();
         res.on('end', () => resolve(`ended whole with ${res.statusCode}`));
         res.on('error', () => resolve('cut'));

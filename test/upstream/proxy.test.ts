@@ -109,7 +109,7 @@ test('the body reaches the worker byte for byte, but for the model name', async 
   expect(seen!.headers['content-length']).toBe(String(Buffer.byteLength(seen!.body)));
 });
 
-test('client credentials, cookies, hop-by-hop headers and the query string stay at the gateway; ours go upstream', async () => {
+test('only allow-listed client headers reach the worker: credentials, cookies, hop-by-hop and identity claims stay at the gateway; ours go upstream', async () => {
   const response = await request(gw.url, {
     ca: gw.ca,
     path: `/v1/chat/completions?api_key=${key}`,
@@ -126,7 +126,22 @@ test('client credentials, cookies, hop-by-hop headers and the query string stay 
       'keep-alive': 'timeout=5',
       'x-forwarded-for': '203.0.113.9',
       'x-request-id': 'client-chosen-id-1',
-      'x-custom': 'kept',
+      'x-custom': 'not on the list',
+      // What an auth proxy in front of a model server may believe:
+      'x-forwarded-user': 'admin',
+      'x-remote-user': 'admin',
+      'x-original-url': '/admin',
+      'true-client-ip': '10.0.0.1',
+      'x-client-ip': '10.0.0.1',
+      via: '1.1 trusted-proxy',
+      'x-auth-token': key,
+      // The default allow-list:
+      accept: 'application/json',
+      'accept-language': 'de',
+      'user-agent': 'OpenAI/JS 6.0.0',
+      'openai-beta': 'assistants=v2',
+      'x-stainless-os': 'Linux',
+      'idempotency-key': 'stainless-retry-1',
       'content-type': 'text/plain',
     },
     body: chatBody(),
@@ -142,7 +157,16 @@ test('client credentials, cookies, hop-by-hop headers and the query string stay 
   for (const name of ['api-key', 'x-api-key', 'openai-organization', 'openai-project']) expect(headers[name]).toBeUndefined();
   expect(headers['x-hop']).toBeUndefined();
   expect(headers['keep-alive']).toBeUndefined();
-  expect(headers['x-custom']).toBe('kept');
+  for (const name of ['x-custom', 'x-forwarded-user', 'x-remote-user', 'x-original-url', 'true-client-ip', 'x-client-ip', 'via', 'x-auth-token']) expect(headers[name]).toBeUndefined();
+  expect(headers.accept).toBe('application/json');
+  expect(headers['accept-language']).toBe('de');
+  expect(headers['user-agent']).toBe('OpenAI/JS 6.0.0');
+  expect(headers['openai-beta']).toBe('assistants=v2');
+  expect(headers['x-stainless-os']).toBe('Linux');
+  expect(headers['idempotency-key']).toBe('stainless-retry-1');
+  expect(Object.keys(headers).sort()).toEqual(
+    ['accept', 'accept-language', 'authorization', 'connection', 'content-length', 'content-type', 'host', 'idempotency-key', 'openai-beta', 'traceparent', 'user-agent', 'x-forwarded-for', 'x-forwarded-proto', 'x-request-id', 'x-stainless-os'].sort(),
+  );
   expect(headers['x-request-id']).toBe('client-chosen-id-1');
   expect(headers['x-forwarded-proto']).toBe('https');
   // Not a trusted proxy: its X-Forwarded-For claim is not passed on as the client's address.

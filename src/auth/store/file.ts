@@ -1,16 +1,20 @@
 /**
  * The embedded key store: one JSON file of digests (mode 0600), replaced atomically on every write.
  * The gateway and the `chatgate keys` CLI share the file; a reader re-reads it when its size or
- * modification time changes, so a change made by the CLI reaches a running gateway on its next
- * cache miss (within the cache TTL). Changes made through this instance are announced at once.
+ * modification time changes. Changes made through this instance are announced at once, changes made
+ * by another process within about a second (onChange).
  */
 import { EventEmitter } from 'node:events';
 import { randomBytes } from 'node:crypto';
-import { promises as fs } from 'node:fs';
+import { promises as fs, unwatchFile, watchFile } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import type { KeyChanges, KeyRecord, KeyStore, KeyUse } from './types';
 import { definedFields } from '../../common/defined-fields';
+import { StoreUnreadable } from './guarded';
+
+/** How often the file's stamp is polled for changes made by other processes. */
+const WATCH_INTERVAL_MS = 1000;
 
 interface FileContents {
   version: 1;
@@ -28,6 +32,7 @@ export class FileKeyStore implements KeyStore {
   private readonly changes = new EventEmitter();
   /** Writes one at a time, each on the latest contents. */
   private writing: Promise<unknown> = Promise.resolve();
+  private watching = false;
 
   constructor(readonly file: string) {}
 
@@ -86,8 +91,29 @@ export class FileKeyStore implements KeyStore {
     }));
   }
 
+  /**
+   * Changes this instance makes are announced at once; changes another process makes (the CLI, a
+   * second gateway on the same file) are seen by polling the file's stamp every WATCH_INTERVAL_MS, and
+   * announced with the digests of the records that differ: a key revoked with `chatgate keys revoke`
+   * is refused by a running gateway within about a second.
+   */
   onChange(listener: (digests: string[] | undefined) => void): void {
     this.changes.on('change', listener);
+    if (this.watching) return;
+    this.watching = true;
+    let seen: Map<string, string> | undefined;
+    const look = async () => {
+      const snapshot = await this.current().catch(() => undefined);
+      if (!snapshot) return;
+      const now = new Map(snapshot.keys.map((k) => [k.digest, JSON.stringify(k)]));
+      if (seen) {
+        const changed = [...new Set([...now.keys(), ...seen.keys()])].filter((digest) => now.get(digest) !== seen!.get(digest));
+        if (changed.length > 0) this.changes.emit('change', changed);
+      }
+      seen = now;
+    };
+    void look();
+    watchFile(this.file, { interval: WATCH_INTERVAL_MS, persistent: false }, () => void look());
   }
 
   async ping(): Promise<void> {
@@ -95,6 +121,7 @@ export class FileKeyStore implements KeyStore {
   }
 
   async close(): Promise<void> {
+    if (this.watching) unwatchFile(this.file);
     await this.writing.catch(() => undefined);
     this.snapshot = undefined;
     this.changes.removeAllListeners();
@@ -127,11 +154,16 @@ export class FileKeyStore implements KeyStore {
   }
 
   private async current(): Promise<Snapshot> {
-    const stamp = await this.stamp();
-    if (this.snapshot?.stamp === stamp) return this.snapshot;
-    const keys = stamp === 'absent' ? [] : parseContents(await fs.readFile(this.file, 'utf8'), this.file);
-    this.snapshot = { stamp, keys, byDigest: new Map(keys.map((k) => [k.digest, k])) };
-    return this.snapshot;
+    try {
+      const stamp = await this.stamp();
+      if (this.snapshot?.stamp === stamp) return this.snapshot;
+      const keys = stamp === 'absent' ? [] : parseContents(await fs.readFile(this.file, 'utf8'), this.file);
+      this.snapshot = { stamp, keys, byDigest: new Map(keys.map((k) => [k.digest, k])) };
+      return this.snapshot;
+    } catch (err) {
+      // Unreadable, or not a key file: nothing can be looked up until it is mended.
+      throw new StoreUnreadable((err as Error).message, { cause: err });
+    }
   }
 
   private async stamp(): Promise<string> {

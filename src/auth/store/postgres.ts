@@ -8,6 +8,7 @@
  */
 import { EventEmitter } from 'node:events';
 import pg from 'pg';
+import { StoreDeadlineExceeded } from './guarded';
 import type { KeyChanges, KeyRecord, KeyStore, KeyUse } from './types';
 
 const CHANNEL = 'chatgate_keys';
@@ -101,13 +102,17 @@ export class PostgresKeyStore implements KeyStore {
     private readonly url: string,
     private readonly pool: pg.Pool,
     private readonly events: PostgresEvents,
+    private readonly timeoutMs: number,
   ) {}
 
-  /** Connects, applies pending migrations and starts listening for changes. */
-  static async open(url: string, events: PostgresEvents = { listener: () => undefined }, poolSize = 10): Promise<PostgresKeyStore> {
-    const pool = new pg.Pool({ connectionString: url, max: poolSize, connectionTimeoutMillis: 5000, statement_timeout: 5000 });
+  /**
+   * Connects, applies pending migrations and starts listening for changes. `timeoutMs` bounds the wait
+   * for a connection and each query, on our side (GuardedKeyStore gives every call its deadline too).
+   */
+  static async open(url: string, events: PostgresEvents = { listener: () => undefined }, poolSize = 10, timeoutMs = 5000): Promise<PostgresKeyStore> {
+    const pool = new pg.Pool({ connectionString: url, max: poolSize, connectionTimeoutMillis: timeoutMs, statement_timeout: Math.max(timeoutMs, 5000) });
     pool.on('error', () => undefined); // an idle client lost (database restart): the pool replaces it
-    const store = new PostgresKeyStore(url, pool, events);
+    const store = new PostgresKeyStore(url, pool, events, timeoutMs);
     try {
       await migrate(pool);
       await store.listen();
@@ -127,12 +132,12 @@ export class PostgresKeyStore implements KeyStore {
   }
 
   async list(): Promise<KeyRecord[]> {
-    const { rows } = await this.pool.query<KeyRow>('select * from chatgate_keys order by created_at, id');
+    const { rows } = await this.query<KeyRow>('select * from chatgate_keys order by created_at, id');
     return rows.map(toRecord);
   }
 
   async insert(record: KeyRecord): Promise<void> {
-    await this.pool.query(
+    await this.query(
       `insert into chatgate_keys (id, name, digest, prefix, created_at, revoked_at, expires_at, models, last_used_at, rpm, tpm, max_concurrent,
          requests_total, prompt_tokens_total, completion_tokens_total)
        values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
@@ -180,7 +185,7 @@ export class PostgresKeyStore implements KeyStore {
   async recordUse(uses: ReadonlyMap<string, KeyUse>): Promise<void> {
     if (uses.size === 0) return;
     const batch = [...uses.entries()];
-    await this.pool.query(
+    await this.query(
       `update chatgate_keys k set
          last_used_at = greatest(coalesce(k.last_used_at, u.at), u.at),
          requests_total = k.requests_total + u.requests,
@@ -203,20 +208,48 @@ export class PostgresKeyStore implements KeyStore {
   }
 
   async ping(): Promise<void> {
-    await this.pool.query('select 1');
+    await this.query('select 1');
   }
 
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.reconnectTimer);
     this.changes.removeAllListeners();
-    await this.listenerClient?.end().catch(() => undefined);
-    await this.pool.end();
+    // A server that does not answer would hold these for ever: the process is stopping anyway.
+    const gaveUp = new Promise<void>((resolve) => setTimeout(resolve, this.timeoutMs).unref());
+    await Promise.race([Promise.all([this.listenerClient?.end().catch(() => undefined), this.pool.end().catch(() => undefined)]), gaveUp]);
   }
 
   private async one(sql: string, params: unknown[]): Promise<KeyRecord | undefined> {
-    const { rows } = await this.pool.query<KeyRow>(sql, params);
+    const { rows } = await this.query<KeyRow>(sql, params);
     return rows[0] ? toRecord(rows[0]) : undefined;
+  }
+
+  /**
+   * One query on a pooled connection, bounded by `timeoutMs` from our side. A connection whose query
+   * outlived it is destroyed, not returned to the pool: it is stuck behind a server that does not
+   * answer, and would hold the next query too.
+   */
+  private async query<R extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<pg.QueryResult<R>> {
+    const client = await this.pool.connect();
+    let timer: NodeJS.Timeout | undefined;
+    let stuck = false;
+    const running = client.query<R>(sql, params);
+    try {
+      return await Promise.race([
+        running,
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => {
+            stuck = true;
+            reject(new StoreDeadlineExceeded(this.timeoutMs));
+          }, this.timeoutMs);
+        }),
+      ]);
+    } finally {
+      clearTimeout(timer);
+      if (stuck) running.catch(() => undefined);
+      client.release(stuck ? new Error('query outlived its deadline') : undefined);
+    }
   }
 
   private async listen(): Promise<void> {
