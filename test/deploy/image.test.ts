@@ -1,0 +1,134 @@
+/**
+ * The image: deploy/Dockerfile installs with the project's .npmrc (no install scripts run), and the
+ * build context .dockerignore lets through holds what the Dockerfile copies and nothing else: not
+ * data/ (the dev TLS key, keys.json), not node_modules/, not .git/. .dockerignore is read with
+ * Docker's own rules (moby/patternmatcher: last match wins, a pattern also matches a file's parents).
+ */
+import { readdirSync } from 'node:fs';
+import path from 'node:path';
+import { DEPLOY, ROOT, read } from './tools';
+
+interface Pattern {
+  negate: boolean;
+  dirs: number;
+  regex: RegExp;
+}
+
+function parseDockerignore(text: string): Pattern[] {
+  return text
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line !== '' && !line.startsWith('#'))
+    .map((line) => {
+      const negate = line.startsWith('!');
+      const cleaned = path.posix.normalize(negate ? line.slice(1).trim() : line).replace(/^\/+/, '').replace(/\/+$/, '');
+      let source = '';
+      for (let i = 0; i < cleaned.length; i++) {
+        const ch = cleaned[i]!;
+        if (ch === '*' && cleaned[i + 1] === '*') {
+          i++;
+          if (cleaned[i + 1] === '/') {
+            i++;
+            source += '(.*/)?';
+          } else source += '.*';
+        } else if (ch === '*') source += '[^/]*';
+        else if (ch === '?') source += '[^/]';
+        else source += ch.replace(/[.+^${}()|[\]\\]/g, '\\$&');
+      }
+      return { negate, dirs: cleaned.split('/').length, regex: new RegExp(`^${source}$`) };
+    });
+}
+
+/** Whether Docker leaves this path (relative, with /) out of the build context. */
+function ignored(file: string, patterns: Pattern[]): boolean {
+  const parts = file.split('/');
+  let result = false;
+  for (const pattern of patterns) {
+    let match = pattern.regex.test(file);
+    if (!match && parts.length > 1 && pattern.dirs <= parts.length - 1) match = pattern.regex.test(parts.slice(0, pattern.dirs).join('/'));
+    if (match) result = !pattern.negate;
+  }
+  return result;
+}
+
+const dockerfile = () => read(DEPLOY, 'Dockerfile').replace(/\\\n/g, ' ');
+const instructions = () =>
+  dockerfile()
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line !== '' && !line.startsWith('#'));
+/** The sources of every COPY from the build context (not --from another stage). */
+const contextSources = () =>
+  instructions()
+    .filter((line) => /^COPY\s/i.test(line) && !/--from=/.test(line))
+    .flatMap((line) => line.split(/\s+/).slice(1).filter((word) => !word.startsWith('--')).slice(0, -1))
+    .map((source) => source.replace(/^\.\//, '').replace(/\/$/, ''));
+
+test('the project .npmrc turns install scripts off, and the image installs with it', () => {
+  expect(read(ROOT, '.npmrc')).toMatch(/^ignore-scripts=true$/m);
+  // In each stage that runs npm, .npmrc is copied in before the first npm command.
+  const stages: string[][] = [];
+  for (const line of instructions()) {
+    if (/^FROM\s/i.test(line)) stages.push([]);
+    stages.at(-1)?.push(line);
+  }
+  expect(stages.length).toBe(2);
+  const npmStages = stages.filter((stage) => stage.some((line) => /^RUN\s.*\bnpm\s/.test(line)));
+  expect(npmStages.length).toBeGreaterThan(0);
+  for (const stage of npmStages) {
+    const firstNpm = stage.findIndex((line) => /^RUN\s.*\bnpm\s/.test(line));
+    const npmrc = stage.findIndex((line) => /^COPY\s/.test(line) && !/--from=/.test(line) && line.split(/\s+/).includes('.npmrc'));
+    expect({ npmrc, before: firstNpm }).toEqual({ npmrc: expect.any(Number), before: firstNpm });
+    expect(npmrc).toBeGreaterThanOrEqual(0);
+    expect(npmrc).toBeLessThan(firstNpm);
+    expect(stage[firstNpm]).toMatch(/\bnpm ci\b/);
+  }
+  // .ci/run reads the Node major the image runs from the first FROM line.
+  expect(instructions()[0]).toMatch(/^FROM node:\d+/);
+});
+
+test('.dockerignore keeps data/, node_modules/, .git/, keys and build output out of the build context', () => {
+  const patterns = parseDockerignore(read(ROOT, '.dockerignore'));
+  for (const file of [
+    'data/keys.json',
+    'data/tls/key.pem',
+    'data/tls/cert.pem',
+    'node_modules/express/index.js',
+    'node_modules/.bin/tsc',
+    '.git/HEAD',
+    'dist/cli.js',
+    'bench/results/run.json',
+    'coverage/lcov.info',
+    'artifacts/report.txt',
+    'test/deploy/deploy.test.ts',
+    'docs/operations.md',
+    'npm-debug.log',
+    'src/server.pem',
+    'src/admin/tls.key',
+    'config/keys.json',
+    '.env',
+  ]) {
+    expect({ file, ignored: ignored(file, patterns) }).toEqual({ file, ignored: true });
+  }
+});
+
+test('the build context holds every file the Dockerfile copies, and nothing else of the repository', () => {
+  const patterns = parseDockerignore(read(ROOT, '.dockerignore'));
+  const sources = contextSources();
+  expect(sources).toEqual(expect.arrayContaining(['package.json', 'package-lock.json', '.npmrc', 'src', 'config']));
+  for (const source of sources) expect({ source, ignored: ignored(source, patterns) }).toEqual({ source, ignored: false });
+  for (const file of ['src/main.ts', 'src/admin/console/index.html', 'config/compose.yaml', 'config/default.yaml']) {
+    expect({ file, ignored: ignored(file, patterns) }).toEqual({ file, ignored: false });
+  }
+  // Walk the work tree as it is (data/, dist/ and the rest included where present), less the two largest folders.
+  const walk = (dir: string): string[] =>
+    readdirSync(path.join(ROOT, dir), { withFileTypes: true }).flatMap((entry) => {
+      const relative = dir === '' ? entry.name : `${dir}/${entry.name}`;
+      if (entry.isDirectory()) return relative === 'node_modules' || relative === '.git' ? [] : walk(relative);
+      return [relative];
+    });
+  const sent = walk('').filter((file) => !ignored(file, patterns));
+  const copied = (file: string) => sources.some((source) => file === source || file.startsWith(`${source}/`));
+  expect(sent.filter((file) => !copied(file))).toEqual([]);
+  expect(sent).toContain('src/main.ts');
+});
