@@ -104,6 +104,8 @@ export interface Results {
   streams: StreamFigure[];
   furtherStream: { chatgate: number; bareProxy: number };
   auth: Record<string, unknown>;
+  /** The body stage's cost per MiB by kind of body, and how soon 16 MiB of nesting is refused (absent in older runs). */
+  body?: Record<string, unknown>;
   machine: { cpus: number; cpu: string | undefined; node: string };
   plan: { rate: number };
   smoke: boolean;
@@ -204,11 +206,19 @@ export function report(results: Results): string {
     `key check: ${Object.entries(results.auth)
       .map(([store, x]) => (typeof x === 'string' ? `${store} ${x}` : `${store} store: cache hit ${(x as { hitUs: number }).hitUs.toFixed(2)} µs, miss ${(x as { missUs: number }).missUs.toFixed(1)} µs`))
       .join('; ')}`,
+    ...bodyLine(results.body),
     '',
     results.smoke ? 'targets, not judged (a smoke run is too short for its figures to mean anything):' : "targets, on this run's figures:",
     ...judgeTargets(results).map(({ target, figure, met }) => `  ${(results.smoke ? '-' : met ? 'met' : figure === 'n/a' ? 'not measured' : 'MISSED').padEnd(12)} ${target}: ${figure}`),
   ];
   return lines.join('\n') + '\n';
+}
+
+function bodyLine(body: Results['body']): string[] {
+  if (!body || Object.keys(body).length === 0) return [];
+  const kinds = Object.entries(body).filter((entry): entry is [string, { scanMsPerMiB: number; parseMsPerMiB: number }] => typeof entry[1] === 'object' && entry[1] !== null);
+  const costs = kinds.map(([kind, x]) => `${kind} scan ${x.scanMsPerMiB.toFixed(2)} ms, decode + parse + validate ${x.parseMsPerMiB.toFixed(2)} ms`).join('; ');
+  return [`request body per MiB: ${costs}; 16 MiB of nesting refused after ${Number(body.nestedRefusedUs).toFixed(0)} µs`];
 }
 
 function table(rows: string[][]): string {

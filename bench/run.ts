@@ -14,6 +14,10 @@ import { issueKey } from '../src/auth/issue';
 import { FileKeyStore } from '../src/auth/store/file';
 import { PostgresKeyStore } from '../src/auth/store/postgres';
 import type { KeyStore } from '../src/auth/store/types';
+import { decodeUtf8Strict } from '../src/common/text';
+import { GatewayError } from '../src/errors';
+import { JsonBoundsScanner } from '../src/pipeline/json-bounds';
+import { validateChatRequest } from '../src/pipeline/validate';
 import { loadOrCreateDevCertificate } from '../src/process/dev-certificate';
 import { spawnChatgate } from './chatgate-process';
 import { failedRequests, judgeTargets, kibPerFurtherStream, medianOf, parseLoadLine, report, throughputRatios, type Rounds, type StreamFigure } from './figures';
@@ -171,9 +175,11 @@ async function main() {
 
     progress('key check cost (in this process)');
     const authFigures = STREAMS_ONLY ? {} : await authCost(dir);
+    progress('request body cost per MiB (in this process)');
+    const bodyFigures = STREAMS_ONLY ? {} : bodyCost();
 
     const furtherStream = { chatgate: kibPerFurtherStream(streamFigures, 'rssMiBAllOpen'), bareProxy: kibPerFurtherStream(streamFigures, 'bareProxyRssMiBAllOpen') };
-    const run = { at: new Date().toISOString(), smoke: SMOKE, machine: machine(), plan: PLAN, figures, ratios, rounds, streams: streamFigures, furtherStream, auth: authFigures };
+    const run = { at: new Date().toISOString(), smoke: SMOKE, machine: machine(), plan: PLAN, figures, ratios, rounds, streams: streamFigures, furtherStream, auth: authFigures, body: bodyFigures };
     const results = { ...run, targets: judgeTargets(run) };
     const resultsDir = path.join(ROOT, 'bench', 'results');
     mkdirSync(resultsDir, { recursive: true });
@@ -286,6 +292,54 @@ async function authCost(dir: string) {
     figures.postgres = `not measured: ${(err as Error).message}`;
   }
   return figures;
+}
+
+/**
+ * What the body stage spends per MiB of request body, in this process: the bounds scan as the bytes
+ * arrive, then the strict UTF-8 decode, JSON.parse and validation that follow it. For a prompt of
+ * text, a conversation of many messages, and numbers (token ids, as an embeddings input carries);
+ * and how soon 16 MiB of nested arrays is refused (the scan stops at depth 65).
+ */
+function bodyCost() {
+  const MiB = 1024 * 1024;
+  const fill = (prefix: string, piece: (i: number) => string, suffix: string) => {
+    const parts = [prefix];
+    let length = prefix.length + suffix.length;
+    for (let i = 0; length < MiB; i++) {
+      const next = (i === 0 ? '' : ',') + piece(i);
+      parts.push(next);
+      length += next.length;
+    }
+    return Buffer.from(parts.join('') + suffix);
+  };
+  const bodies = {
+    text: Buffer.from(JSON.stringify({ model: 'bench/echo', messages: [{ role: 'user', content: 'lorem ipsum '.repeat(MiB / 12) }] })),
+    messages: fill('{"model":"bench/echo","messages":[', (i) => JSON.stringify({ role: i % 2 ? 'assistant' : 'user', content: `turn ${i}: ${'word '.repeat(40)}` }), ']}'),
+    numbers: fill('{"model":"bench/echo","messages":[{"role":"user","content":"x"}],"input":[', (i) => String(i % 50_000), ']}'),
+  };
+  const iterations = SMOKE ? 3 : 30;
+  const perMiB = (body: Buffer, work: () => void) => {
+    work(); // warm
+    const began = process.hrtime.bigint();
+    for (let i = 0; i < iterations; i++) work();
+    return Number(process.hrtime.bigint() - began) / 1e6 / iterations / (body.length / MiB);
+  };
+  const scan = (body: Buffer) => () => {
+    const scanner = new JsonBoundsScanner(64, 1_000_000);
+    for (let at = 0; at < body.length; at += 65_536) scanner.feed(body.subarray(at, at + 65_536));
+  };
+  const parse = (body: Buffer) => () => {
+    const chat = validateChatRequest(JSON.parse(decodeUtf8Strict(body)!));
+    if (chat instanceof GatewayError) throw chat;
+  };
+  const figures: Record<string, { scanMsPerMiB: number; parseMsPerMiB: number }> = {};
+  for (const [kind, body] of Object.entries(bodies)) figures[kind] = { scanMsPerMiB: perMiB(body, scan(body)), parseMsPerMiB: perMiB(body, parse(body)) };
+  const nested = Buffer.concat([Buffer.alloc(8 * MiB, '['), Buffer.alloc(8 * MiB, ']')]);
+  const began = process.hrtime.bigint();
+  const refused = new JsonBoundsScanner(64, 1_000_000).feed(nested.subarray(0, 65_536));
+  const nestedRefusedUs = Number(process.hrtime.bigint() - began) / 1000;
+  if (refused !== 'depth') throw new Error('16 MiB of nesting was not refused by the scan');
+  return { ...figures, nestedRefusedUs };
 }
 
 function stop(child: ChildProcess): Promise<void> {
