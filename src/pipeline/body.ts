@@ -41,11 +41,12 @@ export function readAndValidateBody(limits: BodyLimits): RequestHandler {
 const UNREADABLE = 'The request body could not be read completely (its length did not match Content-Length, or the client stopped sending).';
 
 /**
- * The whole body, or a refusal as soon as one is certain. Past the size limit the rest is left
- * unread (paused): the error handler answers with Connection: close. Past a JSON bound, a body of a
- * declared length within the limit is let through to nowhere (discarded as it comes, never held), so
- * the client finishes its upload and reads the answer on a connection that stays usable: closing a
- * connection with unread bytes on it resets it, and the client may lose the answer.
+ * The whole body, or a refusal as soon as one is certain. Past the size limit the rest is left unread
+ * (paused): the error handler answers with Connection: close. Past a JSON bound, the rest of a body of
+ * a declared length within the limit is let through to nowhere (thrown away as it comes, never held,
+ * never parsed): the error handler sends the answer at once and ends it once the upload is over (an
+ * answer ended while the request is unfinished makes Node close the connection, and a client still
+ * uploading then meets a reset and may lose the answer).
  */
 function readBounded(req: IncomingMessage, { maxBytes, maxJsonDepth, maxJsonElements }: BodyLimits): Promise<Buffer> {
   const header = req.headers['content-length'];

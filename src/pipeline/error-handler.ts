@@ -3,10 +3,10 @@
  * counted by code. Faults of our own (5xx) are logged with their cause; the client sees only the
  * catalogued message and the request id.
  */
-import type { ErrorRequestHandler } from 'express';
+import type { ErrorRequestHandler, Request, Response } from 'express';
 import { withoutKeys } from '../common/key-shape';
 import { findContext } from '../context';
-import { toGatewayError } from '../errors';
+import { toGatewayError, type GatewayError } from '../errors';
 import type { Logger } from '../telemetry/log';
 import type { Metrics } from '../telemetry/metrics';
 
@@ -25,9 +25,28 @@ export function handleErrors(log: Logger, metrics: Metrics): ErrorRequestHandler
       return;
     }
     res.set(failure.headers);
-    // A body left unread (refused before reading, or too large) is not drained: close instead. One
-    // the body stage is discarding as it comes (flowing) keeps the connection.
-    if (!req.complete && req.readableFlowing !== true) res.set('Connection', 'close');
+    if (!req.complete) {
+      if (req.readableFlowing === true) return answerWhileDiscarding(req, res, failure);
+      // A body left unread (refused before reading, or too large) is not drained: close instead.
+      res.set('Connection', 'close');
+    }
     res.status(failure.status).json(failure.toBody());
   };
+}
+
+/**
+ * The body stage refused a body whose rest it lets through to nowhere: the whole answer goes now
+ * (with its Content-Length, so the client has it at once), and the response ends when the upload
+ * does. Ended earlier, Node would close the connection under a client still sending, which then
+ * meets a reset and may lose the answer. A client that never finishes is cut by requestTimeout.
+ */
+function answerWhileDiscarding(req: Request, res: Response, failure: GatewayError): void {
+  const body = JSON.stringify(failure.toBody());
+  res.status(failure.status);
+  res.set('Content-Type', 'application/json; charset=utf-8');
+  res.set('Content-Length', String(Buffer.byteLength(body)));
+  res.write(body);
+  const end = () => res.end();
+  req.once('end', end);
+  req.once('close', end);
 }

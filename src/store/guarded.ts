@@ -1,0 +1,142 @@
+/**
+ * Every call to the key store, with a deadline measured on our side and one verdict on the store's
+ * health. A frozen database (a partition, a stuck primary) never answers, and its statement_timeout
+ * is enforced by the very server that is frozen: only a timer of ours bounds a call. A call that
+ * fails because the store cannot be reached (the deadline, a refused or broken connection, a server
+ * shutting down) becomes 503 `key_store_unavailable`, whoever made it (the request path, the admin
+ * API, the CLI); an error the store reports about the query itself passes through as it is.
+ *
+ * The first such failure after a success is reported once (`down`), and the first success after it
+ * once (`up`): an outage is one log line and its end another, not a line per request. The key cache
+ * reads `reachable` to serve known keys without waiting while the store is away.
+ */
+import { errors, GatewayError } from '../errors';
+import type { KeyChanges, KeyRecord, KeyStore, KeyUse } from './types';
+
+export interface StoreHealthEvents {
+  /** The store stopped answering; `cause` is the first failure (its message names no secret). */
+  down(cause: unknown): void;
+  /** The store answers again. */
+  up(): void;
+}
+
+/** The store cannot be read at all (the key file is unreadable or not a key file): as good as away. */
+export class StoreUnreadable extends Error {
+  override name = 'StoreUnreadable';
+}
+
+/** A deadline of ours passed: the store may still do the work later, but nobody waits for it. */
+export class StoreDeadlineExceeded extends Error {
+  override name = 'StoreDeadlineExceeded';
+  constructor(ms: number) {
+    super(`the key store did not answer within ${ms} ms`);
+  }
+}
+
+export class GuardedKeyStore implements KeyStore {
+  private up = true;
+
+  constructor(
+    private readonly inner: KeyStore,
+    private readonly timeoutMs: number,
+    private readonly events: StoreHealthEvents = { down: () => undefined, up: () => undefined },
+  ) {}
+
+  /** False from a failure to reach the store until its next success. */
+  get reachable(): boolean {
+    return this.up;
+  }
+
+  findByDigest(digest: string): Promise<KeyRecord | undefined> {
+    return this.call(() => this.inner.findByDigest(digest));
+  }
+  get(id: string): Promise<KeyRecord | undefined> {
+    return this.call(() => this.inner.get(id));
+  }
+  list(): Promise<KeyRecord[]> {
+    return this.call(() => this.inner.list());
+  }
+  insert(record: KeyRecord): Promise<void> {
+    return this.call(() => this.inner.insert(record));
+  }
+  update(id: string, changes: KeyChanges): Promise<KeyRecord | undefined> {
+    return this.call(() => this.inner.update(id, changes));
+  }
+  revoke(id: string, at: Date): Promise<KeyRecord | undefined> {
+    return this.call(() => this.inner.revoke(id, at));
+  }
+  rotate(id: string, digest: string, prefix: string): Promise<KeyRecord | undefined> {
+    return this.call(() => this.inner.rotate(id, digest, prefix));
+  }
+  recordUse(uses: ReadonlyMap<string, KeyUse>): Promise<void> {
+    return this.call(() => this.inner.recordUse(uses));
+  }
+  onChange(listener: (digests: string[] | undefined) => void): void {
+    this.inner.onChange(listener);
+  }
+  ping(): Promise<void> {
+    return this.call(() => this.inner.ping());
+  }
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+
+  private async call<T>(operation: () => Promise<T>): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new StoreDeadlineExceeded(this.timeoutMs)), this.timeoutMs);
+    });
+    const work = operation();
+    try {
+      const result = await Promise.race([work, deadline]);
+      this.succeeded();
+      return result;
+    } catch (err) {
+      if (!isUnreachable(err)) {
+        this.succeeded(); // the store answered, with an error about the call
+        throw err;
+      }
+      work.catch(() => undefined); // settles after we gave up on it
+      this.failed(err);
+      const unavailable = errors.keyStoreUnavailable();
+      unavailable.cause = err;
+      throw unavailable;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private failed(cause: unknown): void {
+    if (!this.up) return;
+    this.up = false;
+    this.events.down(cause);
+  }
+
+  private succeeded(): void {
+    if (this.up) return;
+    this.up = true;
+    this.events.up();
+  }
+}
+
+/**
+ * Pure: does this failure say the store cannot be reached (rather than that it refused the call)?
+ * PostgreSQL's own errors carry a SQLSTATE; only its connection (08), resource (53) and operator
+ * intervention (57: shutting down, cannot connect now) classes say the server is away or overloaded.
+ * Node's network errors and our deadline always do. A failure the file store meets on the disk is
+ * not a network failure: it passes through, and its caller answers 500.
+ */
+export function isUnreachable(err: unknown): boolean {
+  if (err instanceof StoreDeadlineExceeded || err instanceof StoreUnreadable) return true;
+  if (err instanceof GatewayError) return false;
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string') {
+    // pg reports a connection it lost, or one that timed out, without a code.
+    const message = String((err as Error | null)?.message ?? '');
+    return /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error|Client was closed/i.test(message);
+  }
+  if (/^[0-9A-Z]{5}$/.test(code) && !code.startsWith('E')) return ['08', '53', '57'].includes(code.slice(0, 2));
+  return NETWORK_ERRORS.has(code);
+}
+
+const NETWORK_ERRORS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'ECONNABORTED']);

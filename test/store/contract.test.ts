@@ -1,0 +1,184 @@
+/**
+ * One contract, every key store: the file store and PostgreSQL (a real server, a fresh database)
+ * must behave the same, change notifications included.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { issueKey, rotateKey } from '../../src/auth/issue';
+import { digestKey } from '../../src/auth/keys';
+import { FileKeyStore } from '../../src/store/file';
+import { PostgresKeyStore } from '../../src/store/postgres';
+import type { KeyStore } from '../../src/store/types';
+import { eventually } from '../helpers/processes';
+import { createTestDatabase, type TestDatabase } from '../helpers/postgres';
+
+interface Backend {
+  /** Two handles on one store, as two processes or replicas would have. */
+  open(): Promise<[KeyStore, KeyStore]>;
+  cleanup(): Promise<void>;
+}
+
+const backends: Array<[string, () => Promise<Backend>]> = [
+  [
+    'file',
+    async () => {
+      const dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-contract-'));
+      const file = path.join(dir, 'keys.json');
+      return { open: async () => [new FileKeyStore(file), new FileKeyStore(file)], cleanup: async () => rmSync(dir, { recursive: true, force: true }) };
+    },
+  ],
+  [
+    'postgres',
+    async () => {
+      const database: TestDatabase = await createTestDatabase();
+      const opened: KeyStore[] = [];
+      return {
+        open: async () => {
+          const pair = await Promise.all([PostgresKeyStore.open(database.url), PostgresKeyStore.open(database.url)]);
+          opened.push(...pair);
+          return pair;
+        },
+        cleanup: async () => {
+          await Promise.all(opened.map((store) => store.close()));
+          await database.drop();
+        },
+      };
+    },
+  ],
+];
+
+describe.each(backends)('%s key store', (kind, makeBackend) => {
+  let backend: Backend;
+  let store: KeyStore;
+  let other: KeyStore;
+
+  beforeAll(async () => {
+    backend = await makeBackend();
+    [store, other] = await backend.open();
+  });
+  afterAll(() => backend.cleanup());
+
+  test('insert, then find by digest, get by id and list; the digest is all it keeps of the key', async () => {
+    const { key, record } = await issueKey(store, { name: 'alpha', models: ['mock/*'], expiresAt: new Date('2099-01-01T00:00:00Z') });
+    expect(await store.findByDigest(digestKey(key))).toEqual(record);
+    expect(await other.get(record.id)).toEqual(record);
+    expect((await other.list()).map((r) => r.id)).toContain(record.id);
+    expect(record).toMatchObject({ name: 'alpha', models: ['mock/*'], expiresAt: '2099-01-01T00:00:00.000Z', revokedAt: null, lastUsedAt: null });
+    expect(await store.findByDigest(digestKey(key + 'x'))).toBeUndefined();
+    expect(await store.get('key_missing')).toBeUndefined();
+  });
+
+  test('update changes only the fields given', async () => {
+    const { record } = await issueKey(store, { name: 'beta' });
+    const updated = await other.update(record.id, { models: ['vllm/*'], expiresAt: '2098-05-05T00:00:00.000Z' });
+    expect(updated).toEqual({ ...record, models: ['vllm/*'], expiresAt: '2098-05-05T00:00:00.000Z' });
+    expect(await store.update(record.id, { expiresAt: null, name: 'beta2' })).toEqual({ ...record, name: 'beta2', models: ['vllm/*'], expiresAt: null });
+    expect(await store.update('key_missing', { name: 'x' })).toBeUndefined();
+  });
+
+  test('revoke once: a second revoke keeps the first time', async () => {
+    const { record } = await issueKey(store, { name: 'gamma' });
+    const first = await store.revoke(record.id, new Date('2030-01-01T00:00:00Z'));
+    const second = await other.revoke(record.id, new Date('2031-01-01T00:00:00Z'));
+    expect(first?.revokedAt).toBe('2030-01-01T00:00:00.000Z');
+    expect(second?.revokedAt).toBe('2030-01-01T00:00:00.000Z');
+    expect(await store.revoke('key_missing', new Date())).toBeUndefined();
+  });
+
+  test('rotate: same id and settings, the old key stops matching, the new one matches', async () => {
+    const { key: old, record } = await issueKey(store, { name: 'delta', models: ['mock/*'] });
+    const rotated = await rotateKey(other, record.id);
+    expect(rotated?.record).toMatchObject({ id: record.id, name: 'delta', models: ['mock/*'] });
+    expect(await store.findByDigest(digestKey(old))).toBeUndefined();
+    expect((await store.findByDigest(digestKey(rotated!.key)))?.id).toBe(record.id);
+  });
+
+  test('recordUse keeps the latest time per key and adds up the usage', async () => {
+    const { record } = await issueKey(store, { name: 'epsilon' });
+    const use = (at: string, requests: number, promptTokens: number, completionTokens: number) =>
+      new Map([[record.id, { at: new Date(at), requests, promptTokens, completionTokens }]]);
+    await store.recordUse(use('2030-01-02T00:00:00Z', 3, 100, 40));
+    await other.recordUse(use('2030-01-01T00:00:00Z', 2, 10, 5));
+    const after = await store.get(record.id);
+    expect(after?.lastUsedAt).toBe('2030-01-02T00:00:00.000Z');
+    expect(after?.usage).toEqual({ requests: 5, promptTokens: 110, completionTokens: 45 });
+    await store.recordUse(new Map());
+  });
+
+  test('per-key limits are kept, changed field by field, and announced', async () => {
+    const { record } = await issueKey(store, { name: 'limited', rateLimit: { requestsPerMinute: 10 } });
+    expect(record.rateLimit).toEqual({ requestsPerMinute: 10, tokensPerMinute: null, maxConcurrent: null });
+    const updated = await other.update(record.id, { rateLimit: { tokensPerMinute: 5000 } });
+    expect(updated?.rateLimit).toEqual({ requestsPerMinute: 10, tokensPerMinute: 5000, maxConcurrent: null });
+    expect((await store.get(record.id))?.rateLimit).toEqual(updated?.rateLimit);
+  });
+
+  test('a change through one handle is announced with the changed digest', async () => {
+    const { key, record } = await issueKey(store, { name: 'zeta' });
+    const seen: string[] = [];
+    // The file store announces its own writes; PostgreSQL announces everyone's, to every listener.
+    const watcher = kind === 'file' ? store : other;
+    watcher.onChange((digests) => seen.push(...(digests ?? ['*'])));
+    await store.revoke(record.id, new Date());
+    await eventually(() => (seen.includes(digestKey(key)) ? true : undefined), 2000);
+    expect(seen).toContain(digestKey(key));
+  });
+
+  test('ping answers while the store is readable', async () => {
+    await expect(store.ping()).resolves.toBeUndefined();
+  });
+});
+
+describe('PostgreSQL migrations', () => {
+  test('replicas starting together apply each migration once; a restart applies nothing new', async () => {
+    const database = await createTestDatabase();
+    try {
+      const stores = await Promise.all(Array.from({ length: 4 }, () => PostgresKeyStore.open(database.url)));
+      await Promise.all(stores.map((s) => s.close()));
+      await (await PostgresKeyStore.open(database.url)).close();
+      const client = new pg.Client({ connectionString: database.url });
+      await client.connect();
+      const { rows } = await client.query('select version from chatgate_schema_migrations');
+      const index = await client.query("select indexdef from pg_indexes where tablename = 'chatgate_keys' and indexname = 'chatgate_keys_digest'");
+      await client.end();
+      expect(rows.map((r) => r.version).sort()).toEqual([1, 2]);
+      expect(index.rows[0]?.indexdef).toMatch(/UNIQUE INDEX .* USING btree \(digest\)/);
+    } finally {
+      await database.drop();
+    }
+  });
+});
+
+describe('PostgreSQL connections per process', () => {
+  let database: TestDatabase;
+  let admin: pg.Client;
+  beforeAll(async () => {
+    database = await createTestDatabase();
+    admin = new pg.Client({ connectionString: database.url });
+    await admin.connect();
+  });
+  afterAll(async () => {
+    await admin?.end();
+    await database?.drop();
+  });
+
+  /** Connections to the test database a burst of 40 concurrent lookups opened, besides the test's own. */
+  async function connectionsAfterBurst(store: PostgresKeyStore): Promise<number> {
+    await Promise.all(Array.from({ length: 40 }, (_, i) => store.findByDigest(digestKey(`cgk_burst_${i}`))));
+    const { rows } = await admin.query<{ n: string }>('select count(*) as n from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()');
+    return Number(rows[0]!.n);
+  }
+
+  test('keyStore.poolSize bounds them: the pool plus the one that listens for key changes', async () => {
+    const small = await PostgresKeyStore.open(database.url, undefined, 2);
+    const smallCount = await connectionsAfterBurst(small);
+    await small.close();
+    const standard = await PostgresKeyStore.open(database.url);
+    const standardCount = await connectionsAfterBurst(standard);
+    await standard.close();
+    expect(smallCount).toBeLessThanOrEqual(3);
+    expect(standardCount).toBeGreaterThan(3); // the same burst does open more when the pool allows it
+  });
+});

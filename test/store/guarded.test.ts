@@ -1,0 +1,71 @@
+/**
+ * The key store's guard: every call has a deadline measured on our side, a call that cannot reach
+ * the store becomes 503 key_store_unavailable, and an outage is reported once when it begins and once
+ * when it ends, however many calls fail in between.
+ */
+import { GatewayError } from '../../src/errors';
+import { GuardedKeyStore, isUnreachable, StoreDeadlineExceeded, StoreUnreadable } from '../../src/store/guarded';
+import { issueKey } from '../../src/auth/issue';
+import { CountingKeyStore } from '../fakes/counting-key-store';
+
+function guarded(timeoutMs = 100) {
+  const inner = new CountingKeyStore();
+  const events: string[] = [];
+  const store = new GuardedKeyStore(inner, timeoutMs, { down: () => events.push('down'), up: () => events.push('up') });
+  return { inner, store, events };
+}
+
+test('a call the store never answers is given up at the deadline: 503 key_store_unavailable, not a hang', async () => {
+  const { inner, store } = guarded(100);
+  inner.hold(); // the store takes the call and never answers (a frozen database)
+  const started = performance.now();
+  const failure = await store.findByDigest('0'.repeat(64)).catch((err: unknown) => err);
+  const elapsed = performance.now() - started;
+  expect(failure).toBeInstanceOf(GatewayError);
+  expect((failure as GatewayError).code).toBe('key_store_unavailable');
+  expect((failure as GatewayError).status).toBe(503);
+  expect((failure as GatewayError).cause).toBeInstanceOf(StoreDeadlineExceeded);
+  expect(elapsed).toBeGreaterThanOrEqual(95);
+  expect(elapsed).toBeLessThan(1000);
+  inner.release();
+});
+
+test('an outage is reported once as it begins and once as it ends, whatever the number of calls', async () => {
+  const { inner, store, events } = guarded();
+  const { record } = await issueKey(store, { name: 'k' });
+  inner.failing = true;
+  for (let i = 0; i < 20; i++) await store.findByDigest(record.digest).catch(() => undefined);
+  await store.ping().catch(() => undefined);
+  expect(store.reachable).toBe(false);
+  inner.failing = false;
+  for (let i = 0; i < 5; i++) expect(await store.findByDigest(record.digest)).toEqual(record);
+  expect(store.reachable).toBe(true);
+  expect(events).toEqual(['down', 'up']);
+});
+
+test('an error the store gives about the call itself passes through as it is, and says nothing of its health', async () => {
+  const { inner, store, events } = guarded();
+  const refusal = Object.assign(new Error('value out of range for type integer'), { code: '22003' });
+  inner.get = () => Promise.reject(refusal);
+  await expect(store.get('key_1')).rejects.toBe(refusal);
+  expect(store.reachable).toBe(true);
+  expect(events).toEqual([]);
+});
+
+test.each([
+  [new StoreDeadlineExceeded(100), true],
+  [new StoreUnreadable('keys.json is not valid JSON'), true],
+  [Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }), true],
+  [Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }), true],
+  [Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' }), true],
+  [Object.assign(new Error('the database system is starting up'), { code: '57P03' }), true],
+  [Object.assign(new Error('sorry, too many clients already'), { code: '53300' }), true],
+  [Object.assign(new Error('connection failure'), { code: '08006' }), true],
+  [new Error('Connection terminated unexpectedly'), true],
+  [new Error('timeout exceeded when trying to connect'), true],
+  [Object.assign(new Error('value out of range for type integer'), { code: '22003' }), false],
+  [Object.assign(new Error('duplicate key value violates unique constraint'), { code: '23505' }), false],
+  [new Error('key store already holds a key with id key_1'), false],
+])('isUnreachable(%s) is %s', (err, unreachable) => {
+  expect(isUnreachable(err)).toBe(unreachable);
+});
