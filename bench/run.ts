@@ -11,9 +11,9 @@ import readline from 'node:readline';
 import { Client } from 'pg';
 import { KeyCache } from '../src/auth/cache';
 import { issueKey } from '../src/auth/issue';
-import { FileKeyStore } from '../src/auth/store/file';
-import { PostgresKeyStore } from '../src/auth/store/postgres';
-import type { KeyStore } from '../src/auth/store/types';
+import { FileKeyStore } from '../src/store/file';
+import { PostgresKeyStore } from '../src/store/postgres';
+import type { Store } from '../src/store/types';
 import { decodeUtf8Strict } from '../src/common/text';
 import { GatewayError } from '../src/errors';
 import { JsonBoundsScanner } from '../src/pipeline/json-bounds';
@@ -260,7 +260,7 @@ async function chatgate(dir: string, name: string, processes: number, upstream: 
 }
 
 async function authCost(dir: string) {
-  const measure = async (store: KeyStore) => {
+  const measure = async (store: Store) => {
     const { key, record } = await issueKey(store, { name: 'auth-bench' });
     const cache = new KeyCache(store, { size: 1000, ttlMs: 60_000, maxStaleMs: 3_600_000, negativeSize: 1000, negativeTtlMs: 5000 }, { hit: () => undefined, miss: () => undefined });
     await cache.lookup(key);

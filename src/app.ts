@@ -4,12 +4,13 @@
  *
  *   observe -> security headers -> request id -> trace context -> transport guard (HTTPS, header count) -> authenticate -> rate limit ->
  *   read + validate body -> route -> proxy;  anything thrown -> the one error handler.
- * GET /v1/models shares the first stages and lists what the key may use.
+ * GET /v1/models shares the first stages and lists what the key may use. The console (/console/) has
+ * the same observing, ids and transport guard, with a page's security headers.
  */
-import express from 'express';
+import express, { type Router } from 'express';
 import { authenticate } from './auth/authenticate';
 import type { KeyCache } from './auth/cache';
-import type { KeyRecord } from './auth/store/types';
+import type { KeyRecord } from './store/types';
 import { readAndValidateBody } from './pipeline/body';
 import type { Config } from './config';
 import { handleErrors } from './pipeline/error-handler';
@@ -24,7 +25,8 @@ import { assignRequestId } from './pipeline/request-id';
 import { limitRate } from './ratelimit/limit-rate';
 import type { RateLimiter } from './ratelimit/limiter';
 import { route } from './pipeline/route';
-import { API_SECURITY_HEADERS, securityHeaders } from './pipeline/security-headers';
+import { API_SECURITY_HEADERS, CONSOLE_SECURITY_HEADERS, securityHeaders } from './pipeline/security-headers';
+import { CONSOLE_PATH } from './console/app';
 import { continueTrace } from './pipeline/trace';
 import { limitHeaderCount, requireHttps } from './pipeline/transport';
 import type { SpanExport } from './telemetry/tracing';
@@ -43,9 +45,11 @@ export interface PublicAppDeps {
   limiter: RateLimiter;
   onKeyUsed?: (record: KeyRecord) => void;
   spans?: SpanExport;
+  /** The console (page and API) at /console, when it is on. */
+  console?: Router;
 }
 
-export function createPublicApp({ config, metrics, log, keyCache, providers, proxy, limiter, onKeyUsed, spans }: PublicAppDeps): express.Express {
+export function createPublicApp({ config, metrics, log, keyCache, providers, proxy, limiter, onKeyUsed, spans, console }: PublicAppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.disable('etag');
@@ -54,14 +58,9 @@ export function createPublicApp({ config, metrics, log, keyCache, providers, pro
 
   // Every path passes the same front stages; the hot route is the router's first layer, so a chat
   // request matches at once and runs its whole chain inside one route.
-  const front = [
-    observeRequests(metrics, config.log.access ? accessLogOf(log) : undefined, spans),
-    securityHeaders(API_SECURITY_HEADERS),
-    assignRequestId,
-    continueTrace,
-    requireHttps,
-    limitHeaderCount(config.limits.maxHeaders),
-  ];
+  const observe = observeRequests(metrics, config.log.access ? accessLogOf(log) : undefined, spans);
+  const idsAndTransport = [assignRequestId, continueTrace, requireHttps, limitHeaderCount(config.limits.maxHeaders)];
+  const front = [observe, securityHeaders(API_SECURITY_HEADERS), ...idsAndTransport];
   const authenticateKey = authenticate({ cache: keyCache, onFailure: (reason) => metrics.authFailures.series({ reason }).inc(), onSuccess: onKeyUsed });
   app.post(
     CHAT_COMPLETIONS_PATH,
@@ -75,6 +74,8 @@ export function createPublicApp({ config, metrics, log, keyCache, providers, pro
   const models = modelLister(providers);
   app.get(MODELS_PATH, ...front, authenticateKey, models.list);
   app.get(`${MODELS_PATH}/*model`, ...front, authenticateKey, models.retrieve);
+  // The console is a page: a page's security headers, the same observing, ids and transport guard.
+  if (console) app.use(CONSOLE_PATH, observe, securityHeaders(CONSOLE_SECURITY_HEADERS), ...idsAndTransport, console);
   app.use(...front);
   app.all(CHAT_COMPLETIONS_PATH, (req) => {
     throw errors.methodNotAllowed(req.method, 'POST');

@@ -1,11 +1,16 @@
 #!/usr/bin/env node
 /**
- * `chatgate`: serve | keys create|list|revoke | mock-worker. Exit codes: 0 done, 1 failed, 2 usage.
+ * `chatgate`: serve | keys | accounts | members | mock-worker. Exit codes: 0 done, 1 failed, 2 usage.
+ * The key, account and member commands work on the store of the same config as the gateway, with the
+ * admin token's rights, and leave the same audit events as the admin API (actor `admin-token`).
  */
 import { parseArgs } from 'node:util';
 import { issueKey, publicView, rotateKey } from './auth/issue';
-import { limitAllowed, MAX_LIMIT, nameProblem } from './auth/key-fields';
-import { openKeyStore } from './auth/store/open';
+import { limitAllowed, MAX_LIMIT, MAX_QUOTA, nameProblem } from './auth/key-fields';
+import { Auditor } from './accounts/audit';
+import { Accounts, passwordPath } from './accounts/service';
+import { createLogger } from './telemetry/log';
+import { openKeyStore } from './store/open';
 import { configFileFrom, ConfigError, loadConfig } from './config';
 import { turnOffPretenuring } from './tuning/pretenuring';
 import type { Gateway } from './process/startup';
@@ -15,10 +20,15 @@ const gateway = () => import('./main');
 
 const USAGE = `Usage:
   chatgate serve [--config FILE]
-  chatgate keys create --name NAME [--models GLOB]... [--expires ISO-8601] [--rpm N] [--tpm N] [--max-concurrent N] [--json] [--config FILE]
-  chatgate keys list [--json] [--config FILE]
+  chatgate keys create --name NAME [--account ID] [--models GLOB]... [--expires ISO-8601] [--rpm N] [--tpm N] [--max-concurrent N] [--json] [--config FILE]
+  chatgate keys list [--account ID] [--json] [--config FILE]
   chatgate keys revoke ID [--config FILE]
   chatgate keys rotate ID [--json] [--config FILE]
+  chatgate accounts create --name NAME [--tokens-per-day N] [--tokens-per-month N] [--json] [--config FILE]
+  chatgate accounts list [--json] [--config FILE]
+  chatgate members add --account ID --email EMAIL --role owner|member [--json] [--config FILE]
+  chatgate members list --account ID [--json] [--config FILE]
+  chatgate members remove --account ID --email EMAIL [--config FILE]
   chatgate mock-worker [--host H] [--port N] [--latency-ms N] [--tokens-per-second N] [--log-requests]
 
 The config file is --config, else $CHATGATE_CONFIG, else the embedded config/default.yaml.
@@ -33,6 +43,10 @@ async function main(argv: string[]): Promise<number> {
       return serve(rest);
     case 'keys':
       return keys(rest);
+    case 'accounts':
+      return accountsCommand(rest);
+    case 'members':
+      return membersCommand(rest);
     case 'mock-worker':
       return mockWorker(rest);
     case undefined:
@@ -76,6 +90,7 @@ async function keys(args: string[]): Promise<number> {
     {
       config: { type: 'string' },
       name: { type: 'string' },
+      account: { type: 'string' },
       models: { type: 'string', multiple: true },
       expires: { type: 'string' },
       rpm: { type: 'string' },
@@ -98,13 +113,14 @@ async function keys(args: string[]): Promise<number> {
         tokensPerMinute: limit('--tpm', values.tpm),
         maxConcurrent: limit('--max-concurrent', values['max-concurrent']),
       };
-      const { key, record } = await issueKey(store, { name: values.name, models: values.models ?? [], expiresAt, rateLimit });
+      if (values.account !== undefined && !(await store.getAccount(values.account))) throw new UsageError(`no account has the id ${values.account} (chatgate accounts list)`);
+      const { key, record } = await issueKey(store, { name: values.name, models: values.models ?? [], expiresAt, rateLimit, accountId: values.account });
       if (values.json) process.stdout.write(JSON.stringify({ ...publicView(record), key }) + '\n');
       else process.stdout.write(`${key}\n(id ${record.id}; this key is shown once: the store keeps only its digest)\n`);
       return 0;
     }
     if (action === 'list') {
-      const records = (await store.list()).map(publicView);
+      const records = (await store.list(values.account)).map(publicView);
       if (values.json) process.stdout.write(JSON.stringify(records) + '\n');
       else for (const r of records) process.stdout.write(`${r.id}\t${r.prefix}…\t${printable(r.name)}\t${r.revokedAt ? 'revoked' : r.expiresAt && Date.parse(r.expiresAt) <= Date.now() ? 'expired' : 'active'}\t${r.models.join(',') || '*'}\tlast used ${r.lastUsedAt ?? 'never'}\n`);
       return 0;
@@ -173,6 +189,78 @@ function parseExpiry(text: string): Date {
 function wholeNumber(flag: string, text: string): number {
   const value = Number(text);
   if (!Number.isInteger(value) || value < 0) throw new UsageError(`${flag} must be a whole number`);
+  return value;
+}
+
+/** The account and member commands act through the same service as the admin API, audited as `admin-token`. */
+async function withAccounts<T>(configFile: string | undefined, act: (accounts: Accounts) => Promise<T>): Promise<T> {
+  const store = await openKeyStore(loadConfig(configFileFrom(configFile)));
+  try {
+    return await act(new Accounts(store, new Auditor(store, createLogger('silent'))));
+  } finally {
+    await store.close();
+  }
+}
+
+const OPERATOR = { kind: 'admin-token' } as const;
+
+async function accountsCommand(args: string[]): Promise<number> {
+  const [action, ...rest] = args;
+  const { values } = parse(rest, { config: { type: 'string' }, name: { type: 'string' }, 'tokens-per-day': { type: 'string' }, 'tokens-per-month': { type: 'string' }, json: { type: 'boolean' } });
+  return withAccounts(values.config, async (accounts) => {
+    if (action === 'create') {
+      if (!values.name) throw new UsageError('accounts create needs --name NAME');
+      const quota = { tokensPerDay: quotaValue('--tokens-per-day', values['tokens-per-day']), tokensPerMonth: quotaValue('--tokens-per-month', values['tokens-per-month']) };
+      const account = await accounts.createAccount(values.name, OPERATOR, undefined, quota);
+      process.stdout.write(values.json ? JSON.stringify(account) + '\n' : `${account.id}\t${printable(account.name)}\n`);
+      return 0;
+    }
+    if (action === 'list') {
+      const list = await accounts.store.listAccounts();
+      if (values.json) process.stdout.write(JSON.stringify(list) + '\n');
+      else for (const a of list) process.stdout.write(`${a.id}\t${printable(a.name)}\tquota per day ${a.quota.tokensPerDay ?? 'none'}, per month ${a.quota.tokensPerMonth ?? 'none'}\n`);
+      return 0;
+    }
+    throw new UsageError(`unknown accounts action '${action ?? ''}'`);
+  });
+}
+
+async function membersCommand(args: string[]): Promise<number> {
+  const [action, ...rest] = args;
+  const { values } = parse(rest, { config: { type: 'string' }, account: { type: 'string' }, email: { type: 'string' }, role: { type: 'string' }, json: { type: 'boolean' } });
+  if (!values.account) throw new UsageError(`members ${action ?? ''} needs --account ID`);
+  const account = values.account;
+  return withAccounts(values.config, async (accounts) => {
+    if (action === 'add') {
+      if (!values.email || !values.role) throw new UsageError('members add needs --email EMAIL and --role owner|member');
+      const { member, person } = await accounts.addMember(account, { email: values.email, role: values.role }, OPERATOR, undefined);
+      // Someone without a password gets a one-time link to set it (unless they sign in with the identity provider).
+      const link = person.passwordHash === null ? passwordPath(await accounts.passwordLink(person.email, account, OPERATOR, undefined)) : undefined;
+      if (values.json) process.stdout.write(JSON.stringify({ ...member, ...(link ? { passwordLink: link } : {}) }) + '\n');
+      else process.stdout.write(`${member.email} is ${member.role} of ${account}${link ? `\nset the password once at https://<this gateway>${link}` : ''}\n`);
+      return 0;
+    }
+    if (action === 'list') {
+      await accounts.account(account);
+      const members = await accounts.store.listMembers(account);
+      if (values.json) process.stdout.write(JSON.stringify(members) + '\n');
+      else for (const m of members) process.stdout.write(`${m.email}\t${m.role}\tadded ${m.addedAt} by ${m.addedBy}\n`);
+      return 0;
+    }
+    if (action === 'remove') {
+      if (!values.email) throw new UsageError('members remove needs --email EMAIL');
+      await accounts.removeMember(account, values.email, OPERATOR, undefined);
+      process.stdout.write(`${values.email} removed from ${account}\n`);
+      return 0;
+    }
+    throw new UsageError(`unknown members action '${action ?? ''}'`);
+  });
+}
+
+function quotaValue(flag: string, text: string | undefined): number | null {
+  if (text === undefined || text === 'none') return null;
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < 0 || value > MAX_QUOTA) throw new UsageError(`${flag} must be a whole number of tokens up to ${MAX_QUOTA}, or none`);
   return value;
 }
 

@@ -213,6 +213,40 @@ const schema = z.strictObject({
     })
     .prefault({})
     .refine((limits) => limits.store !== 'redis' || limits.url !== undefined, { message: 'store: redis needs url (or env CHATGATE_REDIS_URL)', path: ['url'] }),
+  /** The web console on the public listener, where account owners and members manage their keys. */
+  console: z
+    .strictObject({
+      enabled: z.boolean().default(true),
+      /** The console's origin as people reach it (behind a proxy that changes the host); absent: https:// and the request's Host. */
+      publicUrl: z.url({ protocol: /^https$/, error: 'must be an https:// URL' }).optional(),
+      session: z.strictObject({ idleMs: milliseconds.default(3_600_000), absoluteMs: milliseconds.default(43_200_000) }).prefault({}),
+      /** Failed password sign-ins for one email within windowMs past maxFailures: 429 until the window has passed. */
+      signIn: z.strictObject({ maxFailures: count.default(5), windowMs: milliseconds.default(900_000) }).prefault({}),
+      /** Sign-in with the company's OpenID Connect provider (Keycloak, Okta, Entra ID, Google, Dex...). */
+      oidc: z
+        .strictObject({
+          issuer: z.url(),
+          clientId: z.string().min(1),
+          /** The environment variable holding the client secret (never the secret itself in this file). */
+          clientSecretEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name'),
+          scopes: z.array(z.string().min(1)).default(['openid', 'email', 'profile']),
+          /** The ID token claim the mappings match: a string or a list of strings (e.g. groups). */
+          claim: z.string().min(1).default('groups'),
+          /** A claim value -> an account (by name; made if missing) and a role there, or the platform admin role. */
+          mappings: z
+            .array(
+              z.strictObject({
+                value: z.string().min(1),
+                account: z.string().min(1).optional(),
+                role: z.enum(['owner', 'member']).default('member'),
+                admin: z.boolean().default(false),
+              }),
+            )
+            .default([]),
+        })
+        .optional(),
+    })
+    .prefault({}),
   shutdown: z.strictObject({ drainTimeoutMs: milliseconds.default(30_000) }).prefault({}),
   log: z
     .strictObject({

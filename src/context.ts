@@ -26,6 +26,10 @@ export interface TraceContext {
 export interface CallerKey {
   readonly id: string;
   readonly name: string;
+  /** The account that owns it: its usage and quota are counted there too. */
+  readonly accountId: string;
+  /** The key's own quota of tokens per UTC day and month; null: none of its own. */
+  readonly quota: Readonly<{ tokensPerDay: number | null; tokensPerMonth: number | null }>;
   /** Globs over `<provider>/<model_name>`; empty means every model. */
   readonly models: readonly string[];
   /** The key's own limits; null: the configured default; 0: no limit for this key. */

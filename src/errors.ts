@@ -10,6 +10,7 @@ export type ErrorType =
   | 'permission_error'
   | 'not_found_error'
   | 'rate_limit_error'
+  | 'insufficient_quota'
   | 'api_error';
 
 export interface ErrorBody {
@@ -95,7 +96,27 @@ export const errors = {
   hostNotAllowed: () =>
     new GatewayError(403, 'permission_error', 'host_not_allowed', 'This listener does not answer to that Host name; use its address, or add the name to admin.allowedHosts.'),
   adminApiDisabled: () =>
-    invalid(404, 'admin_api_disabled', 'The admin API and console are off: set admin.token (or CHATGATE_ADMIN_TOKEN) to turn them on.'),
+    invalid(404, 'admin_api_disabled', 'The admin API is off: set admin.token (or CHATGATE_ADMIN_TOKEN) to turn it on.'),
+  accountNotFound: (id: string) => invalid(404, 'account_not_found', `No account has the id '${withoutKeys(id.slice(0, 64))}'.`, 'id'),
+  accountNameTaken: (name: string) => invalid(409, 'account_name_taken', `An account is already named '${withoutKeys(name.slice(0, 200))}'.`, 'name'),
+  memberNotFound: (email: string) => invalid(404, 'member_not_found', `'${withoutKeys(email.slice(0, 254))}' is not a member of this account.`, 'email'),
+  lastOwner: () => invalid(409, 'last_owner', 'An account keeps at least one owner: make another member owner first.', 'email'),
+  notSignedIn: () => invalid(401, 'not_signed_in', 'Sign in to the console first (the session is missing, ended or expired).'),
+  invalidCredentials: () => invalid(401, 'invalid_credentials', 'The email or the password is not right.'),
+  invalidLink: () => invalid(400, 'invalid_link', 'This link is not valid: it was used already, it expired, or it was never made. Ask for a new one.', 'token'),
+  originNotAllowed: () =>
+    new GatewayError(403, 'permission_error', 'origin_not_allowed', "This request's Origin is not the console's own: nothing was changed."),
+  permissionDenied: (what: string) => new GatewayError(403, 'permission_error', 'permission_denied', `You may not ${what}.`),
+  consoleDisabled: () => invalid(404, 'console_disabled', 'The console is off on this gateway (console.enabled: false).'),
+  insufficientQuota: (scope: 'key' | 'account', period: 'day' | 'month', retryAfterSeconds: number) =>
+    new GatewayError(
+      429,
+      'insufficient_quota',
+      'insufficient_quota',
+      `You exceeded your current quota: this ${scope === 'key' ? 'API key' : "API key's account"} has used its tokens for this ${period} (UTC); it resets at the start of the next.`,
+      null,
+      { 'Retry-After': String(Math.max(1, Math.ceil(retryAfterSeconds))) },
+    ),
   keyNotFound: (id: string) => invalid(404, 'key_not_found', `No key has the id '${withoutKeys(id.slice(0, 64))}'.`, 'id'),
   keyStoreUnavailable: () =>
     reportedElsewhere(

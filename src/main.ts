@@ -14,10 +14,12 @@ import { createAdminApp } from './admin/app';
 import { judgeReadiness, PING_DEADLINE_MS, within, type Readiness } from './admin/readiness';
 import { createPublicApp } from './app';
 import { KeyCache } from './auth/cache';
-import type { GuardedKeyStore } from './auth/store/guarded';
+import type { GuardedKeyStore } from './store/guarded';
 import { UsageRecorder } from './auth/usage-recorder';
 import { startPrimary, type WorkerMessages } from './process/cluster';
-import { banner, openStore, prepareOnce, reloadConfig, tlsMaterial, type Gateway } from './process/startup';
+import { accountParts, banner, openStore, prepareOnce, reloadConfig, tlsMaterial, type Gateway } from './process/startup';
+import { consoleApp } from './console/app';
+import { createOidcRoutes } from './accounts/oidc';
 import { loadConfig, type Config } from './config';
 import { GatewayError } from './errors';
 import { required } from './context';
@@ -44,10 +46,11 @@ export async function startGateway(configFile: string, out: NodeJS.WritableStrea
 }
 
 async function startServing(config: Config, configFile: string, log: Logger, role: 'single' | 'worker', out: NodeJS.WritableStream = process.stderr): Promise<Gateway> {
-  const once = role === 'single' ? await prepareOnce(config, log) : { tls: await tlsMaterial(config), keyStore: await openStore(config, log), firstKey: undefined, mockWorker: undefined };
-  const { tls, keyStore, firstKey, mockWorker } = once;
+  const once = role === 'single' ? await prepareOnce(config, log) : { tls: await tlsMaterial(config), keyStore: await openStore(config, log), firstKey: undefined, firstOwner: undefined, mockWorker: undefined };
+  const { tls, keyStore, firstKey, firstOwner, mockWorker } = once;
   const metrics = createMetrics();
-  const lasting = await buildLastingParts(config, log, metrics, keyStore);
+  const people = accountParts(config, log, keyStore);
+  const lasting = await buildLastingParts(config, log, metrics, keyStore, people);
   let serving = await buildServing(config, log, metrics, lasting);
   const writeAccessLine = accessLogOf(log);
   let accepting = true;
@@ -74,7 +77,7 @@ async function startServing(config: Config, configFile: string, log: Logger, rol
       publicApp: (req, res) => serving.handle(req, res),
       adminApp:
         role === 'single'
-          ? createAdminApp({ metrics, log, keyStore, adminToken: config.admin.token, allowedHosts: config.admin.allowedHosts, exposition: () => metrics.registry.metrics(), readiness })
+          ? createAdminApp({ metrics, log, accounts: people.accounts, adminToken: config.admin.token, allowedHosts: config.admin.allowedHosts, exposition: () => metrics.registry.metrics(), readiness })
           : undefined,
     },
     tls,
@@ -100,7 +103,7 @@ async function startServing(config: Config, configFile: string, log: Logger, rol
     },
     'chatgate listening',
   );
-  if (role === 'single') out.write(banner(config, listeners.publicAddress.port, listeners.adminAddress!, tls, firstKey?.key));
+  if (role === 'single') out.write(banner(config, listeners.publicAddress.port, listeners.adminAddress!, tls, { firstKey: firstKey?.key, firstOwner }));
 
   let reloading = Promise.resolve(true);
   return {
@@ -141,7 +144,7 @@ async function startServing(config: Config, configFile: string, log: Logger, rol
 }
 
 /** What outlives a config reload: the key cache, usage recording, the rate limit counters. */
-async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, keyStore: GuardedKeyStore) {
+async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, keyStore: GuardedKeyStore, people: ReturnType<typeof accountParts>) {
   const { cacheSize, cacheTtlMs, maxStaleMs, negativeCacheSize, negativeCacheTtlMs } = config.auth;
   const keyCache = new KeyCache(
     keyStore,
@@ -156,11 +159,16 @@ async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, 
   usage.start(config.auth.lastUsedFlushMs);
   const rateLimitStore = await openRateLimitStore(config, log);
   const spans = await createSpanExport(config.tracing);
+  const publicOrigin = config.console.publicUrl ? new URL(config.console.publicUrl).origin : undefined;
+  const oidc = config.console.oidc;
+  const oidcRoutes = oidc ? createOidcRoutes(oidc, { accounts: people.accounts, sessions: people.sessions, store: keyStore, publicOrigin, log }) : undefined;
+  const consoleRouter = config.console.enabled ? consoleApp({ accounts: people.accounts, sessions: people.sessions, oidc: Boolean(oidc), publicOrigin, oidcRoutes }) : undefined;
   return {
     keyCache,
     usage,
     rateLimitStore,
     spans,
+    consoleRouter,
     async close() {
       await usage.stop();
       await rateLimitStore.close();
@@ -202,11 +210,11 @@ async function buildServing(config: Config, log: Logger, metrics: Metrics, lasti
       const model = modelLabel(provider, required(context.chat, 'chat').modelName);
       metrics.tokens.series({ provider: provider.name, model, kind: 'prompt' }).inc(tokens.promptTokens);
       metrics.tokens.series({ provider: provider.name, model, kind: 'completion' }).inc(tokens.completionTokens);
-      usage.tokens(key.id, tokens.promptTokens, tokens.completionTokens);
+      usage.tokens(key, tokens.promptTokens, tokens.completionTokens);
       if (context.tokensPerMinute) limiter.debitTokens(key.id, context.tokensPerMinute, tokens.promptTokens + tokens.completionTokens);
     },
   });
-  const publicApp = createPublicApp({ config, metrics, log, keyCache, providers, proxy, limiter, onKeyUsed: (record) => usage.used(record.id), spans: lasting.spans });
+  const publicApp = createPublicApp({ config, metrics, log, keyCache, providers, proxy, limiter, onKeyUsed: (record) => usage.used(record), spans: lasting.spans, console: lasting.consoleRouter });
   let inFlight = 0;
   let drained: (() => void) | undefined;
   return {

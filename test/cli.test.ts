@@ -77,7 +77,7 @@ test('a key revoked with the CLI is refused by the running gateway within about 
 });
 
 test('keys list writes a name with control characters (from a file edited by hand) escaped: it forges no row', async () => {
-  const { FileKeyStore } = await import('../src/auth/store/file');
+  const { FileKeyStore } = await import('../src/store/file');
   const { issueKey } = await import('../src/auth/issue');
   await issueKey(new FileKeyStore(gw.keyFile), { name: 'x\nkey_forged\tcgk_0000\tadmin\tactive' });
   const listed = chatgate(['keys', 'list', '--config', configFile]);

@@ -1,103 +1,122 @@
 /**
- * The admin API (/admin/api on the admin listener): key management for scripts and the console.
- * JSON in, JSON out, OpenAI-shape errors. A clear key appears only in the answers to create and
- * rotate; no answer ever carries a digest.
+ * The admin API (/admin/api on the admin listener): accounts, their members and keys, for operators
+ * and automation holding the admin token (the platform admin's rights). JSON in, JSON out,
+ * OpenAI-shape errors. A clear key appears only in the answers to create and rotate; no answer ever
+ * carries a digest or a password hash. Every change leaves an audit event by `admin-token`.
  */
-import express, { type Router } from 'express';
-import { issueKey, publicView, rotateKey } from '../auth/issue';
-import { MAX_LIMIT, nameProblem } from '../auth/key-fields';
-import type { KeyChanges, KeyLimits, KeyStore } from '../auth/store/types';
+import express, { type Request, type Router } from 'express';
+import { publicView } from '../auth/issue';
+import { keyFields, objectBody, quota } from '../auth/key-fields';
+import { passwordPath, type Accounts } from '../accounts/service';
+import type { Actor } from '../accounts/roles';
+import { normalizeEmail } from '../accounts/emails';
+import { dateRange } from '../accounts/usage';
 import { errors } from '../errors';
+import { defaultAccountId } from '../store/default-account';
+import type { MembershipRecord } from '../store/types';
 
-const MAX_MODELS = 100;
+const ADMIN: Actor = { kind: 'admin-token' };
+const client = (req: Request) => req.socket.remoteAddress;
 
 /** The router behind the admin token guard (app.ts puts the guard in front of it). */
-export function adminApi(store: KeyStore): Router {
+export function adminApi(accounts: Accounts): Router {
+  const store = accounts.store;
   const api = express.Router();
   api.use(express.json({ limit: '64kb' }));
 
-  api.get('/keys', async (_req, res) => {
-    res.json({ object: 'list', data: (await store.list()).map(publicView) });
+  api.get('/keys', async (req, res) => {
+    const account = typeof req.query.account === 'string' ? req.query.account : undefined;
+    res.json({ object: 'list', data: (await store.list(account)).map(publicView) });
   });
 
   api.post('/keys', async (req, res) => {
     const body = objectBody(req.body);
-    const name = requiredName(body.name);
-    const { key, record } = await issueKey(store, { name, models: models(body.models) ?? [], expiresAt: expiry(body.expiresAt) ?? null, rateLimit: limits(body.rateLimit) });
+    const accountId = body.account === undefined ? await defaultAccountId(store) : (await accounts.account(String(body.account))).id;
+    const { key, record } = await accounts.createKey(accountId, keyFields(body, true), ADMIN, client(req));
     res.status(201).json({ ...publicView(record), key });
   });
 
   api.get('/keys/:id', async (req, res) => {
-    res.json(publicView(found(await store.get(req.params.id), req.params.id)));
+    res.json(publicView(await accounts.key(req.params.id, undefined)));
   });
 
   api.patch('/keys/:id', async (req, res) => {
-    const body = objectBody(req.body);
-    const changes: KeyChanges = {
-      name: body.name === undefined ? undefined : requiredName(body.name),
-      models: models(body.models),
-      expiresAt: expiry(body.expiresAt)?.toISOString() ?? (body.expiresAt === null ? null : undefined),
-      rateLimit: limits(body.rateLimit),
-    };
-    res.json(publicView(found(await store.update(req.params.id, changes), req.params.id)));
+    const fields = keyFields(objectBody(req.body), false);
+    res.json(publicView(await accounts.editKey(await accounts.key(req.params.id, undefined), fields, ADMIN, client(req))));
   });
 
   api.post('/keys/:id/revoke', async (req, res) => {
-    res.json(publicView(found(await store.revoke(req.params.id, new Date()), req.params.id)));
+    res.json(publicView(await accounts.revokeKey(await accounts.key(req.params.id, undefined), ADMIN, client(req))));
   });
 
   api.post('/keys/:id/rotate', async (req, res) => {
-    const rotated = await rotateKey(store, req.params.id);
-    const { record, key } = found(rotated, req.params.id);
+    const { record, key } = await accounts.rotateKey(await accounts.key(req.params.id, undefined), ADMIN, client(req));
     res.json({ ...publicView(record), key });
+  });
+
+  api.post('/accounts', async (req, res) => {
+    const body = objectBody(req.body);
+    res.status(201).json(await accounts.createAccount(body.name, ADMIN, client(req), quota(body.quota, 'quota')));
+  });
+
+  api.get('/accounts', async (_req, res) => {
+    res.json({ object: 'list', data: await store.listAccounts() });
+  });
+
+  api.get('/accounts/:id', async (req, res) => {
+    res.json(await accounts.account(req.params.id));
+  });
+
+  api.patch('/accounts/:id', async (req, res) => {
+    const body = objectBody(req.body);
+    res.json(await accounts.updateAccount(req.params.id, { name: body.name, quota: quota(body.quota, 'quota') }, ADMIN, client(req)));
+  });
+
+  api.get('/accounts/:id/members', async (req, res) => {
+    await accounts.account(req.params.id);
+    res.json({ object: 'list', data: (await store.listMembers(req.params.id)).map(memberView) });
+  });
+
+  api.post('/accounts/:id/members', async (req, res) => {
+    const body = objectBody(req.body);
+    const { member, person } = await accounts.addMember(req.params.id, { email: body.email, role: body.role, password: body.password }, ADMIN, client(req));
+    res.status(201).json({ ...memberView(member), passwordSet: person.passwordHash !== null });
+  });
+
+  api.delete('/accounts/:id/members/:email', async (req, res) => {
+    await accounts.removeMember(req.params.id, req.params.email, ADMIN, client(req));
+    res.status(204).end();
+  });
+
+  api.post('/accounts/:id/members/:email/password-link', async (req, res) => {
+    const email = normalizeEmail(req.params.email) ?? req.params.email;
+    if (!(await store.listMembers(req.params.id)).some((m) => m.email === email)) throw errors.memberNotFound(email);
+    const token = await accounts.passwordLink(email, req.params.id, ADMIN, client(req));
+    res.status(201).json({ email, path: passwordPath(token) });
+  });
+
+  api.get('/accounts/:id/usage', async (req, res) => {
+    await accounts.account(req.params.id);
+    const { from, to } = dateRange(req.query.from, req.query.to);
+    res.json({ object: 'list', data: await store.usage(req.params.id, from, to) });
+  });
+
+  api.get('/accounts/:id/audit', async (req, res) => {
+    await accounts.account(req.params.id);
+    res.json({ object: 'list', data: await store.listAudit(req.params.id, 500) });
+  });
+
+  api.patch('/people/:email', async (req, res) => {
+    const body = objectBody(req.body);
+    if (typeof body.admin !== 'boolean') throw errors.invalidBody('admin', "'admin' must be true or false.");
+    const email = normalizeEmail(req.params.email);
+    const person = email ? await store.getPerson(email) : undefined;
+    if (!person) throw errors.memberNotFound(req.params.email);
+    const updated = await store.putPerson({ ...person, admin: body.admin, passwordHash: null });
+    res.json({ email: updated.email, admin: updated.admin, createdAt: updated.createdAt });
   });
 
   return api;
 }
 
-function found<T>(value: T | undefined, id: string): T {
-  if (value === undefined) throw errors.keyNotFound(id);
-  return value;
-}
-
-function objectBody(body: unknown): Record<string, unknown> {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw errors.invalidBody(null, 'The request body must be a JSON object.');
-  return body as Record<string, unknown>;
-}
-
-function requiredName(name: unknown): string {
-  const problem = nameProblem(name);
-  if (problem) throw errors.invalidBody('name', `'name' ${problem}.`);
-  return (name as string).trim();
-}
-
-function models(value: unknown): string[] | undefined {
-  if (value === undefined) return undefined;
-  if (!Array.isArray(value) || value.length > MAX_MODELS || !value.every((m) => typeof m === 'string' && m.length > 0 && m.length <= 300)) {
-    throw errors.invalidBody('models', `'models' must be an array of at most ${MAX_MODELS} model globs such as "mock/*".`);
-  }
-  return value;
-}
-
-/** `{requestsPerMinute, tokensPerMinute, maxConcurrent}`: a whole number, 0 for no limit, null for the default. */
-function limits(value: unknown): Partial<KeyLimits> | undefined {
-  if (value === undefined) return undefined;
-  const shape = "'rateLimit' must be an object with requestsPerMinute, tokensPerMinute and maxConcurrent: whole numbers (0: no limit) or null (the default).";
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw errors.invalidBody('rateLimit', shape);
-  const result: Partial<KeyLimits> = {};
-  for (const [name, limit] of Object.entries(value)) {
-    if (!['requestsPerMinute', 'tokensPerMinute', 'maxConcurrent'].includes(name)) throw errors.invalidBody(`rateLimit.${name}`, shape);
-    if (limit !== null && !(Number.isInteger(limit) && (limit as number) >= 0 && (limit as number) <= MAX_LIMIT)) {
-      throw errors.invalidBody(`rateLimit.${name}`, `${shape} At most ${MAX_LIMIT}.`);
-    }
-    result[name as keyof KeyLimits] = limit as number | null;
-  }
-  return result;
-}
-
-function expiry(value: unknown): Date | undefined {
-  if (value === undefined || value === null) return undefined;
-  const at = typeof value === 'string' ? new Date(value) : new Date(Number.NaN);
-  if (Number.isNaN(at.getTime())) throw errors.invalidBody('expiresAt', "'expiresAt' must be an ISO-8601 date such as 2027-01-31T00:00:00Z, or null.");
-  return at;
-}
+const memberView = (member: MembershipRecord) => ({ accountId: member.accountId, email: member.email, role: member.role, addedAt: member.addedAt, addedBy: member.addedBy });

@@ -1,13 +1,13 @@
 /**
  * The operations app, served on the admin listener (plain HTTP, private): Prometheus metrics,
- * liveness and readiness, and, when an admin token is configured, the admin API and the key console.
+ * liveness and readiness, and, when an admin token is configured, the admin API. People manage keys
+ * in the console on the public listener (src/console/).
  * It answers only to Host names that cannot be a rebinding attack (IP addresses, localhost, and the
  * names in admin.allowedHosts), gives every answer a request id, and throttles wrong admin tokens.
  */
 import { isIP } from 'node:net';
-import path from 'node:path';
 import express, { type RequestHandler } from 'express';
-import type { KeyStore } from '../auth/store/types';
+import type { Accounts } from '../accounts/service';
 import { createContext } from '../context';
 import { errors } from '../errors';
 import { handleErrors } from '../pipeline/error-handler';
@@ -19,13 +19,11 @@ import { adminApi } from './api';
 import { READINESS_DEADLINE_MS, within, type Readiness } from './readiness';
 import { requireAdminToken } from './token';
 
-const CONSOLE_FILES = path.join(__dirname, 'console');
-
 export interface AdminAppDeps {
   metrics: Metrics;
   log: Logger;
-  keyStore: KeyStore;
-  /** Guards /admin/api and /admin/; undefined turns both off. */
+  accounts: Accounts;
+  /** Guards /admin/api; undefined turns it off. */
   adminToken: string | undefined;
   /** Host names this listener answers to besides IP addresses and localhost. */
   allowedHosts?: readonly string[];
@@ -36,7 +34,7 @@ export interface AdminAppDeps {
 
 const NO_ANSWER: Readiness = { ready: false, status: 'not_ready', checks: { answered: false } };
 
-export function createAdminApp({ metrics, log, keyStore, adminToken, allowedHosts = [], exposition, readiness }: AdminAppDeps): express.Express {
+export function createAdminApp({ metrics, log, accounts, adminToken, allowedHosts = [], exposition, readiness }: AdminAppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.disable('etag');
@@ -68,8 +66,7 @@ export function createAdminApp({ metrics, log, keyStore, adminToken, allowedHost
       throttled: (client, untilMs) => log.warn({ client, until: new Date(untilMs).toISOString() }, 'too many wrong admin tokens from this client: refused until then'),
       throttledRequest: () => metrics.adminAuthFailures.series({ outcome: 'throttled' }).inc(),
     });
-    app.use('/admin/api', guard, adminApi(keyStore));
-    app.use('/admin', express.static(CONSOLE_FILES, { index: 'index.html', redirect: true }));
+    app.use('/admin/api', guard, adminApi(accounts));
   } else {
     app.use('/admin', () => {
       throw errors.adminApiDisabled();

@@ -6,7 +6,7 @@ import type { AuthFailureReason } from '../telemetry/metrics';
 import { parseAuthorization } from './credentials';
 import { looksLikeKey } from '../common/key-shape';
 import type { KeyCache } from './cache';
-import type { KeyRecord } from './store/types';
+import type { KeyRecord } from '../store/types';
 
 export interface AuthenticateDeps {
   cache: KeyCache;

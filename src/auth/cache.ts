@@ -20,7 +20,7 @@
  */
 import { LRUCache } from 'lru-cache';
 import { digestKey } from './keys';
-import type { KeyRecord, KeyStore } from './store/types';
+import type { KeyRecord, KeyStore } from '../store/types';
 
 export interface KeyCacheOptions {
   size: number;

@@ -1,15 +1,22 @@
 /** Issuing a key: generate it, keep only its digest in the store, hand the clear key back once. */
 import { digestKey, displayPrefix, generateKey, newKeyId } from './keys';
-import { NO_OWN_LIMITS, NO_USAGE, type KeyLimits, type KeyRecord, type KeyStore } from './store/types';
+import { defaultAccountId } from '../store/default-account';
+import { NO_OWN_LIMITS, NO_QUOTA, NO_USAGE, type KeyLimits, type KeyRecord, type KeyStore, type Quota, type Store } from '../store/types';
 
 export interface NewKey {
   name: string;
   models?: string[];
   expiresAt?: Date | null;
   rateLimit?: Partial<KeyLimits>;
+  quota?: Partial<Quota>;
+  /** The owning account; absent: `default`. */
+  accountId?: string;
+  /** A person's email, or `admin-token` (the default: the CLI and the admin API act with it). */
+  createdBy?: string;
 }
 
-export async function issueKey(store: KeyStore, input: NewKey, now = new Date()): Promise<{ key: string; record: KeyRecord }> {
+export async function issueKey(store: Store, input: NewKey, now = new Date()): Promise<{ key: string; record: KeyRecord }> {
+  const accountId = input.accountId ?? (await defaultAccountId(store, now));
   const key = generateKey();
   const record: KeyRecord = {
     id: newKeyId(),
@@ -23,6 +30,9 @@ export async function issueKey(store: KeyStore, input: NewKey, now = new Date())
     lastUsedAt: null,
     rateLimit: { ...NO_OWN_LIMITS, ...input.rateLimit },
     usage: { ...NO_USAGE },
+    accountId,
+    createdBy: input.createdBy ?? 'admin-token',
+    quota: { ...NO_QUOTA, ...input.quota },
   };
   await store.insert(record);
   return { key, record };

@@ -1,11 +1,18 @@
 /**
- * Pure: what a key's own fields may hold, for every way they are set (the admin API, the CLI).
+ * Pure: what a key's own fields may hold, and a JSON body's fields read into them, for every way
+ * they are set (the admin API, the console's API, the CLI). A refusal is a 400 naming the field.
  * A name is shown in lists and logs: control characters (a newline, an ANSI escape) and Unicode's
  * direction overrides could forge rows in `keys list` or a terminal, so they are refused. A limit is
- * stored in a PostgreSQL integer column and used as a count: it is a whole number up to 2^31 - 1.
+ * stored in a PostgreSQL integer column and used as a count: it is a whole number up to 2^31 - 1. A
+ * quota counts tokens (a bigint column): up to 10^15.
  */
+import { errors } from '../errors';
+import type { KeyChanges, KeyLimits, Quota } from '../store/types';
+
 export const MAX_NAME_LENGTH = 200;
 export const MAX_LIMIT = 2_147_483_647;
+export const MAX_QUOTA = 1e15;
+const MAX_MODELS = 100;
 
 // C0 and C1 controls, DEL, and the bidirectional embeddings, overrides and isolates.
 const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/;
@@ -20,4 +27,76 @@ export function nameProblem(name: unknown): string | undefined {
 /** Whether a limit can be stored: a whole number from 0 (no limit) to MAX_LIMIT. */
 export function limitAllowed(value: number): boolean {
   return Number.isInteger(value) && value >= 0 && value <= MAX_LIMIT;
+}
+
+/** The fields of a key a request body may set, each read only when present. */
+export interface KeyFields extends KeyChanges {
+  expiresAt?: string | null;
+}
+
+/** A JSON body as an object, or 400. */
+export function objectBody(body: unknown): Record<string, unknown> {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw errors.invalidBody(null, 'The request body must be a JSON object.');
+  return body as Record<string, unknown>;
+}
+
+export function requiredName(name: unknown, field = 'name'): string {
+  const problem = nameProblem(name);
+  if (problem) throw errors.invalidBody(field, `'${field}' ${problem}.`);
+  return (name as string).trim();
+}
+
+/** name, models, expiresAt, rateLimit, quota: each read when present; `name` required when `requireName`. */
+export function keyFields(body: Record<string, unknown>, requireName: boolean): KeyFields {
+  return {
+    name: body.name === undefined && !requireName ? undefined : requiredName(body.name),
+    models: models(body.models),
+    expiresAt: expiry(body.expiresAt),
+    rateLimit: limits(body.rateLimit),
+    quota: quota(body.quota, 'quota'),
+  };
+}
+
+function models(value: unknown): string[] | undefined {
+  if (value === undefined) return undefined;
+  if (!Array.isArray(value) || value.length > MAX_MODELS || !value.every((m) => typeof m === 'string' && m.length > 0 && m.length <= 300)) {
+    throw errors.invalidBody('models', `'models' must be an array of at most ${MAX_MODELS} model globs such as "mock/*".`);
+  }
+  return value;
+}
+
+/** `{requestsPerMinute, tokensPerMinute, maxConcurrent}`: a whole number, 0 for no limit, null for the default. */
+function limits(value: unknown): Partial<KeyLimits> | undefined {
+  if (value === undefined) return undefined;
+  const shape = "'rateLimit' must be an object with requestsPerMinute, tokensPerMinute and maxConcurrent: whole numbers (0: no limit) or null (the default).";
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw errors.invalidBody('rateLimit', shape);
+  const result: Partial<KeyLimits> = {};
+  for (const [name, limit] of Object.entries(value)) {
+    if (!['requestsPerMinute', 'tokensPerMinute', 'maxConcurrent'].includes(name)) throw errors.invalidBody(`rateLimit.${name}`, shape);
+    if (limit !== null && !(typeof limit === 'number' && limitAllowed(limit))) throw errors.invalidBody(`rateLimit.${name}`, `${shape} At most ${MAX_LIMIT}.`);
+    result[name as keyof KeyLimits] = limit as number | null;
+  }
+  return result;
+}
+
+/** `{tokensPerDay, tokensPerMonth}`: whole numbers of tokens, or null for none. */
+export function quota(value: unknown, field: string): Partial<Quota> | undefined {
+  if (value === undefined) return undefined;
+  const shape = `'${field}' must be an object with tokensPerDay and tokensPerMonth: whole numbers of tokens up to ${MAX_QUOTA}, or null (no quota).`;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw errors.invalidBody(field, shape);
+  const result: Partial<Quota> = {};
+  for (const [name, tokens] of Object.entries(value)) {
+    if (name !== 'tokensPerDay' && name !== 'tokensPerMonth') throw errors.invalidBody(`${field}.${name}`, shape);
+    if (tokens !== null && !(typeof tokens === 'number' && Number.isInteger(tokens) && tokens >= 0 && tokens <= MAX_QUOTA)) throw errors.invalidBody(`${field}.${name}`, shape);
+    result[name] = tokens as number | null;
+  }
+  return result;
+}
+
+/** An ISO-8601 date, or null (no expiry); undefined when absent. */
+function expiry(value: unknown): string | null | undefined {
+  if (value === undefined || value === null) return value;
+  const at = typeof value === 'string' ? new Date(value) : new Date(Number.NaN);
+  if (Number.isNaN(at.getTime())) throw errors.invalidBody('expiresAt', "'expiresAt' must be an ISO-8601 date such as 2027-01-31T00:00:00Z, or null.");
+  return at.toISOString();
 }

@@ -1,28 +1,35 @@
 /**
  * What each key used (when, how many requests, how many tokens), kept in memory on the request path
- * and written to the store in one batch per interval, never per request.
+ * and written to the store in one batch per interval, never per request: each key's totals and its
+ * account's daily usage (by UTC day).
  */
-import type { KeyStore, KeyUse } from './store/types';
+import type { KeyStore, KeyUse } from '../store/types';
+
+/** The key a use is counted for. */
+export interface UsedKey {
+  readonly id: string;
+  readonly accountId: string;
+}
 
 export class UsageRecorder {
   private pending = new Map<string, KeyUse>();
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
-    private readonly store: KeyStore,
+    private readonly store: Pick<KeyStore, 'recordUse'>,
     private readonly onError: (err: unknown) => void = () => undefined,
   ) {}
 
   /** A request was admitted with this key. */
-  used(id: string, at = new Date()): void {
-    const use = this.entry(id);
+  used(key: UsedKey, at = new Date()): void {
+    const use = this.entry(key, at);
     use.at = at;
     use.requests++;
   }
 
   /** An answer reported its token counts. */
-  tokens(id: string, promptTokens: number, completionTokens: number): void {
-    const use = this.entry(id);
+  tokens(key: UsedKey, promptTokens: number, completionTokens: number, at = new Date()): void {
+    const use = this.entry(key, at);
     use.promptTokens += promptTokens;
     use.completionTokens += completionTokens;
   }
@@ -38,10 +45,14 @@ export class UsageRecorder {
     const batch = this.pending;
     this.pending = new Map();
     try {
-      await this.store.recordUse(batch);
+      await this.store.recordUse([...batch.values()]);
     } catch (err) {
-      for (const [id, use] of batch) {
-        const later = this.entry(id);
+      for (const [slot, use] of batch) {
+        const later = this.pending.get(slot);
+        if (!later) {
+          this.pending.set(slot, use);
+          continue;
+        }
         later.at = later.requests > 0 ? later.at : use.at;
         later.requests += use.requests;
         later.promptTokens += use.promptTokens;
@@ -56,11 +67,13 @@ export class UsageRecorder {
     await this.flush();
   }
 
-  private entry(id: string): KeyUse {
-    let use = this.pending.get(id);
+  private entry(key: UsedKey, at: Date): KeyUse {
+    const date = at.toISOString().slice(0, 10);
+    const slot = `${key.id} ${date}`;
+    let use = this.pending.get(slot);
     if (!use) {
-      use = { at: new Date(0), requests: 0, promptTokens: 0, completionTokens: 0 };
-      this.pending.set(id, use);
+      use = { keyId: key.id, accountId: key.accountId, date, at: new Date(0), requests: 0, promptTokens: 0, completionTokens: 0 };
+      this.pending.set(slot, use);
     }
     return use;
   }

@@ -12,7 +12,7 @@ import { createAdminApp } from '../admin/app';
 import { judgeReadiness, PING_DEADLINE_MS, within, type Readiness } from '../admin/readiness';
 import type { Config } from '../config';
 import type { Logger } from '../telemetry/log';
-import { banner, prepareOnce, reloadConfig, type Gateway } from './startup';
+import { accountParts, banner, prepareOnce, reloadConfig, type Gateway } from './startup';
 import { createMetrics } from '../telemetry/metrics';
 import { openAdminListener } from './listeners';
 
@@ -24,7 +24,7 @@ const RESTART_DELAYS_MS = [100, 500, 1000, 5000];
 const READINESS_TIMEOUT_MS = PING_DEADLINE_MS + 200;
 
 export async function startPrimary(config: Config, log: Logger, out: NodeJS.WritableStream, configFile: string): Promise<Gateway> {
-  const { tls, keyStore, firstKey, mockWorker } = await prepareOnce(config, log);
+  const { tls, keyStore, firstKey, firstOwner, mockWorker } = await prepareOnce(config, log);
   const wanted = config.server.processes;
   const workers = new Set<Worker>();
   let stopping = false;
@@ -95,12 +95,12 @@ export async function startPrimary(config: Config, log: Logger, out: NodeJS.Writ
   const metrics = createMetrics();
   const admin = await openAdminListener(
     config,
-    createAdminApp({ metrics, log, keyStore, adminToken: config.admin.token, allowedHosts: config.admin.allowedHosts, exposition: () => aggregator.clusterMetrics(), readiness }),
+    createAdminApp({ metrics, log, accounts: accountParts(config, log, keyStore).accounts, adminToken: config.admin.token, allowedHosts: config.admin.allowedHosts, exposition: () => aggregator.clusterMetrics(), readiness }),
     { clientErrorRefused: (code) => metrics.errors.series({ code }).inc() },
   );
 
   log.info({ role: 'primary', processes: wanted, https: `${config.listen.host}:${publicPort}`, admin: `${admin.address.address}:${admin.address.port}` }, 'chatgate listening');
-  out.write(banner(config, publicPort, admin.address, tls, firstKey?.key));
+  out.write(banner(config, publicPort, admin.address, tls, { firstKey: firstKey?.key, firstOwner }));
 
   return {
     config,

@@ -5,8 +5,12 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { issueKey } from '../auth/issue';
-import { openKeyStore } from '../auth/store/open';
-import type { GuardedKeyStore } from '../auth/store/guarded';
+import { Auditor } from '../accounts/audit';
+import { Accounts, passwordPath } from '../accounts/service';
+import { defaultAccountId } from '../store/default-account';
+import { Sessions } from '../accounts/sessions';
+import { openKeyStore } from '../store/open';
+import type { GuardedKeyStore } from '../store/guarded';
 import { loadConfig, type Config } from '../config';
 import { fingerprintOf, loadOrCreateDevCertificate } from './dev-certificate';
 import type { Logger } from '../telemetry/log';
@@ -44,7 +48,7 @@ export function reloadConfig(configFile: string, running: Config, log: Logger): 
 }
 
 /** What a reload leaves alone: listeners, TLS, stores, process model. Providers, upstream settings and limits are reloaded. */
-const RESTART_ONLY_SETTINGS = ['listen', 'tls', 'plainHttp', 'admin', 'dataDir', 'keyStore', 'server', 'mockWorker', 'log', 'limits', 'trustedProxies', 'auth', 'tracing', 'shutdown'] as const satisfies ReadonlyArray<keyof Config>;
+const RESTART_ONLY_SETTINGS = ['listen', 'tls', 'plainHttp', 'admin', 'dataDir', 'keyStore', 'server', 'mockWorker', 'log', 'limits', 'trustedProxies', 'auth', 'tracing', 'shutdown', 'console'] as const satisfies ReadonlyArray<keyof Config>;
 /** The rate-limit store is opened once (its counters carry over a reload); the limits themselves reload. */
 const RESTART_ONLY_RATE_LIMIT_SETTINGS = ['store', 'url', 'timeoutMs'] as const satisfies ReadonlyArray<keyof Config['rateLimit']>;
 
@@ -53,8 +57,38 @@ export async function prepareOnce(config: Config, log: Logger) {
   const tls = await tlsMaterial(config);
   const keyStore = await openStore(config, log);
   const firstKey = config.auth.createFirstKey && (await keyStore.list()).length === 0 ? await issueKey(keyStore, { name: 'first key' }) : undefined;
+  const firstOwner = config.console.enabled ? await firstOwnerLink(config, log, keyStore) : undefined;
   const mockWorker: MockWorkerProcess | undefined = config.mockWorker ? await startMockWorkerProcess(config.mockWorker) : undefined;
-  return { tls, keyStore, firstKey, mockWorker };
+  return { tls, keyStore, firstKey, firstOwner, mockWorker };
+}
+
+/** The person a fresh install signs in to the console as: a platform admin and owner of `default`. */
+export const FIRST_OWNER_EMAIL = 'admin@localhost';
+
+/**
+ * On a store whose `default` account has no members yet (a first start), the first owner is made, and
+ * while they have set no password, each start prints a new one-time link to set it.
+ */
+async function firstOwnerLink(config: Config, log: Logger, store: GuardedKeyStore): Promise<{ email: string; token: string } | undefined> {
+  const { accounts } = accountParts(config, log, store);
+  const starter = { kind: 'admin-token' } as const;
+  const defaultId = await defaultAccountId(store);
+  let owner = await store.getPerson(FIRST_OWNER_EMAIL);
+  if (!owner) {
+    if ((await store.listMembers(defaultId)).length > 0) return undefined; // someone runs it already
+    owner = (await accounts.addMember(defaultId, { email: FIRST_OWNER_EMAIL, role: 'owner' }, starter, undefined)).person;
+    owner = await store.putPerson({ ...owner, admin: true });
+  }
+  if (owner.passwordHash !== null) return undefined;
+  return { email: owner.email, token: await accounts.passwordLink(owner.email, defaultId, starter, undefined) };
+}
+
+/** What acts on accounts, members, keys and sessions over the store, each change audited. */
+export function accountParts(config: Config, log: Logger, store: GuardedKeyStore) {
+  const auditor = new Auditor(store, log);
+  const accounts = new Accounts(store, auditor);
+  const sessions = new Sessions(store, auditor, { ...config.console.session, signIn: config.console.signIn });
+  return { auditor, accounts, sessions };
 }
 
 /** The key store, its outage and recovery each logged once (every call has its deadline: keyStore.timeoutMs). */
@@ -78,7 +112,12 @@ export async function tlsMaterial(config: Config): Promise<Tls> {
   return loadOrCreateDevCertificate(path.resolve(config.dataDir, 'tls'));
 }
 
-export function banner(config: Config, publicPort: number, admin: { address: string; port: number }, tls: { fingerprint: string; certFile: string }, firstKey: string | undefined): string {
+export interface FirstStart {
+  firstKey?: string | undefined;
+  firstOwner?: { email: string; token: string } | undefined;
+}
+
+export function banner(config: Config, publicPort: number, admin: { address: string; port: number }, tls: { fingerprint: string; certFile: string }, { firstKey, firstOwner }: FirstStart = {}): string {
   const host = ['0.0.0.0', '::'].includes(config.listen.host) ? 'localhost' : config.listen.host;
   const base = `https://${host.includes(':') ? `[${host}]` : host}:${publicPort}`;
   const lines = [
@@ -87,7 +126,8 @@ export function banner(config: Config, publicPort: number, admin: { address: str
     `  TLS certificate ${tls.certFile}`,
     `  SHA-256 fingerprint ${tls.fingerprint}`,
     `  metrics and health on http://${admin.address}:${admin.port} (/metrics, /healthz, /readyz)`,
-    config.admin.token ? `  key console on http://${admin.address}:${admin.port}/admin/ (sign in with the admin token)` : '  admin API and key console off (no admin.token)',
+    config.admin.token ? `  admin API on http://${admin.address}:${admin.port}/admin/api/ (Bearer <admin token>)` : '  admin API off (no admin.token)',
+    config.console.enabled ? `  console on ${base}/console/` : '  console off (console.enabled: false)',
   ];
   if (config.server.processes > 1) lines.push(`  ${config.server.processes} serving processes`);
   if (firstKey) {
@@ -99,6 +139,14 @@ export function banner(config: Config, publicPort: number, admin: { address: str
       '',
       'Try it:',
       `  curl -k ${base}/v1/chat/completions -H "Authorization: Bearer ${firstKey}" -H "Content-Type: application/json" -d '{"model":"${model}","messages":[{"role":"user","content":"Hello!"}]}'`,
+    );
+  }
+  if (firstOwner) {
+    lines.push(
+      '',
+      `Sign in to the console as ${firstOwner.email}, a platform admin and the owner of the account 'default'.`,
+      'Set the password with this one-time link (a new one is printed at each start until it is used):',
+      `  ${base}${passwordPath(firstOwner.token)}`,
     );
   }
   return lines.join('\n') + '\n\n';

@@ -1,33 +1,65 @@
 /**
- * The embedded key store: one JSON file of digests (mode 0600), replaced atomically on every write.
- * The gateway and the `chatgate keys` CLI share the file; a reader re-reads it when its size or
- * modification time changes. Changes made through this instance are announced at once, changes made
- * by another process within about a second (onChange).
+ * The embedded store: one JSON file (mode 0600) of key digests, accounts, members, console sessions,
+ * one-time tokens, daily usage, quota counters and the audit trail, replaced atomically on every
+ * write. The gateway and the `chatgate` CLI share the file; a reader re-reads it when its size or
+ * modification time changes. Key changes made through this instance are announced at once, changes
+ * made by another process within about a second (onChange). Made for one host: shared mode is
+ * PostgreSQL.
  */
 import { EventEmitter } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import { promises as fs, unwatchFile, watchFile } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import type { KeyChanges, KeyRecord, KeyStore, KeyUse } from './types';
 import { definedFields } from '../common/defined-fields';
+import { DEFAULT_ACCOUNT_ID } from './default-account';
 import { StoreUnreadable } from './guarded';
+import {
+  AccountNameTaken,
+  DEFAULT_ACCOUNT_NAME,
+  NO_QUOTA,
+  type AccountChanges,
+  type AccountRecord,
+  type AuditEvent,
+  type KeyChanges,
+  type KeyRecord,
+  type KeyUse,
+  type MembershipRecord,
+  type OneTimeToken,
+  type PersonRecord,
+  type SessionRecord,
+  type Store,
+  type UsageDay,
+} from './types';
 
 /** How often the file's stamp is polled for changes made by other processes. */
 const WATCH_INTERVAL_MS = 1000;
+/** Daily usage is kept this long; quota counters of days and months before it are dropped. */
+const USAGE_DAYS_KEPT = 400;
 
-interface FileContents {
-  version: 1;
+interface Data {
   keys: KeyRecord[];
+  accounts: AccountRecord[];
+  people: PersonRecord[];
+  members: MembershipRecord[];
+  sessions: SessionRecord[];
+  tokens: OneTimeToken[];
+  signInFailures: Array<{ email: string; failures: number; since: string }>;
+  audit: AuditEvent[];
+  usage: UsageDay[];
+  quotaUsage: Record<string, number>;
 }
 
 interface Snapshot {
   stamp: string;
+  data: Data;
   byDigest: Map<string, KeyRecord>;
-  keys: KeyRecord[];
 }
 
-export class FileKeyStore implements KeyStore {
+/** A change of the data: what to write, and the digests of keys it changed (for caches). */
+type Change<T> = (data: Data) => { data: Data; changed?: string[]; result: T };
+
+export class FileKeyStore implements Store {
   private snapshot: Snapshot | undefined;
   private readonly changes = new EventEmitter();
   /** Writes one at a time, each on the latest contents. */
@@ -41,54 +73,231 @@ export class FileKeyStore implements KeyStore {
   }
 
   async get(id: string): Promise<KeyRecord | undefined> {
-    return (await this.current()).keys.find((k) => k.id === id);
+    return (await this.read()).keys.find((k) => k.id === id);
   }
 
-  async list(): Promise<KeyRecord[]> {
-    return [...(await this.current()).keys];
+  async list(accountId?: string): Promise<KeyRecord[]> {
+    return (await this.read()).keys.filter((k) => accountId === undefined || k.accountId === accountId);
   }
 
-  async insert(record: KeyRecord): Promise<void> {
-    await this.modify((keys) => {
-      if (keys.some((k) => k.id === record.id || k.digest === record.digest)) {
+  insert(record: KeyRecord): Promise<void> {
+    return this.modify((data) => {
+      if (data.keys.some((k) => k.id === record.id || k.digest === record.digest)) {
         throw new Error(`key store already holds a key with id ${record.id}`);
       }
-      return { keys: [...keys, record], changed: [] };
+      return { data: { ...data, keys: [...data.keys, record] }, result: undefined };
     });
   }
 
   update(id: string, changes: KeyChanges): Promise<KeyRecord | undefined> {
-    const { rateLimit, ...fields } = changes;
-    return this.change(id, (k) => ({ ...k, ...definedFields(fields), rateLimit: { ...k.rateLimit, ...definedFields(rateLimit) } }));
+    const { rateLimit, quota, ...fields } = changes;
+    return this.changeKey(id, (k) => ({
+      ...k,
+      ...definedFields(fields),
+      rateLimit: { ...k.rateLimit, ...definedFields(rateLimit) },
+      quota: { ...k.quota, ...definedFields(quota) },
+    }));
   }
 
   revoke(id: string, at: Date): Promise<KeyRecord | undefined> {
-    return this.change(id, (k) => (k.revokedAt ? k : { ...k, revokedAt: at.toISOString() }));
+    return this.changeKey(id, (k) => (k.revokedAt ? k : { ...k, revokedAt: at.toISOString() }));
   }
 
   rotate(id: string, digest: string, prefix: string): Promise<KeyRecord | undefined> {
-    return this.change(id, (k) => ({ ...k, digest, prefix }));
+    return this.changeKey(id, (k) => ({ ...k, digest, prefix }));
   }
 
-  async recordUse(uses: ReadonlyMap<string, KeyUse>): Promise<void> {
-    if (uses.size === 0) return;
-    await this.modify((keys) => ({
-      keys: keys.map((k) => {
-        const use = uses.get(k.id);
-        if (!use) return k;
-        const at = use.at.toISOString();
+  async recordUse(uses: readonly KeyUse[]): Promise<void> {
+    if (uses.length === 0) return;
+    await this.modify((data) => {
+      const byKey = new Map<string, KeyUse[]>();
+      for (const use of uses) byKey.set(use.keyId, [...(byKey.get(use.keyId) ?? []), use]);
+      const keys = data.keys.map((k) => {
+        const mine = byKey.get(k.id);
+        if (!mine) return k;
+        const latest = mine.reduce((at, use) => (use.at.toISOString() > at ? use.at.toISOString() : at), k.lastUsedAt ?? '');
         return {
           ...k,
-          lastUsedAt: !k.lastUsedAt || at > k.lastUsedAt ? at : k.lastUsedAt,
+          lastUsedAt: latest || null,
           usage: {
-            requests: k.usage.requests + use.requests,
-            promptTokens: k.usage.promptTokens + use.promptTokens,
-            completionTokens: k.usage.completionTokens + use.completionTokens,
+            requests: k.usage.requests + sum(mine, 'requests'),
+            promptTokens: k.usage.promptTokens + sum(mine, 'promptTokens'),
+            completionTokens: k.usage.completionTokens + sum(mine, 'completionTokens'),
           },
         };
-      }),
-      changed: [],
+      });
+      const usage = [...data.usage];
+      for (const use of uses) {
+        const day = usage.find((row) => row.keyId === use.keyId && row.date === use.date);
+        if (day) {
+          day.requests += use.requests;
+          day.promptTokens += use.promptTokens;
+          day.completionTokens += use.completionTokens;
+        } else {
+          usage.push({ date: use.date, accountId: use.accountId, keyId: use.keyId, requests: use.requests, promptTokens: use.promptTokens, completionTokens: use.completionTokens });
+        }
+      }
+      const oldest = daysBefore(new Date(), USAGE_DAYS_KEPT);
+      return { data: { ...data, keys, usage: usage.filter((row) => row.date >= oldest) }, result: undefined };
+    });
+  }
+
+  async createAccount(record: AccountRecord): Promise<void> {
+    await this.modify((data) => {
+      if (data.accounts.some((a) => a.name === record.name)) throw new AccountNameTaken(record.name);
+      if (data.accounts.some((a) => a.id === record.id)) throw new Error(`key store already holds an account with id ${record.id}`);
+      return { data: { ...data, accounts: [...data.accounts, record] }, result: undefined };
+    });
+  }
+
+  async getAccount(id: string): Promise<AccountRecord | undefined> {
+    return (await this.read()).accounts.find((a) => a.id === id);
+  }
+
+  async findAccountByName(name: string): Promise<AccountRecord | undefined> {
+    return (await this.read()).accounts.find((a) => a.name === name);
+  }
+
+  async listAccounts(): Promise<AccountRecord[]> {
+    return (await this.read()).accounts;
+  }
+
+  updateAccount(id: string, changes: AccountChanges): Promise<AccountRecord | undefined> {
+    return this.modify((data) => {
+      const existing = data.accounts.find((a) => a.id === id);
+      if (!existing) return { data, result: undefined };
+      if (changes.name !== undefined && data.accounts.some((a) => a.name === changes.name && a.id !== id)) throw new AccountNameTaken(changes.name);
+      const updated: AccountRecord = { ...existing, ...definedFields({ name: changes.name }), quota: { ...existing.quota, ...definedFields(changes.quota) } };
+      return { data: { ...data, accounts: data.accounts.map((a) => (a.id === id ? updated : a)) }, result: updated };
+    });
+  }
+
+  async getPerson(email: string): Promise<PersonRecord | undefined> {
+    return (await this.read()).people.find((p) => p.email === email);
+  }
+
+  putPerson(record: PersonRecord): Promise<PersonRecord> {
+    return this.modify((data) => {
+      const existing = data.people.find((p) => p.email === record.email);
+      const person = existing ? { ...existing, admin: record.admin, passwordHash: record.passwordHash ?? existing.passwordHash } : record;
+      return { data: { ...data, people: [...data.people.filter((p) => p.email !== record.email), person] }, result: person };
+    });
+  }
+
+  putMember(record: MembershipRecord): Promise<MembershipRecord> {
+    return this.modify((data) => {
+      const existing = data.members.find((m) => m.accountId === record.accountId && m.email === record.email);
+      const member = existing ? { ...existing, role: record.role } : record;
+      const others = data.members.filter((m) => !(m.accountId === record.accountId && m.email === record.email));
+      return { data: { ...data, members: [...others, member] }, result: member };
+    });
+  }
+
+  removeMember(accountId: string, email: string): Promise<boolean> {
+    return this.modify((data) => {
+      const members = data.members.filter((m) => !(m.accountId === accountId && m.email === email));
+      return { data: { ...data, members }, result: members.length !== data.members.length };
+    });
+  }
+
+  async listMembers(accountId: string): Promise<MembershipRecord[]> {
+    return (await this.read()).members.filter((m) => m.accountId === accountId);
+  }
+
+  async membershipsOf(email: string): Promise<MembershipRecord[]> {
+    return (await this.read()).members.filter((m) => m.email === email);
+  }
+
+  async createSession(record: SessionRecord): Promise<void> {
+    await this.modify((data) => {
+      const now = new Date().toISOString();
+      const live = data.sessions.filter((s) => s.expiresAt > now); // ended ones go as new ones come
+      return { data: { ...data, sessions: [...live, record] }, result: undefined };
+    });
+  }
+
+  async findSession(digest: string): Promise<SessionRecord | undefined> {
+    return (await this.read()).sessions.find((s) => s.digest === digest);
+  }
+
+  async updateSession(digest: string, changes: { lastSeenAt?: string; accountId?: string | null }): Promise<void> {
+    await this.modify((data) => ({
+      data: { ...data, sessions: data.sessions.map((s) => (s.digest === digest ? { ...s, ...definedFields(changes) } : s)) },
+      result: undefined,
     }));
+  }
+
+  async deleteSession(digest: string): Promise<void> {
+    await this.modify((data) => ({ data: { ...data, sessions: data.sessions.filter((s) => s.digest !== digest) }, result: undefined }));
+  }
+
+  async createToken(token: OneTimeToken): Promise<void> {
+    await this.modify((data) => {
+      const now = new Date().toISOString();
+      return { data: { ...data, tokens: [...data.tokens.filter((t) => t.expiresAt > now), token] }, result: undefined };
+    });
+  }
+
+  takeToken(digest: string, kind: OneTimeToken['kind'], now: Date): Promise<OneTimeToken | undefined> {
+    return this.modify((data) => {
+      const token = data.tokens.find((t) => t.digest === digest && t.kind === kind);
+      const tokens = data.tokens.filter((t) => t !== token);
+      return { data: { ...data, tokens }, result: token && token.expiresAt > now.toISOString() ? token : undefined };
+    });
+  }
+
+  noteSignInFailure(email: string, now: Date, windowMs: number): Promise<{ failures: number; since: Date }> {
+    return this.modify((data) => {
+      const seen = data.signInFailures.find((f) => f.email === email);
+      const fresh = seen && now.getTime() - Date.parse(seen.since) < windowMs;
+      const entry = fresh ? { ...seen, failures: seen.failures + 1 } : { email, failures: 1, since: now.toISOString() };
+      return {
+        data: { ...data, signInFailures: [...data.signInFailures.filter((f) => f.email !== email), entry] },
+        result: { failures: entry.failures, since: new Date(entry.since) },
+      };
+    });
+  }
+
+  async clearSignInFailures(email: string): Promise<void> {
+    const data = await this.read();
+    if (!data.signInFailures.some((f) => f.email === email)) return; // nothing to write
+    await this.modify((latest) => ({ data: { ...latest, signInFailures: latest.signInFailures.filter((f) => f.email !== email) }, result: undefined }));
+  }
+
+  async signInFailures(email: string, now: Date, windowMs: number): Promise<{ failures: number; since: Date }> {
+    const seen = (await this.read()).signInFailures.find((f) => f.email === email);
+    if (!seen || now.getTime() - Date.parse(seen.since) >= windowMs) return { failures: 0, since: now };
+    return { failures: seen.failures, since: new Date(seen.since) };
+  }
+
+  async appendAudit(event: AuditEvent): Promise<void> {
+    await this.modify((data) => ({ data: { ...data, audit: [...data.audit, event] }, result: undefined }));
+  }
+
+  async listAudit(accountId: string | null, limit: number): Promise<AuditEvent[]> {
+    const audit = (await this.read()).audit.filter((e) => accountId === null || e.accountId === accountId);
+    return audit.slice(-limit).reverse();
+  }
+
+  async usage(accountId: string, from: string, to: string): Promise<UsageDay[]> {
+    return (await this.read()).usage.filter((row) => row.accountId === accountId && row.date >= from && row.date <= to).sort(byDateThenKey);
+  }
+
+  async addQuotaUsage(amounts: ReadonlyMap<string, number>): Promise<void> {
+    if (amounts.size === 0) return;
+    await this.modify((data) => {
+      const quotaUsage = { ...data.quotaUsage };
+      for (const [scope, tokens] of amounts) quotaUsage[scope] = (quotaUsage[scope] ?? 0) + tokens;
+      // Counters of periods long gone are dropped: a scope ends with its day or month.
+      const oldest = daysBefore(new Date(), 62);
+      for (const scope of Object.keys(quotaUsage)) if (periodOf(scope) < oldest.slice(0, periodOf(scope).length)) delete quotaUsage[scope];
+      return { data: { ...data, quotaUsage }, result: undefined };
+    });
+  }
+
+  async quotaUsage(scopes: readonly string[]): Promise<Map<string, number>> {
+    const counters = (await this.read()).quotaUsage;
+    return new Map(scopes.map((scope) => [scope, counters[scope] ?? 0]));
   }
 
   /**
@@ -105,7 +314,7 @@ export class FileKeyStore implements KeyStore {
     const look = async () => {
       const snapshot = await this.current().catch(() => undefined);
       if (!snapshot) return;
-      const now = new Map(snapshot.keys.map((k) => [k.digest, JSON.stringify(k)]));
+      const now = new Map(snapshot.data.keys.map((k) => [k.digest, JSON.stringify(k)]));
       if (seen) {
         const changed = [...new Set([...now.keys(), ...seen.keys()])].filter((digest) => now.get(digest) !== seen!.get(digest));
         if (changed.length > 0) this.changes.emit('change', changed);
@@ -127,26 +336,29 @@ export class FileKeyStore implements KeyStore {
     this.changes.removeAllListeners();
   }
 
-  private async change(id: string, apply: (record: KeyRecord) => KeyRecord): Promise<KeyRecord | undefined> {
-    let updated: KeyRecord | undefined;
-    await this.modify((keys) => {
-      const existing = keys.find((k) => k.id === id);
-      if (!existing) return { keys, changed: [] };
-      updated = apply(existing);
-      return { keys: keys.map((k) => (k.id === id ? updated! : k)), changed: [existing.digest] };
-    });
-    return updated;
+  private async read(): Promise<Data> {
+    return (await this.current()).data;
   }
 
-  private modify(apply: (keys: KeyRecord[]) => { keys: KeyRecord[]; changed: string[] }): Promise<void> {
+  private changeKey(id: string, apply: (record: KeyRecord) => KeyRecord): Promise<KeyRecord | undefined> {
+    return this.modify((data) => {
+      const existing = data.keys.find((k) => k.id === id);
+      if (!existing) return { data, result: undefined };
+      const updated = apply(existing);
+      return { data: { ...data, keys: data.keys.map((k) => (k.id === id ? updated : k)) }, changed: [existing.digest], result: updated };
+    });
+  }
+
+  private modify<T>(apply: Change<T>): Promise<T> {
     const run = this.writing.then(() =>
       // The lock file orders this read-change-replace against other instances and processes (the CLI,
       // the admin API, usage flushes), so no writer replaces the file with contents it read too early.
       withLockFile(`${this.file}.lock`, async () => {
         this.snapshot = undefined;
-        const { keys, changed } = apply((await this.current()).keys);
-        await this.write(keys);
-        if (changed.length > 0) this.changes.emit('change', changed);
+        const { data, changed, result } = apply((await this.current()).data);
+        await this.write(data);
+        if (changed && changed.length > 0) this.changes.emit('change', changed);
+        return result;
       }),
     );
     this.writing = run.catch(() => undefined);
@@ -157,8 +369,8 @@ export class FileKeyStore implements KeyStore {
     try {
       const stamp = await this.stamp();
       if (this.snapshot?.stamp === stamp) return this.snapshot;
-      const keys = stamp === 'absent' ? [] : parseContents(await fs.readFile(this.file, 'utf8'), this.file);
-      this.snapshot = { stamp, keys, byDigest: new Map(keys.map((k) => [k.digest, k])) };
+      const data = stamp === 'absent' ? emptyData() : parseContents(await fs.readFile(this.file, 'utf8'), this.file);
+      this.snapshot = { stamp, data, byDigest: new Map(data.keys.map((k) => [k.digest, k])) };
       return this.snapshot;
     } catch (err) {
       // Unreadable, or not a key file: nothing can be looked up until it is mended.
@@ -176,15 +388,30 @@ export class FileKeyStore implements KeyStore {
     }
   }
 
-  private async write(keys: KeyRecord[]): Promise<void> {
+  private async write(data: Data): Promise<void> {
     await fs.mkdir(path.dirname(this.file), { recursive: true, mode: 0o700 });
-    const contents: FileContents = { version: 1, keys };
+    const contents = { version: 2, ...data };
     const temporary = `${this.file}.${randomBytes(6).toString('hex')}.tmp`;
     await fs.writeFile(temporary, JSON.stringify(contents, null, 2) + '\n', { mode: 0o600 });
     await fs.rename(temporary, this.file);
     this.snapshot = undefined;
   }
 }
+
+function emptyData(): Data {
+  return { keys: [], accounts: [], people: [], members: [], sessions: [], tokens: [], signInFailures: [], audit: [], usage: [], quotaUsage: {} };
+}
+
+/** The account a file of version 1 had implicitly: every key belonged to it. */
+function defaultAccount(createdAt: string): AccountRecord {
+  return { id: DEFAULT_ACCOUNT_ID, name: DEFAULT_ACCOUNT_NAME, createdAt, quota: { ...NO_QUOTA } };
+}
+
+const sum = (uses: readonly KeyUse[], field: 'requests' | 'promptTokens' | 'completionTokens') => uses.reduce((total, use) => total + use[field], 0);
+const byDateThenKey = (a: UsageDay, b: UsageDay) => (a.date === b.date ? a.keyId.localeCompare(b.keyId) : a.date.localeCompare(b.date));
+const daysBefore = (now: Date, days: number) => new Date(now.getTime() - days * 86_400_000).toISOString().slice(0, 10);
+/** A quota scope ends with its period: `...:d:2026-11-27` or `...:m:2026-11`. */
+const periodOf = (scope: string) => scope.slice(scope.lastIndexOf(':') + 1);
 
 const LOCK_RETRY_MS = 5;
 const LOCK_WAIT_MS = 10_000;
@@ -255,11 +482,13 @@ export async function removeStaleLock(lockFile: string, seen: string): Promise<v
  * and field, as a file that is not JSON does, rather than failing requests one by one. Values are
  * never quoted (a digest is a secret's fingerprint). Fields a newer version may add are kept. The
  * rules are no stricter than what the CLI and the admin API write (a limit of 1e20 is a whole number).
+ * A file of version 1 (keys only) reads as version 2: its keys belong to the account `default`.
  */
 const timestamp = z.string().refine((value) => !Number.isNaN(Date.parse(value)), 'not a date');
 const wholeNumber = z.number().min(0).refine(Number.isInteger, 'not a whole number');
 const ownLimit = wholeNumber.nullable().default(null);
 const count = wholeNumber.default(0);
+const quota = z.looseObject({ tokensPerDay: ownLimit, tokensPerMonth: ownLimit }).prefault({});
 const fileRecord = z.looseObject({
   id: z.string().min(1),
   name: z.string(),
@@ -273,17 +502,77 @@ const fileRecord = z.looseObject({
   lastUsedAt: timestamp.nullable().default(null),
   rateLimit: z.looseObject({ requestsPerMinute: ownLimit, tokensPerMinute: ownLimit, maxConcurrent: ownLimit }).prefault({}),
   usage: z.looseObject({ requests: count, promptTokens: count, completionTokens: count }).prefault({}),
+  accountId: z.string().min(1).default(DEFAULT_ACCOUNT_ID),
+  createdBy: z.string().default('admin-token'),
+  quota,
 }) satisfies z.ZodType<KeyRecord>;
-const keyFile = z.object({ version: z.literal(1), keys: z.array(z.unknown()) });
+const accountRecord = z.looseObject({ id: z.string().min(1), name: z.string().min(1), createdAt: timestamp, quota }) satisfies z.ZodType<AccountRecord>;
+const personRecord = z.looseObject({ email: z.string().min(1), admin: z.boolean().default(false), passwordHash: z.string().nullable().default(null), createdAt: timestamp }) satisfies z.ZodType<PersonRecord>;
+const memberRecord = z.looseObject({ accountId: z.string(), email: z.string(), role: z.enum(['owner', 'member']), addedAt: timestamp, addedBy: z.string() }) satisfies z.ZodType<MembershipRecord>;
+const sessionRecord = z.looseObject({
+  digest: z.string(),
+  email: z.string(),
+  accountId: z.string().nullable(),
+  via: z.enum(['password', 'oidc']),
+  createdAt: timestamp,
+  lastSeenAt: timestamp,
+  expiresAt: timestamp,
+}) satisfies z.ZodType<SessionRecord>;
+const tokenRecord = z.looseObject({ digest: z.string(), kind: z.enum(['password', 'oidc']), email: z.string().nullable(), data: z.record(z.string(), z.string()), expiresAt: timestamp }) satisfies z.ZodType<OneTimeToken>;
+const auditRecord = z.looseObject({
+  id: z.string(),
+  accountId: z.string().nullable(),
+  at: timestamp,
+  actor: z.string(),
+  action: z.string(),
+  target: z.string(),
+  client: z.string().nullable(),
+  details: z.record(z.string(), z.unknown()).default({}),
+}) satisfies z.ZodType<AuditEvent>;
+const usageRecord = z.looseObject({ date: z.string(), accountId: z.string(), keyId: z.string(), requests: count, promptTokens: count, completionTokens: count }) satisfies z.ZodType<UsageDay>;
+const fileShape = z.looseObject({
+  version: z.union([z.literal(1), z.literal(2)]),
+  keys: z.array(z.unknown()),
+  accounts: z.array(z.unknown()).default([]),
+  people: z.array(z.unknown()).default([]),
+  members: z.array(z.unknown()).default([]),
+  sessions: z.array(z.unknown()).default([]),
+  tokens: z.array(z.unknown()).default([]),
+  signInFailures: z.array(z.looseObject({ email: z.string(), failures: count, since: timestamp })).default([]),
+  audit: z.array(z.unknown()).default([]),
+  usage: z.array(z.unknown()).default([]),
+  quotaUsage: z.record(z.string(), wholeNumber).default({}),
+});
 
-function parseContents(text: string, file: string): KeyRecord[] {
-  const shape = keyFile.safeParse(parseJson(text, file));
-  if (!shape.success) throw new Error(`${file} is not a chatgate key file (expected {"version":1,"keys":[...]})`);
-  const records = z.array(fileRecord).safeParse(shape.data.keys);
-  if (records.success) return records.data;
-  const issue = records.error.issues[0]!;
-  const at = issue.path.map((part) => (typeof part === 'number' ? `[${part}]` : `.${String(part)}`)).join('');
-  throw new Error(`${file} holds a key record the gateway cannot use: keys${at}: ${issue.message}`);
+function parseContents(text: string, file: string): Data {
+  const shape = fileShape.safeParse(parseJson(text, file));
+  if (!shape.success) throw new Error(`${file} is not a chatgate key file (expected {"version":2,"keys":[...],...})`);
+  const contents = shape.data;
+  const records = <T>(name: string, schema: z.ZodType<T>, values: unknown[]): T[] => {
+    const parsed = z.array(schema).safeParse(values);
+    if (parsed.success) return parsed.data;
+    const issue = parsed.error.issues[0]!;
+    const at = issue.path.map((part) => (typeof part === 'number' ? `[${part}]` : `.${String(part)}`)).join('');
+    throw new Error(`${file} holds a record the gateway cannot use: ${name}${at}: ${issue.message}`);
+  };
+  const keys = records('keys', fileRecord, contents.keys);
+  const accounts: AccountRecord[] = records('accounts', accountRecord, contents.accounts);
+  // Keys that belong to `default` (every key of a version 1 file) need the account to exist.
+  if (keys.some((k) => k.accountId === DEFAULT_ACCOUNT_ID) && !accounts.some((a) => a.id === DEFAULT_ACCOUNT_ID)) {
+    accounts.unshift(defaultAccount(keys.map((k) => k.createdAt).sort()[0] ?? new Date().toISOString()));
+  }
+  return {
+    keys,
+    accounts,
+    people: records('people', personRecord, contents.people),
+    members: records('members', memberRecord, contents.members),
+    sessions: records('sessions', sessionRecord, contents.sessions),
+    tokens: records('tokens', tokenRecord, contents.tokens),
+    signInFailures: contents.signInFailures,
+    audit: records('audit', auditRecord, contents.audit),
+    usage: records('usage', usageRecord, contents.usage),
+    quotaUsage: contents.quotaUsage,
+  };
 }
 
 /** JSON.parse's own message quotes the text around the error, which may be part of a digest. */

@@ -11,7 +11,20 @@
  * reads `reachable` to serve known keys without waiting while the store is away.
  */
 import { errors, GatewayError } from '../errors';
-import type { KeyChanges, KeyRecord, KeyStore, KeyUse } from './types';
+import type {
+  AccountChanges,
+  AccountRecord,
+  AuditEvent,
+  KeyChanges,
+  KeyRecord,
+  KeyUse,
+  MembershipRecord,
+  OneTimeToken,
+  PersonRecord,
+  SessionRecord,
+  Store,
+  UsageDay,
+} from './types';
 
 export interface StoreHealthEvents {
   /** The store stopped answering; `cause` is the first failure (its message names no secret). */
@@ -33,11 +46,11 @@ export class StoreDeadlineExceeded extends Error {
   }
 }
 
-export class GuardedKeyStore implements KeyStore {
+export class GuardedKeyStore implements Store {
   private up = true;
 
   constructor(
-    private readonly inner: KeyStore,
+    private readonly inner: Store,
     private readonly timeoutMs: number,
     private readonly events: StoreHealthEvents = { down: () => undefined, up: () => undefined },
   ) {}
@@ -53,8 +66,8 @@ export class GuardedKeyStore implements KeyStore {
   get(id: string): Promise<KeyRecord | undefined> {
     return this.call(() => this.inner.get(id));
   }
-  list(): Promise<KeyRecord[]> {
-    return this.call(() => this.inner.list());
+  list(accountId?: string): Promise<KeyRecord[]> {
+    return this.call(() => this.inner.list(accountId));
   }
   insert(record: KeyRecord): Promise<void> {
     return this.call(() => this.inner.insert(record));
@@ -68,8 +81,83 @@ export class GuardedKeyStore implements KeyStore {
   rotate(id: string, digest: string, prefix: string): Promise<KeyRecord | undefined> {
     return this.call(() => this.inner.rotate(id, digest, prefix));
   }
-  recordUse(uses: ReadonlyMap<string, KeyUse>): Promise<void> {
+  recordUse(uses: readonly KeyUse[]): Promise<void> {
     return this.call(() => this.inner.recordUse(uses));
+  }
+  createAccount(record: AccountRecord): Promise<void> {
+    return this.call(() => this.inner.createAccount(record));
+  }
+  getAccount(id: string): Promise<AccountRecord | undefined> {
+    return this.call(() => this.inner.getAccount(id));
+  }
+  findAccountByName(name: string): Promise<AccountRecord | undefined> {
+    return this.call(() => this.inner.findAccountByName(name));
+  }
+  listAccounts(): Promise<AccountRecord[]> {
+    return this.call(() => this.inner.listAccounts());
+  }
+  updateAccount(id: string, changes: AccountChanges): Promise<AccountRecord | undefined> {
+    return this.call(() => this.inner.updateAccount(id, changes));
+  }
+  getPerson(email: string): Promise<PersonRecord | undefined> {
+    return this.call(() => this.inner.getPerson(email));
+  }
+  putPerson(record: PersonRecord): Promise<PersonRecord> {
+    return this.call(() => this.inner.putPerson(record));
+  }
+  putMember(record: MembershipRecord): Promise<MembershipRecord> {
+    return this.call(() => this.inner.putMember(record));
+  }
+  removeMember(accountId: string, email: string): Promise<boolean> {
+    return this.call(() => this.inner.removeMember(accountId, email));
+  }
+  listMembers(accountId: string): Promise<MembershipRecord[]> {
+    return this.call(() => this.inner.listMembers(accountId));
+  }
+  membershipsOf(email: string): Promise<MembershipRecord[]> {
+    return this.call(() => this.inner.membershipsOf(email));
+  }
+  createSession(record: SessionRecord): Promise<void> {
+    return this.call(() => this.inner.createSession(record));
+  }
+  findSession(digest: string): Promise<SessionRecord | undefined> {
+    return this.call(() => this.inner.findSession(digest));
+  }
+  updateSession(digest: string, changes: { lastSeenAt?: string; accountId?: string | null }): Promise<void> {
+    return this.call(() => this.inner.updateSession(digest, changes));
+  }
+  deleteSession(digest: string): Promise<void> {
+    return this.call(() => this.inner.deleteSession(digest));
+  }
+  createToken(token: OneTimeToken): Promise<void> {
+    return this.call(() => this.inner.createToken(token));
+  }
+  takeToken(digest: string, kind: OneTimeToken['kind'], now: Date): Promise<OneTimeToken | undefined> {
+    return this.call(() => this.inner.takeToken(digest, kind, now));
+  }
+  noteSignInFailure(email: string, now: Date, windowMs: number): Promise<{ failures: number; since: Date }> {
+    return this.call(() => this.inner.noteSignInFailure(email, now, windowMs));
+  }
+  clearSignInFailures(email: string): Promise<void> {
+    return this.call(() => this.inner.clearSignInFailures(email));
+  }
+  signInFailures(email: string, now: Date, windowMs: number): Promise<{ failures: number; since: Date }> {
+    return this.call(() => this.inner.signInFailures(email, now, windowMs));
+  }
+  appendAudit(event: AuditEvent): Promise<void> {
+    return this.call(() => this.inner.appendAudit(event));
+  }
+  listAudit(accountId: string | null, limit: number): Promise<AuditEvent[]> {
+    return this.call(() => this.inner.listAudit(accountId, limit));
+  }
+  usage(accountId: string, from: string, to: string): Promise<UsageDay[]> {
+    return this.call(() => this.inner.usage(accountId, from, to));
+  }
+  addQuotaUsage(amounts: ReadonlyMap<string, number>): Promise<void> {
+    return this.call(() => this.inner.addQuotaUsage(amounts));
+  }
+  quotaUsage(scopes: readonly string[]): Promise<Map<string, number>> {
+    return this.call(() => this.inner.quotaUsage(scopes));
   }
   onChange(listener: (digests: string[] | undefined) => void): void {
     this.inner.onChange(listener);

@@ -9,7 +9,22 @@
 import { EventEmitter } from 'node:events';
 import pg from 'pg';
 import { StoreDeadlineExceeded } from './guarded';
-import type { KeyChanges, KeyRecord, KeyStore, KeyUse } from './types';
+import {
+  AccountNameTaken,
+  type AccountChanges,
+  type AccountRecord,
+  type AuditEvent,
+  type KeyChanges,
+  type KeyRecord,
+  type KeyUse,
+  type MembershipRecord,
+  type OneTimeToken,
+  type PersonRecord,
+  type Role,
+  type SessionRecord,
+  type Store,
+  type UsageDay,
+} from './types';
 
 const CHANNEL = 'chatgate_keys';
 /** Arbitrary, fixed: the advisory lock that serialises migrations across replicas. */
@@ -65,6 +80,93 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
         for each row execute function chatgate_keys_notify();
     `,
   },
+  {
+    // Accounts, their members, the console's sessions and one-time tokens, sign-in throttling, the
+    // audit trail (append-only: a trigger refuses changes), daily usage and quota counters. Every key
+    // made before this belongs to the account `default`.
+    version: 3,
+    sql: `
+      create table chatgate_accounts (
+        id text primary key,
+        name text not null unique,
+        created_at timestamptz not null,
+        tokens_per_day bigint,
+        tokens_per_month bigint
+      );
+      insert into chatgate_accounts (id, name, created_at) values ('acc_default', 'default', now());
+      alter table chatgate_keys
+        add column account_id text not null default 'acc_default' references chatgate_accounts (id),
+        add column created_by text not null default 'admin-token',
+        add column tokens_per_day bigint,
+        add column tokens_per_month bigint;
+      alter table chatgate_keys alter column account_id drop default;
+      create index chatgate_keys_account on chatgate_keys (account_id);
+      drop trigger chatgate_keys_changed on chatgate_keys;
+      create trigger chatgate_keys_changed
+        after insert or delete or update of name, digest, revoked_at, expires_at, models, rpm, tpm, max_concurrent, account_id, tokens_per_day, tokens_per_month
+        on chatgate_keys for each row execute function chatgate_keys_notify();
+      create table chatgate_people (
+        email text primary key,
+        admin boolean not null default false,
+        password_hash text,
+        created_at timestamptz not null
+      );
+      create table chatgate_members (
+        account_id text not null references chatgate_accounts (id) on delete cascade,
+        email text not null references chatgate_people (email) on delete cascade,
+        role text not null check (role in ('owner', 'member')),
+        added_at timestamptz not null,
+        added_by text not null,
+        primary key (account_id, email)
+      );
+      create index chatgate_members_email on chatgate_members (email);
+      create table chatgate_sessions (
+        digest text primary key,
+        email text not null,
+        account_id text,
+        via text not null,
+        created_at timestamptz not null,
+        last_seen_at timestamptz not null,
+        expires_at timestamptz not null
+      );
+      create table chatgate_tokens (
+        digest text primary key,
+        kind text not null,
+        email text,
+        data jsonb not null,
+        expires_at timestamptz not null
+      );
+      create table chatgate_sign_in_failures (email text primary key, failures integer not null, since timestamptz not null);
+      create table chatgate_audit (
+        id text primary key,
+        account_id text,
+        at timestamptz not null,
+        actor text not null,
+        action text not null,
+        target text not null,
+        client text,
+        details jsonb not null default '{}'
+      );
+      create index chatgate_audit_account_at on chatgate_audit (account_id, at desc);
+      create function chatgate_audit_append_only() returns trigger language plpgsql as $$
+      begin
+        raise exception 'the audit trail is append-only';
+      end $$;
+      create trigger chatgate_audit_unchanged before update or delete on chatgate_audit
+        for each row execute function chatgate_audit_append_only();
+      create table chatgate_usage_daily (
+        key_id text not null,
+        date date not null,
+        account_id text not null,
+        requests bigint not null default 0,
+        prompt_tokens bigint not null default 0,
+        completion_tokens bigint not null default 0,
+        primary key (key_id, date)
+      );
+      create index chatgate_usage_account_date on chatgate_usage_daily (account_id, date);
+      create table chatgate_quota_usage (scope text primary key, tokens bigint not null, updated_at timestamptz not null default now());
+    `,
+  },
 ];
 
 interface KeyRow {
@@ -84,6 +186,10 @@ interface KeyRow {
   requests_total: string;
   prompt_tokens_total: string;
   completion_tokens_total: string;
+  account_id: string;
+  created_by: string;
+  tokens_per_day: string | null;
+  tokens_per_month: string | null;
 }
 
 export interface PostgresEvents {
@@ -91,7 +197,7 @@ export interface PostgresEvents {
   listener(state: 'lost' | 'restored', error?: Error): void;
 }
 
-export class PostgresKeyStore implements KeyStore {
+export class PostgresKeyStore implements Store {
   private readonly changes = new EventEmitter();
   private listenerClient: pg.Client | undefined;
   private closed = false;
@@ -131,16 +237,19 @@ export class PostgresKeyStore implements KeyStore {
     return this.one('select * from chatgate_keys where id = $1', [id]);
   }
 
-  async list(): Promise<KeyRecord[]> {
-    const { rows } = await this.query<KeyRow>('select * from chatgate_keys order by created_at, id');
+  async list(accountId?: string): Promise<KeyRecord[]> {
+    const { rows } =
+      accountId === undefined
+        ? await this.query<KeyRow>('select * from chatgate_keys order by created_at, id')
+        : await this.query<KeyRow>('select * from chatgate_keys where account_id = $1 order by created_at, id', [accountId]);
     return rows.map(toRecord);
   }
 
   async insert(record: KeyRecord): Promise<void> {
     await this.query(
       `insert into chatgate_keys (id, name, digest, prefix, created_at, revoked_at, expires_at, models, last_used_at, rpm, tpm, max_concurrent,
-         requests_total, prompt_tokens_total, completion_tokens_total)
-       values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+         requests_total, prompt_tokens_total, completion_tokens_total, account_id, created_by, tokens_per_day, tokens_per_month)
+       values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`,
       [
         record.id,
         record.name,
@@ -157,6 +266,10 @@ export class PostgresKeyStore implements KeyStore {
         record.usage.requests,
         record.usage.promptTokens,
         record.usage.completionTokens,
+        record.accountId,
+        record.createdBy,
+        record.quota.tokensPerDay,
+        record.quota.tokensPerMonth,
       ],
     );
   }
@@ -169,6 +282,8 @@ export class PostgresKeyStore implements KeyStore {
     if (changes.rateLimit?.requestsPerMinute !== undefined) columns.push(['rpm', changes.rateLimit.requestsPerMinute]);
     if (changes.rateLimit?.tokensPerMinute !== undefined) columns.push(['tpm', changes.rateLimit.tokensPerMinute]);
     if (changes.rateLimit?.maxConcurrent !== undefined) columns.push(['max_concurrent', changes.rateLimit.maxConcurrent]);
+    if (changes.quota?.tokensPerDay !== undefined) columns.push(['tokens_per_day', changes.quota.tokensPerDay]);
+    if (changes.quota?.tokensPerMonth !== undefined) columns.push(['tokens_per_month', changes.quota.tokensPerMonth]);
     if (columns.length === 0) return this.get(id);
     const assignments = columns.map(([column], i) => `${column} = $${i + 2}`).join(', ');
     return this.one(`update chatgate_keys set ${assignments} where id = $1 returning *`, [id, ...columns.map(([, value]) => value)]);
@@ -182,25 +297,237 @@ export class PostgresKeyStore implements KeyStore {
     return this.one('update chatgate_keys set digest = $2, prefix = $3 where id = $1 returning *', [id, digest, prefix]);
   }
 
-  async recordUse(uses: ReadonlyMap<string, KeyUse>): Promise<void> {
-    if (uses.size === 0) return;
-    const batch = [...uses.entries()];
+  async recordUse(uses: readonly KeyUse[]): Promise<void> {
+    if (uses.length === 0) return;
+    const column = <T>(pick: (use: KeyUse) => T) => uses.map(pick);
+    // One statement: the keys' totals and latest use, and the daily rows.
     await this.query(
-      `update chatgate_keys k set
-         last_used_at = greatest(coalesce(k.last_used_at, u.at), u.at),
-         requests_total = k.requests_total + u.requests,
-         prompt_tokens_total = k.prompt_tokens_total + u.prompt,
-         completion_tokens_total = k.completion_tokens_total + u.completion
-       from unnest($1::text[], $2::timestamptz[], $3::bigint[], $4::bigint[], $5::bigint[]) as u(id, at, requests, prompt, completion)
-       where k.id = u.id`,
+      `with u as (
+         select * from unnest($1::text[], $2::text[], $3::date[], $4::timestamptz[], $5::bigint[], $6::bigint[], $7::bigint[])
+           as u(key_id, account_id, date, at, requests, prompt, completion)
+       ), keys as (
+         update chatgate_keys k set
+           last_used_at = greatest(coalesce(k.last_used_at, t.at), t.at),
+           requests_total = k.requests_total + t.requests,
+           prompt_tokens_total = k.prompt_tokens_total + t.prompt,
+           completion_tokens_total = k.completion_tokens_total + t.completion
+         from (select key_id, max(at) as at, sum(requests) as requests, sum(prompt) as prompt, sum(completion) as completion from u group by key_id) t
+         where k.id = t.key_id
+       )
+       insert into chatgate_usage_daily as d (key_id, date, account_id, requests, prompt_tokens, completion_tokens)
+       select key_id, date, account_id, sum(requests), sum(prompt), sum(completion) from u group by key_id, date, account_id
+       on conflict (key_id, date) do update set
+         requests = d.requests + excluded.requests,
+         prompt_tokens = d.prompt_tokens + excluded.prompt_tokens,
+         completion_tokens = d.completion_tokens + excluded.completion_tokens`,
       [
-        batch.map(([id]) => id),
-        batch.map(([, use]) => use.at),
-        batch.map(([, use]) => use.requests),
-        batch.map(([, use]) => use.promptTokens),
-        batch.map(([, use]) => use.completionTokens),
+        column((use) => use.keyId),
+        column((use) => use.accountId),
+        column((use) => use.date),
+        column((use) => use.at),
+        column((use) => use.requests),
+        column((use) => use.promptTokens),
+        column((use) => use.completionTokens),
       ],
     );
+  }
+
+  async createAccount(record: AccountRecord): Promise<void> {
+    try {
+      await this.query('insert into chatgate_accounts (id, name, created_at, tokens_per_day, tokens_per_month) values ($1, $2, $3, $4, $5)', [
+        record.id,
+        record.name,
+        record.createdAt,
+        record.quota.tokensPerDay,
+        record.quota.tokensPerMonth,
+      ]);
+    } catch (err) {
+      if ((err as { code?: string; constraint?: string }).code === '23505' && (err as { constraint?: string }).constraint === 'chatgate_accounts_name_key') throw new AccountNameTaken(record.name);
+      throw err;
+    }
+  }
+
+  async getAccount(id: string): Promise<AccountRecord | undefined> {
+    const { rows } = await this.query<AccountRow>('select * from chatgate_accounts where id = $1', [id]);
+    return rows[0] && toAccount(rows[0]);
+  }
+
+  async findAccountByName(name: string): Promise<AccountRecord | undefined> {
+    const { rows } = await this.query<AccountRow>('select * from chatgate_accounts where name = $1', [name]);
+    return rows[0] && toAccount(rows[0]);
+  }
+
+  async listAccounts(): Promise<AccountRecord[]> {
+    const { rows } = await this.query<AccountRow>('select * from chatgate_accounts order by created_at, id');
+    return rows.map(toAccount);
+  }
+
+  async updateAccount(id: string, changes: AccountChanges): Promise<AccountRecord | undefined> {
+    const columns: Array<[string, unknown]> = [];
+    if (changes.name !== undefined) columns.push(['name', changes.name]);
+    if (changes.quota?.tokensPerDay !== undefined) columns.push(['tokens_per_day', changes.quota.tokensPerDay]);
+    if (changes.quota?.tokensPerMonth !== undefined) columns.push(['tokens_per_month', changes.quota.tokensPerMonth]);
+    if (columns.length === 0) return this.getAccount(id);
+    const assignments = columns.map(([name], i) => `${name} = $${i + 2}`).join(', ');
+    try {
+      const { rows } = await this.query<AccountRow>(`update chatgate_accounts set ${assignments} where id = $1 returning *`, [id, ...columns.map(([, value]) => value)]);
+      return rows[0] && toAccount(rows[0]);
+    } catch (err) {
+      if ((err as { code?: string }).code === '23505' && changes.name !== undefined) throw new AccountNameTaken(changes.name);
+      throw err;
+    }
+  }
+
+  async getPerson(email: string): Promise<PersonRecord | undefined> {
+    const { rows } = await this.query<PersonRow>('select * from chatgate_people where email = $1', [email]);
+    return rows[0] && toPerson(rows[0]);
+  }
+
+  async putPerson(record: PersonRecord): Promise<PersonRecord> {
+    const { rows } = await this.query<PersonRow>(
+      `insert into chatgate_people (email, admin, password_hash, created_at) values ($1, $2, $3, $4)
+       on conflict (email) do update set admin = excluded.admin, password_hash = coalesce(excluded.password_hash, chatgate_people.password_hash)
+       returning *`,
+      [record.email, record.admin, record.passwordHash, record.createdAt],
+    );
+    return toPerson(rows[0]!);
+  }
+
+  async putMember(record: MembershipRecord): Promise<MembershipRecord> {
+    const { rows } = await this.query<MemberRow>(
+      `insert into chatgate_members (account_id, email, role, added_at, added_by) values ($1, $2, $3, $4, $5)
+       on conflict (account_id, email) do update set role = excluded.role
+       returning *`,
+      [record.accountId, record.email, record.role, record.addedAt, record.addedBy],
+    );
+    return toMember(rows[0]!);
+  }
+
+  async removeMember(accountId: string, email: string): Promise<boolean> {
+    const { rowCount } = await this.query('delete from chatgate_members where account_id = $1 and email = $2', [accountId, email]);
+    return (rowCount ?? 0) > 0;
+  }
+
+  async listMembers(accountId: string): Promise<MembershipRecord[]> {
+    const { rows } = await this.query<MemberRow>('select * from chatgate_members where account_id = $1 order by added_at, email', [accountId]);
+    return rows.map(toMember);
+  }
+
+  async membershipsOf(email: string): Promise<MembershipRecord[]> {
+    const { rows } = await this.query<MemberRow>('select * from chatgate_members where email = $1 order by added_at, account_id', [email]);
+    return rows.map(toMember);
+  }
+
+  async createSession(record: SessionRecord): Promise<void> {
+    await this.query('delete from chatgate_sessions where expires_at < now()'); // ended ones go as new ones come
+    await this.query('insert into chatgate_sessions (digest, email, account_id, via, created_at, last_seen_at, expires_at) values ($1, $2, $3, $4, $5, $6, $7)', [
+      record.digest,
+      record.email,
+      record.accountId,
+      record.via,
+      record.createdAt,
+      record.lastSeenAt,
+      record.expiresAt,
+    ]);
+  }
+
+  async findSession(digest: string): Promise<SessionRecord | undefined> {
+    const { rows } = await this.query<SessionRow>('select * from chatgate_sessions where digest = $1', [digest]);
+    return rows[0] && toSession(rows[0]);
+  }
+
+  async updateSession(digest: string, changes: { lastSeenAt?: string; accountId?: string | null }): Promise<void> {
+    await this.query(
+      `update chatgate_sessions set last_seen_at = coalesce($2, last_seen_at), account_id = case when $3::boolean then $4 else account_id end where digest = $1`,
+      [digest, changes.lastSeenAt ?? null, changes.accountId !== undefined, changes.accountId ?? null],
+    );
+  }
+
+  async deleteSession(digest: string): Promise<void> {
+    await this.query('delete from chatgate_sessions where digest = $1', [digest]);
+  }
+
+  async createToken(token: OneTimeToken): Promise<void> {
+    await this.query('delete from chatgate_tokens where expires_at < now()');
+    await this.query('insert into chatgate_tokens (digest, kind, email, data, expires_at) values ($1, $2, $3, $4, $5)', [token.digest, token.kind, token.email, token.data, token.expiresAt]);
+  }
+
+  async takeToken(digest: string, kind: OneTimeToken['kind'], now: Date): Promise<OneTimeToken | undefined> {
+    // Deleted as it is read: of two uses at once, one gets it.
+    const { rows } = await this.query<TokenRow>('delete from chatgate_tokens where digest = $1 and kind = $2 returning *', [digest, kind]);
+    const row = rows[0];
+    if (!row || row.expires_at <= now) return undefined;
+    return { digest: row.digest, kind: row.kind as OneTimeToken['kind'], email: row.email, data: row.data, expiresAt: row.expires_at.toISOString() };
+  }
+
+  async noteSignInFailure(email: string, now: Date, windowMs: number): Promise<{ failures: number; since: Date }> {
+    const { rows } = await this.query<{ failures: number; since: Date }>(
+      `insert into chatgate_sign_in_failures as f (email, failures, since) values ($1, 1, $2)
+       on conflict (email) do update set
+         failures = case when f.since > $2::timestamptz - make_interval(secs => $3::double precision / 1000) then f.failures + 1 else 1 end,
+         since = case when f.since > $2::timestamptz - make_interval(secs => $3::double precision / 1000) then f.since else $2 end
+       returning failures, since`,
+      [email, now, windowMs],
+    );
+    return { failures: rows[0]!.failures, since: rows[0]!.since };
+  }
+
+  async clearSignInFailures(email: string): Promise<void> {
+    await this.query('delete from chatgate_sign_in_failures where email = $1', [email]);
+  }
+
+  async signInFailures(email: string, now: Date, windowMs: number): Promise<{ failures: number; since: Date }> {
+    const { rows } = await this.query<{ failures: number; since: Date }>('select failures, since from chatgate_sign_in_failures where email = $1', [email]);
+    const seen = rows[0];
+    if (!seen || now.getTime() - seen.since.getTime() >= windowMs) return { failures: 0, since: now };
+    return { failures: seen.failures, since: seen.since };
+  }
+
+  async appendAudit(event: AuditEvent): Promise<void> {
+    await this.query('insert into chatgate_audit (id, account_id, at, actor, action, target, client, details) values ($1, $2, $3, $4, $5, $6, $7, $8)', [
+      event.id,
+      event.accountId,
+      event.at,
+      event.actor,
+      event.action,
+      event.target,
+      event.client,
+      event.details,
+    ]);
+  }
+
+  async listAudit(accountId: string | null, limit: number): Promise<AuditEvent[]> {
+    const { rows } =
+      accountId === null
+        ? await this.query<AuditRow>('select * from chatgate_audit order by at desc, id desc limit $1', [limit])
+        : await this.query<AuditRow>('select * from chatgate_audit where account_id = $1 order by at desc, id desc limit $2', [accountId, limit]);
+    return rows.map((row) => ({ id: row.id, accountId: row.account_id, at: row.at.toISOString(), actor: row.actor, action: row.action, target: row.target, client: row.client, details: row.details }));
+  }
+
+  async usage(accountId: string, from: string, to: string): Promise<UsageDay[]> {
+    const { rows } = await this.query<{ date: string; account_id: string; key_id: string; requests: string; prompt_tokens: string; completion_tokens: string }>(
+      `select to_char(date, 'YYYY-MM-DD') as date, account_id, key_id, requests, prompt_tokens, completion_tokens
+       from chatgate_usage_daily where account_id = $1 and date between $2 and $3 order by date, key_id`,
+      [accountId, from, to],
+    );
+    return rows.map((row) => ({ date: row.date, accountId: row.account_id, keyId: row.key_id, requests: Number(row.requests), promptTokens: Number(row.prompt_tokens), completionTokens: Number(row.completion_tokens) }));
+  }
+
+  async addQuotaUsage(amounts: ReadonlyMap<string, number>): Promise<void> {
+    if (amounts.size === 0) return;
+    await this.query(
+      `insert into chatgate_quota_usage as q (scope, tokens) select * from unnest($1::text[], $2::bigint[])
+       on conflict (scope) do update set tokens = q.tokens + excluded.tokens, updated_at = now()`,
+      [[...amounts.keys()], [...amounts.values()]],
+    );
+  }
+
+  async quotaUsage(scopes: readonly string[]): Promise<Map<string, number>> {
+    const totals = new Map(scopes.map((scope) => [scope, 0]));
+    if (scopes.length === 0) return totals;
+    const { rows } = await this.query<{ scope: string; tokens: string }>('select scope, tokens from chatgate_quota_usage where scope = any($1::text[])', [scopes]);
+    for (const row of rows) totals.set(row.scope, Number(row.tokens));
+    return totals;
   }
 
   onChange(listener: (digests: string[] | undefined) => void): void {
@@ -333,5 +660,75 @@ function toRecord(row: KeyRow): KeyRecord {
     lastUsedAt: row.last_used_at?.toISOString() ?? null,
     rateLimit: { requestsPerMinute: row.rpm, tokensPerMinute: row.tpm, maxConcurrent: row.max_concurrent },
     usage: { requests: Number(row.requests_total), promptTokens: Number(row.prompt_tokens_total), completionTokens: Number(row.completion_tokens_total) },
+    accountId: row.account_id,
+    createdBy: row.created_by,
+    quota: { tokensPerDay: nullableNumber(row.tokens_per_day), tokensPerMonth: nullableNumber(row.tokens_per_month) },
   };
 }
+
+const nullableNumber = (value: string | null) => (value === null ? null : Number(value));
+
+interface AccountRow {
+  id: string;
+  name: string;
+  created_at: Date;
+  tokens_per_day: string | null;
+  tokens_per_month: string | null;
+}
+interface PersonRow {
+  email: string;
+  admin: boolean;
+  password_hash: string | null;
+  created_at: Date;
+}
+interface MemberRow {
+  account_id: string;
+  email: string;
+  role: Role;
+  added_at: Date;
+  added_by: string;
+}
+interface SessionRow {
+  digest: string;
+  email: string;
+  account_id: string | null;
+  via: SessionRecord['via'];
+  created_at: Date;
+  last_seen_at: Date;
+  expires_at: Date;
+}
+interface TokenRow {
+  digest: string;
+  kind: string;
+  email: string | null;
+  data: Record<string, string>;
+  expires_at: Date;
+}
+interface AuditRow {
+  id: string;
+  account_id: string | null;
+  at: Date;
+  actor: string;
+  action: string;
+  target: string;
+  client: string | null;
+  details: Record<string, unknown>;
+}
+
+const toAccount = (row: AccountRow): AccountRecord => ({
+  id: row.id,
+  name: row.name,
+  createdAt: row.created_at.toISOString(),
+  quota: { tokensPerDay: nullableNumber(row.tokens_per_day), tokensPerMonth: nullableNumber(row.tokens_per_month) },
+});
+const toPerson = (row: PersonRow): PersonRecord => ({ email: row.email, admin: row.admin, passwordHash: row.password_hash, createdAt: row.created_at.toISOString() });
+const toMember = (row: MemberRow): MembershipRecord => ({ accountId: row.account_id, email: row.email, role: row.role, addedAt: row.added_at.toISOString(), addedBy: row.added_by });
+const toSession = (row: SessionRow): SessionRecord => ({
+  digest: row.digest,
+  email: row.email,
+  accountId: row.account_id,
+  via: row.via,
+  createdAt: row.created_at.toISOString(),
+  lastSeenAt: row.last_seen_at.toISOString(),
+  expiresAt: row.expires_at.toISOString(),
+});

@@ -1,6 +1,8 @@
 /**
- * The key store contract. Backends (the file store, the embedded default; PostgreSQL for shared
- * mode) hold key records by digest; none ever sees a clear key. Both pass one contract test suite.
+ * The store contract. Backends (the file store, the embedded default; PostgreSQL for shared mode)
+ * hold keys by digest (none ever sees a clear key), and the accounts that own them: their members,
+ * the console's sessions and one-time tokens, daily usage, quota counters and the audit trail. Both
+ * pass one contract test suite (test/store/contract.test.ts).
  */
 export interface KeyRecord {
   id: string;
@@ -20,7 +22,19 @@ export interface KeyRecord {
   rateLimit: KeyLimits;
   /** Totals since the key was created, written in batches. */
   usage: KeyUsage;
+  /** The account that owns the key (keys made before accounts existed belong to `default`). */
+  accountId: string;
+  /** Who made it: a person's email, or `admin-token`. */
+  createdBy: string;
+  /** Tokens the key may use per UTC day and month; null: no quota of its own (the account's still holds). */
+  quota: Quota;
 }
+
+export interface Quota {
+  tokensPerDay: number | null;
+  tokensPerMonth: number | null;
+}
+export const NO_QUOTA: Quota = { tokensPerDay: null, tokensPerMonth: null };
 
 export interface KeyLimits {
   requestsPerMinute: number | null;
@@ -37,8 +51,12 @@ export interface KeyUsage {
 export const NO_OWN_LIMITS: KeyLimits = { requestsPerMinute: null, tokensPerMinute: null, maxConcurrent: null };
 export const NO_USAGE: KeyUsage = { requests: 0, promptTokens: 0, completionTokens: 0 };
 
-/** What a batch adds to one key: its latest use and what it used. */
+/** What a batch adds to one key on one UTC day: its latest use and what it used. */
 export interface KeyUse extends KeyUsage {
+  keyId: string;
+  accountId: string;
+  /** YYYY-MM-DD, UTC. */
+  date: string;
   at: Date;
 }
 
@@ -47,20 +65,22 @@ export interface KeyChanges {
   models?: string[];
   expiresAt?: string | null;
   rateLimit?: Partial<KeyLimits>;
+  quota?: Partial<Quota>;
 }
 
 export interface KeyStore {
   findByDigest(digest: string): Promise<KeyRecord | undefined>;
   get(id: string): Promise<KeyRecord | undefined>;
-  list(): Promise<KeyRecord[]>;
+  /** Every key, or those of one account. */
+  list(accountId?: string): Promise<KeyRecord[]>;
   insert(record: KeyRecord): Promise<void>;
   update(id: string, changes: KeyChanges): Promise<KeyRecord | undefined>;
   /** Marks the key revoked (once; a second call keeps the first time). Undefined when no key has that id. */
   revoke(id: string, at: Date): Promise<KeyRecord | undefined>;
   /** Gives the key a new secret: same id and settings, the old digest stops matching. */
   rotate(id: string, digest: string, prefix: string): Promise<KeyRecord | undefined>;
-  /** Adds a batch of use: id -> latest time (later times win) and counts to add to the totals. */
-  recordUse(uses: ReadonlyMap<string, KeyUse>): Promise<void>;
+  /** Adds a batch of use: to each key's totals and latest use (later times win), and to its daily usage. */
+  recordUse(uses: readonly KeyUse[]): Promise<void>;
   /**
    * Calls back with the digests of keys that changed, whoever changed them (this process, the CLI,
    * another replica), so caches can drop them; `undefined` means "anything may have changed".
@@ -70,3 +90,147 @@ export interface KeyStore {
   ping(): Promise<void>;
   close(): Promise<void>;
 }
+
+export interface AccountRecord {
+  id: string;
+  /** Unique; what OIDC group mappings and the CLI name it by. */
+  name: string;
+  createdAt: string;
+  /** Tokens all the account's keys together may use per UTC day and month; null: no quota. */
+  quota: Quota;
+}
+
+export interface AccountChanges {
+  name?: string;
+  quota?: Partial<Quota>;
+}
+
+/** A person who signs in to the console, by email (lower case). */
+export interface PersonRecord {
+  email: string;
+  /** A platform admin: manages every account. */
+  admin: boolean;
+  /** scrypt, salted (accounts/passwords.ts); null: no password (OIDC only, or not set yet). */
+  passwordHash: string | null;
+  createdAt: string;
+}
+
+export type Role = 'owner' | 'member';
+
+export interface MembershipRecord {
+  accountId: string;
+  email: string;
+  role: Role;
+  addedAt: string;
+  /** A person's email, `admin-token`, or `oidc` (provisioned at sign-in). */
+  addedBy: string;
+}
+
+/** A console session, by the SHA-256 of its cookie's token: every replica knows it, sign-out ends it everywhere. */
+export interface SessionRecord {
+  digest: string;
+  email: string;
+  /** The account the person works in now (they may belong to several). */
+  accountId: string | null;
+  via: 'password' | 'oidc';
+  createdAt: string;
+  lastSeenAt: string;
+  /** The absolute end, whatever the activity. */
+  expiresAt: string;
+}
+
+/** A one-time token, by digest: a set-password link, or an OIDC sign-in under way (its state). */
+export interface OneTimeToken {
+  digest: string;
+  kind: 'password' | 'oidc';
+  email: string | null;
+  /** What the kind needs: for oidc, the PKCE verifier and nonce. */
+  data: Record<string, string>;
+  expiresAt: string;
+}
+
+export interface AuditEvent {
+  id: string;
+  /** The account it concerns; null for what concerns none (a failed sign-in of an unknown email). */
+  accountId: string | null;
+  at: string;
+  /** A person's email, or `admin-token`. */
+  actor: string;
+  /** `key.created`, `key.revoked`, `member.added`, `session.created`, ... */
+  action: string;
+  /** What it was done to: a key id, an email, an account id. */
+  target: string;
+  /** The client's address. */
+  client: string | null;
+  details: Record<string, unknown>;
+}
+
+/** What one key used on one UTC day. */
+export interface UsageDay {
+  date: string;
+  accountId: string;
+  keyId: string;
+  requests: number;
+  promptTokens: number;
+  completionTokens: number;
+}
+
+export interface AccountStore {
+  /** Refuses (AccountNameTaken) a name another account has. */
+  createAccount(record: AccountRecord): Promise<void>;
+  getAccount(id: string): Promise<AccountRecord | undefined>;
+  findAccountByName(name: string): Promise<AccountRecord | undefined>;
+  listAccounts(): Promise<AccountRecord[]>;
+  updateAccount(id: string, changes: AccountChanges): Promise<AccountRecord | undefined>;
+
+  getPerson(email: string): Promise<PersonRecord | undefined>;
+  /** Creates the person, or changes `admin` and (when given) the password hash of one that exists. */
+  putPerson(record: PersonRecord): Promise<PersonRecord>;
+  /** Adds a member, or changes the role of one. */
+  putMember(record: MembershipRecord): Promise<MembershipRecord>;
+  removeMember(accountId: string, email: string): Promise<boolean>;
+  listMembers(accountId: string): Promise<MembershipRecord[]>;
+  membershipsOf(email: string): Promise<MembershipRecord[]>;
+
+  createSession(record: SessionRecord): Promise<void>;
+  findSession(digest: string): Promise<SessionRecord | undefined>;
+  updateSession(digest: string, changes: { lastSeenAt?: string; accountId?: string | null }): Promise<void>;
+  deleteSession(digest: string): Promise<void>;
+
+  createToken(token: OneTimeToken): Promise<void>;
+  /** The token, once: it is gone after this call, and an expired one is never returned. */
+  takeToken(digest: string, kind: OneTimeToken['kind'], now: Date): Promise<OneTimeToken | undefined>;
+
+  /** Counts a failed sign-in for the email within the window (an older count starts over): the count so far. */
+  noteSignInFailure(email: string, now: Date, windowMs: number): Promise<{ failures: number; since: Date }>;
+  clearSignInFailures(email: string): Promise<void>;
+  /** Failed sign-ins counted for the email within the window that ends now. */
+  signInFailures(email: string, now: Date, windowMs: number): Promise<{ failures: number; since: Date }>;
+
+  /** Append-only. */
+  appendAudit(event: AuditEvent): Promise<void>;
+  /** The newest first; all accounts' when accountId is null. */
+  listAudit(accountId: string | null, limit: number): Promise<AuditEvent[]>;
+
+  /** Daily usage of an account's keys, dates inclusive. */
+  usage(accountId: string, from: string, to: string): Promise<UsageDay[]>;
+
+  /** Adds tokens to quota counters (scope -> tokens); counters of past periods may be dropped. */
+  addQuotaUsage(amounts: ReadonlyMap<string, number>): Promise<void>;
+  /** The counters' totals (0 for one never counted). */
+  quotaUsage(scopes: readonly string[]): Promise<Map<string, number>>;
+}
+
+/** Everything a backend holds. */
+export type Store = KeyStore & AccountStore;
+
+/** Another account has that name. */
+export class AccountNameTaken extends Error {
+  override name = 'AccountNameTaken';
+  constructor(readonly accountName: string) {
+    super(`an account is already named '${accountName}'`);
+  }
+}
+
+/** The account every key made before accounts existed belongs to. */
+export const DEFAULT_ACCOUNT_NAME = 'default';

@@ -1,7 +1,7 @@
 import { KeyCache, type KeyCacheOptions } from '../../src/auth/cache';
 import { issueKey } from '../../src/auth/issue';
 import { digestKey, generateKey } from '../../src/auth/keys';
-import type { KeyRecord } from '../../src/auth/store/types';
+import type { KeyRecord } from '../../src/store/types';
 import { CountingKeyStore } from '../fakes/counting-key-store';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

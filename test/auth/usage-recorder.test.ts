@@ -5,7 +5,7 @@
  */
 import pg from 'pg';
 import { issueKey } from '../../src/auth/issue';
-import { PostgresKeyStore } from '../../src/auth/store/postgres';
+import { PostgresKeyStore } from '../../src/store/postgres';
 import { UsageRecorder } from '../../src/auth/usage-recorder';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres';
 
@@ -30,17 +30,17 @@ test('a failed write keeps its batch: written once with the next, the latest use
   const failures: string[] = [];
   const recorder = new UsageRecorder(store, (err) => failures.push((err as Error).message));
 
-  recorder.used(record.id, new Date('2030-01-01T00:00:00Z'));
-  recorder.tokens(record.id, 10, 5);
+  recorder.used(record, new Date('2030-01-01T00:00:00Z'));
+  recorder.tokens(record, 10, 5);
   await admin.query('alter table chatgate_keys rename to chatgate_keys_away');
   await recorder.flush();
   expect(failures).toHaveLength(1);
   expect(failures[0]).toMatch(/chatgate_keys/);
 
   // Used again while the store could not be written.
-  recorder.used(record.id, new Date('2030-01-01T00:00:09Z'));
-  recorder.used(record.id, new Date('2030-01-01T00:00:10Z'));
-  recorder.tokens(record.id, 1, 2);
+  recorder.used(record, new Date('2030-01-01T00:00:09Z'));
+  recorder.used(record, new Date('2030-01-01T00:00:10Z'));
+  recorder.tokens(record, 1, 2);
   await admin.query('alter table chatgate_keys_away rename to chatgate_keys');
   await recorder.flush();
   await recorder.flush(); // nothing pending: nothing written twice
@@ -54,10 +54,10 @@ test('a failed write keeps its batch: written once with the next, the latest use
 test('a use counted during a failing write is kept with the batch, and the later time wins', async () => {
   const { record } = await issueKey(store, { name: 'overlapping' });
   const recorder = new UsageRecorder(store, () => undefined);
-  recorder.used(record.id, new Date('2030-02-01T00:00:00Z'));
+  recorder.used(record, new Date('2030-02-01T00:00:00Z'));
   await admin.query('alter table chatgate_keys rename to chatgate_keys_away');
   const failing = recorder.flush();
-  recorder.used(record.id, new Date('2030-02-01T00:00:30Z')); // while the write is under way
+  recorder.used(record, new Date('2030-02-01T00:00:30Z')); // while the write is under way
   await failing;
   await admin.query('alter table chatgate_keys_away rename to chatgate_keys');
   await recorder.stop();

@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawnChatgate, type ChatgateSetup } from '../../bench/chatgate-process';
 import { issueKey } from '../../src/auth/issue';
-import { FileKeyStore } from '../../src/auth/store/file';
+import { FileKeyStore } from '../../src/store/file';
 import { loadOrCreateDevCertificate } from '../../src/process/dev-certificate';
 import { bearer, chatBody, request } from '../helpers/http';
 import { CLI, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';

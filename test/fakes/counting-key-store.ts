@@ -3,9 +3,10 @@
  * hold lookups in flight. Like a real store it hands out copies, so a change made to a record after a
  * caller read it is seen only by reading again (a cache cannot pass a test by sharing an object).
  */
-import type { KeyChanges, KeyRecord, KeyStore } from '../../src/auth/store/types';
+import type { KeyChanges, KeyRecord, Store } from '../../src/store/types';
+import { MemoryAccountStore } from './memory-account-store';
 
-export class CountingKeyStore implements KeyStore {
+export class CountingKeyStore extends MemoryAccountStore implements Store {
   private readonly records = new Map<string, KeyRecord>();
   /** How many times findByDigest was called. */
   lookups = 0;
@@ -28,8 +29,8 @@ export class CountingKeyStore implements KeyStore {
   async get(id: string): Promise<KeyRecord | undefined> {
     return copy(this.byId(id));
   }
-  async list(): Promise<KeyRecord[]> {
-    return [...this.records.values()].map((record) => structuredClone(record));
+  async list(accountId?: string): Promise<KeyRecord[]> {
+    return [...this.records.values()].filter((record) => accountId === undefined || record.accountId === accountId).map((record) => structuredClone(record));
   }
   async insert(record: KeyRecord): Promise<void> {
     this.records.set(record.digest, structuredClone(record));

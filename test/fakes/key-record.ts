@@ -1,4 +1,4 @@
-import { NO_OWN_LIMITS, NO_USAGE, type KeyRecord, type KeyLimits } from '../../src/auth/store/types';
+import { NO_OWN_LIMITS, NO_QUOTA, NO_USAGE, type KeyRecord, type KeyLimits } from '../../src/store/types';
 
 /** A stored key as the stages see it, for tests that need one without a store. */
 export function keyRecord(rateLimit: KeyLimits = NO_OWN_LIMITS): KeyRecord {
@@ -14,5 +14,8 @@ export function keyRecord(rateLimit: KeyLimits = NO_OWN_LIMITS): KeyRecord {
     lastUsedAt: null,
     rateLimit,
     usage: NO_USAGE,
+    accountId: 'acc_default',
+    createdBy: 'admin-token',
+    quota: NO_QUOTA,
   };
 }

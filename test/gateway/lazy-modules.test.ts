@@ -15,8 +15,8 @@ import { createTestDatabase } from '../helpers/postgres';
 import { startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
 import { sharedRedisUrl } from '../helpers/redis';
 import { issueKey } from '../../src/auth/issue';
-import { FileKeyStore } from '../../src/auth/store/file';
-import { PostgresKeyStore } from '../../src/auth/store/postgres';
+import { FileKeyStore } from '../../src/store/file';
+import { PostgresKeyStore } from '../../src/store/postgres';
 
 const OPTIONAL_LIBRARIES = ['@opentelemetry/sdk-trace', '@opentelemetry/exporter-trace-otlp-http', 'pg', 'ioredis', 'selfsigned'];
 

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { Writable } from 'node:stream';
 import YAML from 'yaml';
 import { issueKey, type NewKey } from '../../src/auth/issue';
-import { FileKeyStore } from '../../src/auth/store/file';
+import { FileKeyStore } from '../../src/store/file';
 import { DEFAULT_FORWARD_HEADERS } from '../../src/config';
 import { startGateway } from '../../src/main';
 import type { Gateway } from '../../src/process/startup';

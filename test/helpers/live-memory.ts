@@ -8,7 +8,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:
 import os from 'node:os';
 import path from 'node:path';
 import { issueKey } from '../../src/auth/issue';
-import { FileKeyStore } from '../../src/auth/store/file';
+import { FileKeyStore } from '../../src/store/file';
 import { startGatewayProcess, type GatewayProcess } from './gateway-process';
 import { HeapGraph } from './heap-snapshot';
 import { sample, scrape } from './metrics';

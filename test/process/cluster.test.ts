@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import YAML from 'yaml';
 import { issueKey } from '../../src/auth/issue';
-import { FileKeyStore } from '../../src/auth/store/file';
+import { FileKeyStore } from '../../src/store/file';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import { bearer, chatBody } from '../helpers/http';
 import { sample, scrape } from '../helpers/metrics';

@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { IncomingMessage } from 'node:http';
 import { issueKey } from '../../src/auth/issue';
-import { FileKeyStore } from '../../src/auth/store/file';
+import { FileKeyStore } from '../../src/store/file';
 import { MemoryRateLimitStore } from '../../src/ratelimit/memory';
 import { RedisRateLimitStore } from '../../src/ratelimit/redis';
 import type { RateLimitStore } from '../../src/ratelimit/store';

@@ -10,13 +10,13 @@ import { issueKey, rotateKey } from '../../src/auth/issue';
 import { digestKey } from '../../src/auth/keys';
 import { FileKeyStore } from '../../src/store/file';
 import { PostgresKeyStore } from '../../src/store/postgres';
-import type { KeyStore } from '../../src/store/types';
+import type { Store } from '../../src/store/types';
 import { eventually } from '../helpers/processes';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres';
 
 interface Backend {
   /** Two handles on one store, as two processes or replicas would have. */
-  open(): Promise<[KeyStore, KeyStore]>;
+  open(): Promise<[Store, Store]>;
   cleanup(): Promise<void>;
 }
 
@@ -33,7 +33,7 @@ const backends: Array<[string, () => Promise<Backend>]> = [
     'postgres',
     async () => {
       const database: TestDatabase = await createTestDatabase();
-      const opened: KeyStore[] = [];
+      const opened: Store[] = [];
       return {
         open: async () => {
           const pair = await Promise.all([PostgresKeyStore.open(database.url), PostgresKeyStore.open(database.url)]);
@@ -51,8 +51,8 @@ const backends: Array<[string, () => Promise<Backend>]> = [
 
 describe.each(backends)('%s key store', (kind, makeBackend) => {
   let backend: Backend;
-  let store: KeyStore;
-  let other: KeyStore;
+  let store: Store;
+  let other: Store;
 
   beforeAll(async () => {
     backend = await makeBackend();
@@ -97,14 +97,19 @@ describe.each(backends)('%s key store', (kind, makeBackend) => {
 
   test('recordUse keeps the latest time per key and adds up the usage', async () => {
     const { record } = await issueKey(store, { name: 'epsilon' });
-    const use = (at: string, requests: number, promptTokens: number, completionTokens: number) =>
-      new Map([[record.id, { at: new Date(at), requests, promptTokens, completionTokens }]]);
+    const use = (at: string, requests: number, promptTokens: number, completionTokens: number) => [
+      { keyId: record.id, accountId: record.accountId, date: at.slice(0, 10), at: new Date(at), requests, promptTokens, completionTokens },
+    ];
     await store.recordUse(use('2030-01-02T00:00:00Z', 3, 100, 40));
     await other.recordUse(use('2030-01-01T00:00:00Z', 2, 10, 5));
     const after = await store.get(record.id);
     expect(after?.lastUsedAt).toBe('2030-01-02T00:00:00.000Z');
     expect(after?.usage).toEqual({ requests: 5, promptTokens: 110, completionTokens: 45 });
-    await store.recordUse(new Map());
+    await store.recordUse([]);
+    expect(await store.usage(record.accountId, '2030-01-01', '2030-01-02')).toEqual([
+      { date: '2030-01-01', accountId: record.accountId, keyId: record.id, requests: 2, promptTokens: 10, completionTokens: 5 },
+      { date: '2030-01-02', accountId: record.accountId, keyId: record.id, requests: 3, promptTokens: 100, completionTokens: 40 },
+    ]);
   });
 
   test('per-key limits are kept, changed field by field, and announced', async () => {
@@ -143,7 +148,7 @@ describe('PostgreSQL migrations', () => {
       const { rows } = await client.query('select version from chatgate_schema_migrations');
       const index = await client.query("select indexdef from pg_indexes where tablename = 'chatgate_keys' and indexname = 'chatgate_keys_digest'");
       await client.end();
-      expect(rows.map((r) => r.version).sort()).toEqual([1, 2]);
+      expect(rows.map((r) => r.version).sort()).toEqual([1, 2, 3]);
       expect(index.rows[0]?.indexdef).toMatch(/UNIQUE INDEX .* USING btree \(digest\)/);
     } finally {
       await database.drop();

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { issueKey } from '../../src/auth/issue';
-import { FileKeyStore } from '../../src/auth/store/file';
+import { FileKeyStore } from '../../src/store/file';
 import { bearer, chatBody, request } from '../helpers/http';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';

@@ -1,0 +1,313 @@
+/**
+ * Sign-in with the company's OpenID Connect provider (Keycloak, Okta, Entra ID, Google, Dex...): the
+ * authorization code flow with PKCE (S256), state and nonce, through openid-client (certified by the
+ * OpenID Foundation). The ID token is checked for its issuer, audience (this client), expiry, nonce
+ * and, against the provider's JWKS, its signature; a token that fails any check opens no session.
+ *
+ * GET /login makes the verifier, state and nonce, keeps them in the store as a one-time token under
+ * the SHA-256 of the state (every replica knows it; it works once, for ten minutes), and sends the
+ * browser to the provider. The transaction is also bound to the browser that started it: a random
+ * value in an HttpOnly cookie scoped to these routes (SameSite=Lax, as the provider's redirect back is
+ * a cross-site navigation), whose digest the transaction keeps. So a callback URL cannot be replayed,
+ * nor handed to someone else's browser to sign them in as another person (login CSRF).
+ *
+ * GET /callback takes the transaction (once), exchanges the code, and reads the ID token's claims:
+ * the email (required, not marked unverified) and the configured claim (e.g. groups), whose values
+ * the mappings turn into accounts (made when missing) and roles, applied on each sign-in; a mapping
+ * with admin: true makes a platform admin. Someone no mapping matches signs in only if they are known
+ * already (added by an account owner). Every refusal is logged at warn and audited (`session.failed`,
+ * actor `oidc`); neither the code, the tokens nor the client secret are ever logged.
+ *
+ * openid-client is ESM only and this project is CommonJS: it is loaded, only when OIDC is configured,
+ * with a real import() (TypeScript would turn a written one into require()). Only types come from it
+ * at compile time.
+ */
+import { randomBytes } from 'node:crypto';
+import { pathToFileURL } from 'node:url';
+import express, { type Router } from 'express';
+import type * as OpenIdClient from 'openid-client';
+import type { Config } from '../config';
+import { errors, GatewayError } from '../errors';
+import type { Logger } from '../telemetry/log';
+import type { PersonRecord, Role, Store } from '../store/types';
+import { Auditor } from './audit';
+import { normalizeEmail } from './emails';
+import type { Actor } from './roles';
+import { tokenDigest, type Accounts } from './service';
+import { sessionCookie, type Sessions } from './sessions';
+
+export type OidcSettings = NonNullable<Config['console']['oidc']>;
+
+export interface OidcDeps {
+  accounts: Accounts;
+  sessions: Sessions;
+  store: Store;
+  /** The console's origin as people reach it; absent: https:// and the request's Host. */
+  publicOrigin: string | undefined;
+  log: Logger;
+  env?: NodeJS.ProcessEnv;
+}
+
+/** Where these routes are mounted (console/app.ts). */
+export const OIDC_PATH = '/console/api/oidc';
+/** A sign-in under way is good for this long, once. */
+const TRANSACTION_TTL_MS = 10 * 60_000;
+/** Binds a sign-in under way to the browser that started it. */
+const BROWSER_COOKIE = 'chatgate_oidc';
+/** Each request to the provider (discovery, token, JWKS) gives up after this long. */
+const PROVIDER_TIMEOUT_SECONDS = 10;
+
+/**
+ * The refusals. Until errors.ts has OIDC's own (oidcSignInFailed 401, identityProviderUnavailable
+ * 503), the nearest catalogued ones stand in.
+ */
+const refusals = {
+  /** No transaction for this state: none sent, made up, used already, expired, or started in another browser. */
+  unknownState: () => errors.invalidLink(),
+  /** The provider's answer failed a check (the code, the ID token), or it names no usable email. */
+  notSignedIn: () => errors.invalidCredentials(),
+  /** A person the mappings do not let in and the gateway does not know. */
+  notMapped: () => errors.permissionDenied('sign in to this console: no group of yours at the identity provider is given an account here, ask an account owner to add you'),
+  /** The provider could not be reached (discovery, the token exchange, its keys). */
+  unavailable: () => errors.upstreamUnavailable(),
+};
+
+type Library = typeof OpenIdClient;
+interface Connected {
+  lib: Library;
+  config: OpenIdClient.Configuration;
+}
+
+/** GET /login (to the provider) and GET /callback (back from it), mounted at /console/api/oidc. */
+export function createOidcRoutes(settings: OidcSettings, deps: OidcDeps): Router {
+  const clientSecret = (deps.env ?? process.env)[settings.clientSecretEnv];
+  if (!clientSecret) {
+    throw new Error(
+      `console.oidc.clientSecretEnv names the environment variable ${settings.clientSecretEnv}, which is not set: put the client secret of '${settings.clientId}' at ${settings.issuer} in it`,
+    );
+  }
+  const { store, log, sessions } = deps;
+  const auditor = new Auditor(store, log);
+  const provider = new IdentityProvider(settings, clientSecret, log);
+  const scope = (settings.scopes.includes('openid') ? settings.scopes : ['openid', ...settings.scopes]).join(' ');
+  const routes = express.Router();
+
+  routes.get('/login', async (req, res) => {
+    const redirectUri = `${deps.publicOrigin ?? `https://${req.headers.host ?? ''}`}${OIDC_PATH}/callback`;
+    const { lib, config } = await provider.connected();
+    const state = lib.randomState();
+    const nonce = lib.randomNonce();
+    const verifier = lib.randomPKCECodeVerifier();
+    const browser = browserOf(req.headers.cookie) ?? randomBytes(32).toString('base64url');
+    const now = Date.now();
+    await store.createToken({
+      digest: tokenDigest(state),
+      kind: 'oidc',
+      email: null,
+      data: { verifier, nonce, redirectUri, browser: tokenDigest(browser), createdAt: new Date(now).toISOString() },
+      expiresAt: new Date(now + TRANSACTION_TTL_MS).toISOString(),
+    });
+    const target = lib.buildAuthorizationUrl(config, {
+      redirect_uri: redirectUri,
+      scope,
+      state,
+      nonce,
+      code_challenge: await lib.calculatePKCECodeChallenge(verifier),
+      code_challenge_method: 'S256',
+    });
+    res.setHeader('Set-Cookie', browserCookie(browser, TRANSACTION_TTL_MS / 1000));
+    res.setHeader('Cache-Control', 'no-store');
+    res.redirect(302, target.href);
+  });
+
+  routes.get('/callback', async (req, res) => {
+    const client = req.ip;
+    /** Logs and audits a refused sign-in, then refuses it. */
+    const refuse = async (reason: string, error: GatewayError, email?: string): Promise<never> => {
+      log.warn({ reason, email, client }, 'OIDC sign-in refused');
+      await auditor.record({ accountId: null, actor: 'oidc', action: 'session.failed', target: email ?? 'unknown', client, details: { via: 'oidc', reason } });
+      throw error;
+    };
+
+    const state = typeof req.query.state === 'string' && req.query.state.length > 0 && req.query.state.length <= 256 ? req.query.state : undefined;
+    if (!state) return refuse('the callback carries no state', refusals.unknownState());
+    const transaction = await store.takeToken(tokenDigest(state), 'oidc', new Date());
+    if (!transaction) return refuse('no sign-in under way has this state (made up, used already, or expired)', refusals.unknownState());
+    const { verifier, nonce, redirectUri, browser } = transaction.data;
+    const fromBrowser = browserOf(req.headers.cookie);
+    if (!fromBrowser || tokenDigest(fromBrowser) !== browser) return refuse('the sign-in was started in another browser', refusals.unknownState());
+
+    const { lib, config } = await provider.connected();
+    const currentUrl = new URL(redirectUri!);
+    currentUrl.search = new URL(req.originalUrl, 'https://callback.invalid').search;
+    let claims: OpenIdClient.IDToken;
+    try {
+      const tokens = await lib.authorizationCodeGrant(config, currentUrl, { pkceCodeVerifier: verifier, expectedState: state, expectedNonce: nonce, idTokenExpected: true });
+      claims = tokens.claims()!;
+    } catch (err) {
+      if (unreachable(err)) {
+        log.warn({ reason: reasonOf(err), client }, 'OIDC sign-in failed: the identity provider could not be reached');
+        throw refusals.unavailable();
+      }
+      return refuse(reasonOf(err), refusals.notSignedIn());
+    }
+
+    const email = normalizeEmail(claims.email);
+    if (!email) return refuse('the ID token carries no usable email claim', refusals.notSignedIn());
+    if (claims.email_verified === false || claims.email_verified === 'false') return refuse('the identity provider has not verified this email', refusals.notSignedIn(), email);
+    const person = await provision(email, claimValues(claims, settings.claim), client);
+    if (!person) return refuse(`no mapping matches the '${settings.claim}' claim, and the person is not known here`, refusals.notMapped(), email);
+
+    const { token } = await sessions.start(person, 'oidc', client);
+    res.setHeader('Set-Cookie', [sessionCookie(token, sessions.settings.absoluteMs / 1000), browserCookie('', 0)]);
+    res.setHeader('Cache-Control', 'no-store');
+    res.redirect(302, '/console/');
+  });
+
+  /**
+   * The person for this email, made on first sign-in; the mappings its claim values match give them
+   * their accounts (made if missing) and roles, and the admin role. Undefined: not let in.
+   */
+  async function provision(email: string, values: readonly string[], client: string | undefined): Promise<PersonRecord | undefined> {
+    const matched = settings.mappings.filter((mapping) => values.includes(mapping.value));
+    let person = await store.getPerson(email);
+    if (!person && matched.length === 0) return undefined;
+    const admin = matched.some((mapping) => mapping.admin);
+    if (!person || (admin && !person.admin)) {
+      const created = !person;
+      person = await store.putPerson({ email, admin: admin || (person?.admin ?? false), passwordHash: null, createdAt: person?.createdAt ?? new Date().toISOString() });
+      if (admin) {
+        const granting = matched.filter((mapping) => mapping.admin).map((mapping) => mapping.value);
+        await auditor.record({ accountId: null, actor: 'oidc', action: 'admin.granted', target: email, client, details: { claim: settings.claim, values: granting, created } });
+      }
+    }
+    // Several mappings may name one account: the higher role wins.
+    const roles = new Map<string, Role>();
+    for (const mapping of matched) {
+      if (mapping.account !== undefined && roles.get(mapping.account) !== 'owner') roles.set(mapping.account, mapping.role);
+    }
+    const actor: Actor = { kind: 'person', email, admin: person.admin };
+    const memberships = await store.membershipsOf(email);
+    for (const [name, role] of roles) {
+      const account = await accountNamed(name, actor, client);
+      if (memberships.find((m) => m.accountId === account.id)?.role === role) continue;
+      try {
+        await deps.accounts.addMember(account.id, { email, role }, actor, client);
+      } catch (err) {
+        if (!(err instanceof GatewayError && err.code === 'last_owner')) throw err;
+        log.warn({ email, account: name }, 'OIDC sign-in: the mapping would leave the account without an owner; the role is kept');
+      }
+    }
+    return person;
+  }
+
+  /** The account with this name, made if missing (by another replica at the same time: then that one). */
+  async function accountNamed(name: string, actor: Actor, client: string | undefined) {
+    const existing = await store.findAccountByName(name);
+    if (existing) return existing;
+    try {
+      return await deps.accounts.createAccount(name, actor, client);
+    } catch (err) {
+      const raced = err instanceof GatewayError && err.code === 'account_name_taken' ? await store.findAccountByName(name) : undefined;
+      if (raced) return raced;
+      throw err;
+    }
+  }
+
+  return routes;
+}
+
+/**
+ * The provider's metadata, discovered on first use and kept; a failed discovery is tried again on the
+ * next sign-in. The client authenticates with client_secret_basic, unless the provider offers only
+ * client_secret_post.
+ */
+class IdentityProvider {
+  private connecting: Promise<Connected> | undefined;
+
+  constructor(
+    private readonly settings: OidcSettings,
+    private readonly clientSecret: string,
+    private readonly log: Logger,
+  ) {}
+
+  connected(): Promise<Connected> {
+    this.connecting ??= this.connect().catch((err: unknown) => {
+      this.connecting = undefined;
+      this.log.warn({ issuer: this.settings.issuer, reason: reasonOf(err) }, 'OIDC: the identity provider could not be discovered; trying again on the next sign-in');
+      throw refusals.unavailable();
+    });
+    return this.connecting;
+  }
+
+  private async connect(): Promise<Connected> {
+    const lib = await loadOpenIdClient();
+    const { issuer, clientId } = this.settings;
+    const discovered = await lib.discovery(new URL(issuer), clientId, this.clientSecret, undefined, { timeout: PROVIDER_TIMEOUT_SECONDS });
+    const metadata = discovered.serverMetadata();
+    const methods = metadata.token_endpoint_auth_methods_supported;
+    const basic = !methods || methods.includes('client_secret_basic') || !methods.includes('client_secret_post');
+    const config = new lib.Configuration(metadata, clientId, this.clientSecret, basic ? lib.ClientSecretBasic(this.clientSecret) : lib.ClientSecretPost(this.clientSecret));
+    config.timeout = PROVIDER_TIMEOUT_SECONDS;
+    lib.enableNonRepudiationChecks(config); // the ID token's signature is checked against the provider's JWKS
+    this.log.info({ issuer: metadata.issuer, clientAuth: basic ? 'client_secret_basic' : 'client_secret_post' }, 'OIDC: identity provider discovered');
+    return { lib, config };
+  }
+}
+
+/** import() as Node does it (TypeScript, compiling to CommonJS, would rewrite a written one into require()). */
+const importModule = new Function('specifier', 'return import(specifier)') as (specifier: string) => Promise<unknown>;
+
+/** openid-client, resolved from this file (not from the working directory) and imported once. */
+let openIdClient: Promise<Library> | undefined;
+function loadOpenIdClient(): Promise<Library> {
+  openIdClient ??= importModule(pathToFileURL(require.resolve('openid-client')).href) as Promise<Library>;
+  return openIdClient;
+}
+
+/** The claim's values: a string, or the strings of a list; a name with dots may reach into objects (realm_access.roles). */
+export function claimValues(claims: Record<string, unknown>, name: string): string[] {
+  let value: unknown = claims[name];
+  if (value === undefined && name.includes('.')) {
+    value = name.split('.').reduce<unknown>((at, part) => (at !== null && typeof at === 'object' && !Array.isArray(at) ? (at as Record<string, unknown>)[part] : undefined), claims);
+  }
+  if (typeof value === 'string') return [value];
+  return Array.isArray(value) ? value.filter((item): item is string => typeof item === 'string') : [];
+}
+
+/** The browser's binding value from its Cookie header, if it has a sane one. */
+function browserOf(cookieHeader: string | undefined): string | undefined {
+  for (const part of cookieHeader?.split(';') ?? []) {
+    const [name, value] = part.trim().split('=');
+    if (name === BROWSER_COOKIE && value !== undefined && /^[A-Za-z0-9_-]{43}$/.test(value)) return value;
+  }
+  return undefined;
+}
+
+function browserCookie(value: string, maxAgeSeconds: number): string {
+  return `${BROWSER_COOKIE}=${value}; Path=${OIDC_PATH}; Max-Age=${Math.floor(maxAgeSeconds)}; HttpOnly; Secure; SameSite=Lax`;
+}
+
+/** Whether the provider could not be reached at all (no answer, or a timeout), as opposed to refusing. */
+function unreachable(err: unknown): boolean {
+  for (let at = err, depth = 0; at instanceof Error && depth < 5; at = at.cause, depth++) {
+    if (at.name === 'TimeoutError' || at.name === 'AbortError' || (at as { code?: unknown }).code === 'OAUTH_TIMEOUT') return true;
+    if (at instanceof TypeError && at.message === 'fetch failed') return true;
+  }
+  const response = err instanceof Error ? err.cause : undefined;
+  return response instanceof Response && response.status >= 500;
+}
+
+/**
+ * Why an exchange failed, for the log and the audit trail: the messages of the error and its causes
+ * (openid-client's are fixed texts), and the provider's error code; never the error's data, which
+ * can hold the response or the token's claims.
+ */
+function reasonOf(err: unknown): string {
+  const parts: string[] = [];
+  for (let at = err, depth = 0; at instanceof Error && depth < 4; at = at.cause, depth++) {
+    const { code, error, error_description: description } = at as { code?: unknown; error?: unknown; error_description?: unknown };
+    parts.push([at.message, typeof code === 'string' ? `(${code})` : '', typeof error === 'string' ? `${error}${typeof description === 'string' ? `: ${description}` : ''}` : ''].filter(Boolean).join(' '));
+  }
+  return parts.length > 0 ? parts.join(' <- ').slice(0, 500) : String(err).slice(0, 200);
+}

@@ -1,0 +1,34 @@
+/**
+ * Pure: who may do what. Platform admins (the admin token, or a person with the admin role) manage
+ * every account. In an account, an owner manages every key and the members; a member sees the
+ * account's keys and usage, and creates, rotates, edits and revokes the keys they created. Quotas of
+ * accounts are the platform's to set; the audit trail is the owners'.
+ */
+import type { Role } from '../store/types';
+
+export type Actor = { kind: 'admin-token' } | { kind: 'person'; email: string; admin: boolean };
+
+export type Action =
+  | 'account.manage' // create an account, rename it, set its quota
+  | 'members.read'
+  | 'members.manage'
+  | 'keys.read'
+  | 'keys.create'
+  | 'key.manage' // edit, rotate, revoke a key (with the key's creator)
+  | 'usage.read'
+  | 'audit.read';
+
+const MEMBER_MAY: ReadonlySet<Action> = new Set<Action>(['members.read', 'keys.read', 'keys.create', 'key.manage', 'usage.read']);
+
+/** May `actor`, whose role in the account is `role` (undefined: not a member), do `action` there (to a key made by `keyCreatedBy`)? */
+export function allowed(actor: Actor, role: Role | undefined, action: Action, keyCreatedBy?: string): boolean {
+  if (actor.kind === 'admin-token' || actor.admin) return true;
+  if (role === 'owner') return action !== 'account.manage';
+  if (role === 'member') return MEMBER_MAY.has(action) && (action !== 'key.manage' || keyCreatedBy === actor.email);
+  return false;
+}
+
+/** How an actor is named in the audit trail and on the keys they make. */
+export function actorName(actor: Actor): string {
+  return actor.kind === 'admin-token' ? 'admin-token' : actor.email;
+}

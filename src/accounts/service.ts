@@ -1,0 +1,179 @@
+/**
+ * What people and scripts do to accounts, members and keys, in one place for every way in (the admin
+ * API with the admin token, the console's API with a session, the CLI, sign-in provisioning): each
+ * operation checks its input, changes the store, and leaves its audit event. Who may do it is the
+ * caller's to check first (roles.ts); this module trusts its caller on that, and on nothing else.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { issueKey, rotateKey } from '../auth/issue';
+import { requiredName, type KeyFields } from '../auth/key-fields';
+import { errors } from '../errors';
+import { AccountNameTaken, NO_QUOTA, type AccountRecord, type KeyRecord, type MembershipRecord, type PersonRecord, type Quota, type Role, type Store } from '../store/types';
+import { actorName, type Actor } from './roles';
+import type { Auditor } from './audit';
+import { normalizeEmail } from './emails';
+import { hashPassword, passwordProblem } from './passwords';
+
+/** A set-password link is good for this long, once. */
+export const PASSWORD_LINK_TTL_MS = 7 * 24 * 3600_000;
+
+export class Accounts {
+  constructor(
+    readonly store: Store,
+    private readonly auditor: Auditor,
+    private readonly now: () => Date = () => new Date(),
+  ) {}
+
+  async createAccount(name: unknown, by: Actor, client: string | undefined, quota: Partial<Quota> = {}): Promise<AccountRecord> {
+    const record: AccountRecord = { id: `acc_${randomBytes(9).toString('base64url')}`, name: requiredName(name), createdAt: this.now().toISOString(), quota: { ...NO_QUOTA, ...quota } };
+    try {
+      await this.store.createAccount(record);
+    } catch (err) {
+      if (err instanceof AccountNameTaken) throw errors.accountNameTaken(record.name);
+      throw err;
+    }
+    await this.auditor.record({ accountId: record.id, actor: actorName(by), action: 'account.created', target: record.id, client, details: { name: record.name, quota: record.quota } });
+    return record;
+  }
+
+  async account(id: string): Promise<AccountRecord> {
+    const account = await this.store.getAccount(id);
+    if (!account) throw errors.accountNotFound(id);
+    return account;
+  }
+
+  async updateAccount(id: string, changes: { name?: unknown; quota?: Partial<Quota> }, by: Actor, client: string | undefined): Promise<AccountRecord> {
+    const before = await this.account(id);
+    const name = changes.name === undefined ? undefined : requiredName(changes.name);
+    let after: AccountRecord | undefined;
+    try {
+      after = await this.store.updateAccount(id, { name, quota: changes.quota });
+    } catch (err) {
+      if (err instanceof AccountNameTaken) throw errors.accountNameTaken(err.accountName);
+      throw err;
+    }
+    if (!after) throw errors.accountNotFound(id);
+    if (name !== undefined && name !== before.name) await this.auditor.record({ accountId: id, actor: actorName(by), action: 'account.renamed', target: id, client, details: { from: before.name, to: name } });
+    if (changes.quota && JSON.stringify(after.quota) !== JSON.stringify(before.quota)) {
+      await this.auditor.record({ accountId: id, actor: actorName(by), action: 'quota.changed', target: id, client, details: { from: before.quota, to: after.quota } });
+    }
+    return after;
+  }
+
+  /** Adds a person to an account (made on first mention), or changes their role; with a password, sets it. */
+  async addMember(accountId: string, input: { email: unknown; role: unknown; password?: unknown }, by: Actor, client: string | undefined): Promise<{ member: MembershipRecord; person: PersonRecord }> {
+    await this.account(accountId);
+    const email = normalizeEmail(input.email);
+    if (!email) throw errors.invalidBody('email', "'email' must be an email address.");
+    if (input.role !== 'owner' && input.role !== 'member') throw errors.invalidBody('role', "'role' must be 'owner' or 'member'.");
+    const role: Role = input.role;
+    if (input.password !== undefined) {
+      const problem = passwordProblem(input.password);
+      if (problem) throw errors.invalidBody('password', `'password' ${problem}.`);
+    }
+    const existing = await this.store.getPerson(email);
+    const passwordHash = input.password === undefined ? null : await hashPassword(input.password as string);
+    const person = await this.store.putPerson({ email, admin: existing?.admin ?? false, passwordHash, createdAt: existing?.createdAt ?? this.now().toISOString() });
+    const previous = (await this.store.listMembers(accountId)).find((m) => m.email === email);
+    if (previous?.role === 'owner' && role === 'member') await this.keepAnOwner(accountId, email);
+    const member = await this.store.putMember({ accountId, email, role, addedAt: this.now().toISOString(), addedBy: actorName(by) });
+    await this.auditor.record({ accountId, actor: actorName(by), action: previous ? 'member.role_changed' : 'member.added', target: email, client, details: { role } });
+    if (passwordHash) await this.auditor.record({ accountId, actor: actorName(by), action: 'password.set', target: email, client });
+    return { member, person };
+  }
+
+  async removeMember(accountId: string, emailInput: unknown, by: Actor, client: string | undefined): Promise<void> {
+    await this.account(accountId);
+    const email = normalizeEmail(emailInput) ?? String(emailInput);
+    const member = (await this.store.listMembers(accountId)).find((m) => m.email === email);
+    if (!member) throw errors.memberNotFound(email);
+    if (member.role === 'owner') await this.keepAnOwner(accountId, email);
+    await this.store.removeMember(accountId, email);
+    await this.auditor.record({ accountId, actor: actorName(by), action: 'member.removed', target: email, client });
+  }
+
+  /** A one-time link's token for the person to set their password (good for a week, once). */
+  async passwordLink(emailInput: unknown, accountId: string | null, by: Actor, client: string | undefined): Promise<string> {
+    const email = normalizeEmail(emailInput);
+    if (!email || !(await this.store.getPerson(email))) throw errors.memberNotFound(String(emailInput));
+    const token = randomBytes(32).toString('base64url');
+    await this.store.createToken({ digest: tokenDigest(token), kind: 'password', email, data: {}, expiresAt: new Date(this.now().getTime() + PASSWORD_LINK_TTL_MS).toISOString() });
+    await this.auditor.record({ accountId, actor: actorName(by), action: 'password.link_created', target: email, client });
+    return token;
+  }
+
+  /** Sets the password of the person a one-time link was made for; the link is spent. */
+  async setPasswordWithLink(token: unknown, password: unknown, client: string | undefined): Promise<string> {
+    const problem = passwordProblem(password);
+    if (problem) throw errors.invalidBody('password', `'password' ${problem}.`);
+    const spent = typeof token === 'string' && token.length < 200 ? await this.store.takeToken(tokenDigest(token), 'password', this.now()) : undefined;
+    if (!spent?.email) throw errors.invalidLink();
+    const person = await this.store.getPerson(spent.email);
+    if (!person) throw errors.invalidLink();
+    await this.store.putPerson({ ...person, passwordHash: await hashPassword(password as string) });
+    await this.store.clearSignInFailures(person.email);
+    for (const membership of await this.store.membershipsOf(person.email)) {
+      await this.auditor.record({ accountId: membership.accountId, actor: person.email, action: 'password.set', target: person.email, client });
+    }
+    return person.email;
+  }
+
+  async createKey(accountId: string, fields: KeyFields, by: Actor, client: string | undefined): Promise<{ key: string; record: KeyRecord }> {
+    await this.account(accountId);
+    const issued = await issueKey(this.store, {
+      name: fields.name!,
+      models: fields.models ?? [],
+      expiresAt: fields.expiresAt ? new Date(fields.expiresAt) : null,
+      rateLimit: fields.rateLimit,
+      quota: fields.quota,
+      accountId,
+      createdBy: actorName(by),
+    });
+    await this.auditor.record({ accountId, actor: actorName(by), action: 'key.created', target: issued.record.id, client, details: { name: issued.record.name } });
+    return issued;
+  }
+
+  /** A key of this account (of any, for the admin token: accountId undefined), or 404. */
+  async key(id: string, accountId: string | undefined): Promise<KeyRecord> {
+    const record = await this.store.get(id);
+    if (!record || (accountId !== undefined && record.accountId !== accountId)) throw errors.keyNotFound(id);
+    return record;
+  }
+
+  async editKey(record: KeyRecord, fields: KeyFields, by: Actor, client: string | undefined): Promise<KeyRecord> {
+    const updated = await this.store.update(record.id, fields);
+    if (!updated) throw errors.keyNotFound(record.id);
+    const changed = Object.keys(fields).filter((field) => fields[field as keyof KeyFields] !== undefined);
+    await this.auditor.record({ accountId: record.accountId, actor: actorName(by), action: 'key.edited', target: record.id, client, details: { fields: changed } });
+    if (fields.quota) await this.auditor.record({ accountId: record.accountId, actor: actorName(by), action: 'quota.changed', target: record.id, client, details: { from: record.quota, to: updated.quota } });
+    return updated;
+  }
+
+  async rotateKey(record: KeyRecord, by: Actor, client: string | undefined): Promise<{ key: string; record: KeyRecord }> {
+    const rotated = await rotateKey(this.store, record.id);
+    if (!rotated) throw errors.keyNotFound(record.id);
+    await this.auditor.record({ accountId: record.accountId, actor: actorName(by), action: 'key.rotated', target: record.id, client });
+    return rotated;
+  }
+
+  async revokeKey(record: KeyRecord, by: Actor, client: string | undefined): Promise<KeyRecord> {
+    const revoked = await this.store.revoke(record.id, this.now());
+    if (!revoked) throw errors.keyNotFound(record.id);
+    await this.auditor.record({ accountId: record.accountId, actor: actorName(by), action: 'key.revoked', target: record.id, client });
+    return revoked;
+  }
+
+  /** An account keeps at least one owner: `email` may stop being one only if another is. */
+  private async keepAnOwner(accountId: string, email: string): Promise<void> {
+    const owners = (await this.store.listMembers(accountId)).filter((m) => m.role === 'owner');
+    if (owners.length === 1 && owners[0]!.email === email) throw errors.lastOwner();
+  }
+}
+
+/** Where a person sets their password with a one-time link, on the console (the token rides in the fragment: it reaches no log). */
+export const passwordPath = (token: string) => `/console/#set-password=${token}`;
+
+/** One-time tokens are kept by digest, as keys are: the store never holds one that works. */
+export function tokenDigest(token: string): string {
+  return createHash('sha256').update(token).digest('hex');
+}

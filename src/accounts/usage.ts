@@ -1,0 +1,28 @@
+/** Pure: the date range a usage query covers, and usage as CSV for export. */
+import { errors } from '../errors';
+import type { UsageDay } from '../store/types';
+
+const DAY = /^\d{4}-\d{2}-\d{2}$/;
+
+/** `from`/`to` as YYYY-MM-DD (UTC); by default the last 30 days, today included. */
+export function dateRange(from: unknown, to: unknown, now = new Date()): { from: string; to: string } {
+  const day = (value: unknown, field: string, fallback: string) => {
+    if (value === undefined) return fallback;
+    if (typeof value !== 'string' || !DAY.test(value) || Number.isNaN(Date.parse(value))) throw errors.invalidBody(field, `'${field}' must be a date such as 2026-11-27.`);
+    return value;
+  };
+  const today = now.toISOString().slice(0, 10);
+  const monthAgo = new Date(now.getTime() - 29 * 86_400_000).toISOString().slice(0, 10);
+  return { from: day(from, 'from', monthAgo), to: day(to, 'to', today) };
+}
+
+/** One row a key and day; key names are quoted as CSV needs, and a leading =+-@ is defused for spreadsheets. */
+export function usageCsv(days: readonly UsageDay[], keyNames: ReadonlyMap<string, string>): string {
+  const cell = (value: string | number) => {
+    const text = String(value);
+    const safe = /^[=+\-@\t\r]/.test(text) ? `'${text}` : text;
+    return /[",\n\r]/.test(safe) ? `"${safe.replace(/"/g, '""')}"` : safe;
+  };
+  const rows = days.map((day) => [day.date, day.keyId, keyNames.get(day.keyId) ?? '', day.requests, day.promptTokens, day.completionTokens].map(cell).join(','));
+  return ['date,keyId,keyName,requests,promptTokens,completionTokens', ...rows].join('\r\n') + '\r\n';
+}

@@ -1,0 +1,210 @@
+/**
+ * The console's API (/console/api on the public HTTPS listener, the page's own origin): sign in and
+ * out, and the signed-in person's current account: its keys, members, usage and audit trail. What a
+ * person may do there is their role's (accounts/roles.ts). A key belonging to another account is
+ * answered 404, as one that does not exist. No answer carries a key (but the one made or rotated),
+ * a digest, or a password hash. Every change checks the request's Origin first (csrf.ts).
+ */
+import express, { type Request, type Response, type Router } from 'express';
+import { publicView } from '../auth/issue';
+import { keyFields, objectBody } from '../auth/key-fields';
+import { normalizeEmail } from '../accounts/emails';
+import { allowed, type Action, type Actor } from '../accounts/roles';
+import { passwordPath, type Accounts } from '../accounts/service';
+import { sessionCookie, sessionTokenOf, type Sessions, type SignedIn } from '../accounts/sessions';
+import { dateRange, usageCsv } from '../accounts/usage';
+import { errors } from '../errors';
+import type { MembershipRecord } from '../store/types';
+
+export interface ConsoleApiDeps {
+  accounts: Accounts;
+  sessions: Sessions;
+  /** Whether "sign in with your identity provider" is offered (the OIDC routes are added by oidc.ts). */
+  oidc: boolean;
+}
+
+/** The signed-in person, put on the response by `requireSession`. */
+const signedInOf = (res: Response): SignedIn => res.locals.signedIn as SignedIn;
+const actorOf = (signedIn: SignedIn): Actor => ({ kind: 'person', email: signedIn.person.email, admin: signedIn.person.admin });
+const client = (req: Request) => req.ip;
+
+export function consoleApi({ accounts, sessions, oidc }: ConsoleApiDeps): Router {
+  const store = accounts.store;
+  const api = express.Router();
+  api.use(express.json({ limit: '64kb' }));
+
+  api.get('/config', (_req, res) => {
+    res.json({ oidc });
+  });
+
+  api.post('/session', async (req, res) => {
+    const body = objectBody(req.body);
+    const { token, signedIn } = await sessions.signInWithPassword(body.email, body.password, client(req));
+    res.setHeader('Set-Cookie', sessionCookie(token, sessions.settings.absoluteMs / 1000));
+    res.json(await sessionView(signedIn));
+  });
+
+  api.post('/password', async (req, res) => {
+    const body = objectBody(req.body);
+    const email = await accounts.setPasswordWithLink(body.token, body.password, client(req));
+    res.json({ email });
+  });
+
+  // Everything below needs a live session.
+  api.use(async (req, res, next) => {
+    const signedIn = await sessions.resolve(sessionTokenOf(req.headers.cookie));
+    if (!signedIn) throw errors.notSignedIn();
+    res.locals.signedIn = signedIn;
+    next();
+  });
+
+  api.get('/session', async (_req, res) => {
+    res.json(await sessionView(signedInOf(res)));
+  });
+
+  api.delete('/session', async (req, res) => {
+    await sessions.end(signedInOf(res), client(req));
+    res.setHeader('Set-Cookie', sessionCookie('', 0));
+    res.status(204).end();
+  });
+
+  api.put('/session/account', async (req, res) => {
+    const body = objectBody(req.body);
+    if (typeof body.account !== 'string') throw errors.invalidBody('account', "'account' must be an account id.");
+    res.json(await sessionView(await sessions.switchAccount(signedInOf(res), body.account)));
+  });
+
+  api.get('/keys', async (_req, res) => {
+    const { accountId } = may(res, 'keys.read');
+    res.json({ object: 'list', data: (await store.list(accountId)).map(publicView) });
+  });
+
+  api.post('/keys', async (req, res) => {
+    const { accountId, signedIn } = may(res, 'keys.create');
+    const fields = keyFields(objectBody(req.body), true);
+    await withinAccountQuota(accountId, fields.quota);
+    const { key, record } = await accounts.createKey(accountId, fields, actorOf(signedIn), client(req));
+    res.status(201).json({ ...publicView(record), key });
+  });
+
+  api.patch('/keys/:id', async (req, res) => {
+    const { record, signedIn } = await mayManageKey(req, res);
+    const fields = keyFields(objectBody(req.body), false);
+    await withinAccountQuota(record.accountId, fields.quota);
+    res.json(publicView(await accounts.editKey(record, fields, actorOf(signedIn), client(req))));
+  });
+
+  api.post('/keys/:id/revoke', async (req, res) => {
+    const { record, signedIn } = await mayManageKey(req, res);
+    res.json(publicView(await accounts.revokeKey(record, actorOf(signedIn), client(req))));
+  });
+
+  api.post('/keys/:id/rotate', async (req, res) => {
+    const { record, signedIn } = await mayManageKey(req, res);
+    const rotated = await accounts.rotateKey(record, actorOf(signedIn), client(req));
+    res.json({ ...publicView(rotated.record), key: rotated.key });
+  });
+
+  api.get('/members', async (_req, res) => {
+    const { accountId } = may(res, 'members.read');
+    res.json({ object: 'list', data: (await store.listMembers(accountId)).map(memberView) });
+  });
+
+  api.post('/members', async (req, res) => {
+    const { accountId, signedIn } = may(res, 'members.manage');
+    const body = objectBody(req.body);
+    const { member, person } = await accounts.addMember(accountId, { email: body.email, role: body.role }, actorOf(signedIn), client(req));
+    // Someone new without a password (and no identity provider to sign in with) gets a one-time link to set one.
+    const link = person.passwordHash === null ? passwordPath(await accounts.passwordLink(person.email, accountId, actorOf(signedIn), client(req))) : undefined;
+    res.status(201).json({ ...memberView(member), ...(link ? { passwordLink: link } : {}) });
+  });
+
+  api.delete('/members/:email', async (req, res) => {
+    const { accountId, signedIn } = may(res, 'members.manage');
+    await accounts.removeMember(accountId, normalizeEmail(req.params.email) ?? req.params.email, actorOf(signedIn), client(req));
+    res.status(204).end();
+  });
+
+  api.get('/usage', async (req, res) => {
+    const { accountId } = may(res, 'usage.read');
+    const { from, to } = dateRange(req.query.from, req.query.to);
+    const keyId = typeof req.query.keyId === 'string' ? req.query.keyId : undefined;
+    const days = (await store.usage(accountId, from, to)).filter((day) => keyId === undefined || day.keyId === keyId);
+    res.json({ object: 'list', from, to, data: days.map(({ date, keyId: id, requests, promptTokens, completionTokens }) => ({ date, keyId: id, requests, promptTokens, completionTokens })) });
+  });
+
+  api.get('/usage.csv', async (req, res) => {
+    const { accountId, account } = may(res, 'usage.read');
+    const { from, to } = dateRange(req.query.from, req.query.to);
+    const names = new Map((await store.list(accountId)).map((key) => [key.id, key.name]));
+    res.setHeader('Content-Type', 'text/csv; charset=utf-8');
+    res.setHeader('Content-Disposition', `attachment; filename="usage-${account.name.replace(/[^A-Za-z0-9._-]/g, '_')}-${from}-${to}.csv"`);
+    res.send(usageCsv(await store.usage(accountId, from, to), names));
+  });
+
+  api.get('/audit', async (_req, res) => {
+    const { accountId } = may(res, 'audit.read');
+    res.json({ object: 'list', data: (await store.listAudit(accountId, 500)).map(({ id, at, actor, action, target, client: from, details }) => ({ id, at, actor, action, target, client: from, details })) });
+  });
+
+  /** The current account and the action allowed in it, or 403 (or 404 with no account at all). */
+  function may(res: Response, action: Action) {
+    const signedIn = signedInOf(res);
+    const account = signedIn.account;
+    if (!account) throw errors.permissionDenied('do this: you are not a member of any account yet');
+    if (!allowed(actorOf(signedIn), signedIn.role, action)) throw errors.permissionDenied(describe(action));
+    return { signedIn, account, accountId: account.id };
+  }
+
+  /** A key of the current account that this person may edit, rotate or revoke. */
+  async function mayManageKey(req: Request, res: Response) {
+    const { signedIn, accountId } = may(res, 'keys.read');
+    const record = await accounts.key(String(req.params.id), accountId);
+    if (!allowed(actorOf(signedIn), signedIn.role, 'key.manage', record.createdBy)) throw errors.permissionDenied('change a key someone else created');
+    return { record, signedIn };
+  }
+
+  /** A key's own quota stays within its account's. */
+  async function withinAccountQuota(accountId: string, quota: { tokensPerDay?: number | null; tokensPerMonth?: number | null } | undefined) {
+    if (!quota) return;
+    const account = await accounts.account(accountId);
+    for (const period of ['tokensPerDay', 'tokensPerMonth'] as const) {
+      const own = quota[period];
+      const cap = account.quota[period];
+      if (cap !== null && (own === null || (own !== undefined && own > cap))) {
+        throw errors.invalidBody(`quota.${period}`, `'quota.${period}' must be at most the account's, ${cap}.`);
+      }
+    }
+  }
+
+  async function sessionView(signedIn: SignedIn) {
+    const names = new Map((await store.listAccounts()).map((account) => [account.id, account]));
+    const mine = signedIn.memberships.map((m) => ({ id: m.accountId, name: names.get(m.accountId)?.name ?? m.accountId, role: m.role }));
+    const others = signedIn.person.admin ? [...names.values()].filter((a) => !mine.some((m) => m.id === a.id)).map((a) => ({ id: a.id, name: a.name, role: null })) : [];
+    return {
+      email: signedIn.person.email,
+      admin: signedIn.person.admin,
+      via: signedIn.session.via,
+      expiresAt: signedIn.session.expiresAt,
+      account: signedIn.account ? { id: signedIn.account.id, name: signedIn.account.name, role: signedIn.role ?? null, quota: signedIn.account.quota } : null,
+      accounts: [...mine, ...others],
+    };
+  }
+
+  return api;
+}
+
+const memberView = (member: MembershipRecord) => ({ email: member.email, role: member.role, addedAt: member.addedAt, addedBy: member.addedBy });
+
+function describe(action: Action): string {
+  return {
+    'account.manage': 'change the account itself (a platform admin does)',
+    'members.read': 'see the members',
+    'members.manage': "manage this account's members (an owner does)",
+    'keys.read': 'see the keys',
+    'keys.create': 'create keys',
+    'key.manage': 'change this key',
+    'usage.read': 'see the usage',
+    'audit.read': "see this account's audit trail (an owner does)",
+  }[action];
+}
