@@ -2,7 +2,7 @@
  * The public Express app: the request path's stages in order, nothing else. It does not listen;
  * process/listeners.ts gives it sockets and supertest can drive it directly.
  *
- *   observe -> security headers -> request id -> trace context -> transport guard (HTTPS, header count) -> authenticate -> rate limit ->
+ *   observe -> security headers -> request id -> trace context -> transport guard (HTTPS, header count) -> authenticate -> rate limit -> quota ->
  *   read + validate body -> route -> proxy;  anything thrown -> the one error handler.
  * GET /v1/models shares the first stages and lists what the key may use. The console (/console/) has
  * the same observing, ids and transport guard, with a page's security headers.
@@ -27,6 +27,8 @@ import type { RateLimiter } from './ratelimit/limiter';
 import { route } from './pipeline/route';
 import { API_SECURITY_HEADERS, CONSOLE_SECURITY_HEADERS, securityHeaders } from './pipeline/security-headers';
 import { CONSOLE_PATH } from './console/app';
+import { enforceQuota } from './accounts/enforce-quota';
+import type { QuotaTracker } from './accounts/quota';
 import { continueTrace } from './pipeline/trace';
 import { limitHeaderCount, requireHttps } from './pipeline/transport';
 import type { SpanExport } from './telemetry/tracing';
@@ -45,11 +47,12 @@ export interface PublicAppDeps {
   limiter: RateLimiter;
   onKeyUsed?: (record: KeyRecord) => void;
   spans?: SpanExport;
+  quota: QuotaTracker;
   /** The console (page and API) at /console, when it is on. */
   console?: Router;
 }
 
-export function createPublicApp({ config, metrics, log, keyCache, providers, proxy, limiter, onKeyUsed, spans, console }: PublicAppDeps): express.Express {
+export function createPublicApp({ config, metrics, log, keyCache, providers, proxy, limiter, quota, onKeyUsed, spans, console }: PublicAppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.disable('etag');
@@ -67,6 +70,7 @@ export function createPublicApp({ config, metrics, log, keyCache, providers, pro
     ...front,
     authenticateKey,
     limitRate(limiter, metrics),
+    enforceQuota(quota, (scope, period) => metrics.quotaRefused.series({ scope, period }).inc()),
     readAndValidateBody({ maxBytes: config.limits.maxBodyBytes, maxJsonDepth: config.limits.maxJsonDepth, maxJsonElements: config.limits.maxJsonElements }),
     route(providers),
     proxy.handle,

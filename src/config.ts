@@ -247,6 +247,8 @@ const schema = z.strictObject({
         .optional(),
     })
     .prefault({}),
+  /** Token quotas of accounts and keys: counters every replica shares, synced this often. */
+  quota: z.strictObject({ syncMs: milliseconds.default(500) }).prefault({}),
   shutdown: z.strictObject({ drainTimeoutMs: milliseconds.default(30_000) }).prefault({}),
   log: z
     .strictObject({

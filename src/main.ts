@@ -20,6 +20,7 @@ import { startPrimary, type WorkerMessages } from './process/cluster';
 import { accountParts, banner, openStore, prepareOnce, reloadConfig, tlsMaterial, type Gateway } from './process/startup';
 import { consoleApp } from './console/app';
 import { createOidcRoutes } from './accounts/oidc';
+import { QuotaTracker, type QuotaCounters } from './accounts/quota';
 import { loadConfig, type Config } from './config';
 import { GatewayError } from './errors';
 import { required } from './context';
@@ -162,6 +163,11 @@ async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, 
   const publicOrigin = config.console.publicUrl ? new URL(config.console.publicUrl).origin : undefined;
   const oidc = config.console.oidc;
   const oidcRoutes = oidc ? createOidcRoutes(oidc, { accounts: people.accounts, sessions: people.sessions, store: keyStore, publicOrigin, log }) : undefined;
+  const quota = new QuotaTracker(await openQuotaCounters(config, keyStore), {
+    accountQuota: async (ids) => new Map((await Promise.all(ids.map((id) => keyStore.getAccount(id)))).flatMap((account) => (account ? [[account.id, account.quota] as const] : []))),
+    syncFailed: () => metrics.quotaSyncErrors.inc(),
+  });
+  quota.start(config.quota.syncMs);
   const consoleRouter = config.console.enabled ? consoleApp({ accounts: people.accounts, sessions: people.sessions, oidc: Boolean(oidc), publicOrigin, oidcRoutes }) : undefined;
   return {
     keyCache,
@@ -169,8 +175,10 @@ async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, 
     rateLimitStore,
     spans,
     consoleRouter,
+    quota,
     async close() {
       await usage.stop();
+      await quota.stop().catch(() => undefined);
       await rateLimitStore.close();
       await spans?.shutdown().catch((err: Error) => log.warn({ err: err.message }, 'could not export the last spans'));
     },
@@ -211,10 +219,11 @@ async function buildServing(config: Config, log: Logger, metrics: Metrics, lasti
       metrics.tokens.series({ provider: provider.name, model, kind: 'prompt' }).inc(tokens.promptTokens);
       metrics.tokens.series({ provider: provider.name, model, kind: 'completion' }).inc(tokens.completionTokens);
       usage.tokens(key, tokens.promptTokens, tokens.completionTokens);
+      lasting.quota.charge(key, tokens.promptTokens + tokens.completionTokens);
       if (context.tokensPerMinute) limiter.debitTokens(key.id, context.tokensPerMinute, tokens.promptTokens + tokens.completionTokens);
     },
   });
-  const publicApp = createPublicApp({ config, metrics, log, keyCache, providers, proxy, limiter, onKeyUsed: (record) => usage.used(record), spans: lasting.spans, console: lasting.consoleRouter });
+  const publicApp = createPublicApp({ config, metrics, log, keyCache, providers, proxy, limiter, quota: lasting.quota, onKeyUsed: (record) => usage.used(record), spans: lasting.spans, console: lasting.consoleRouter });
   let inFlight = 0;
   let drained: (() => void) | undefined;
   return {
@@ -269,6 +278,15 @@ function watchUpstreams(metrics: Metrics, providers: ProviderTable): void {
 /** The model label of the token metric: a name the provider lists, else 'other' (labels stay bounded). */
 function modelLabel(provider: Provider, modelName: string): string {
   return listsModel(provider, modelName) ? modelName : 'other';
+}
+
+/** Quota counters where rate limits are shared (Redis), else in the key store. */
+async function openQuotaCounters(config: Config, store: GuardedKeyStore): Promise<QuotaCounters> {
+  if (config.rateLimit.store === 'redis' && config.rateLimit.url) {
+    const { RedisQuotaCounters } = await import('./accounts/redis-quota'); // ioredis only where Redis is used
+    return new RedisQuotaCounters(config.rateLimit.url, config.rateLimit.timeoutMs);
+  }
+  return { add: (amounts) => store.addQuotaUsage(amounts), totals: (scopes) => store.quotaUsage(scopes) };
 }
 
 async function openRateLimitStore(config: Config, log: Logger): Promise<RateLimitStore> {

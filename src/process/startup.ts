@@ -48,7 +48,7 @@ export function reloadConfig(configFile: string, running: Config, log: Logger): 
 }
 
 /** What a reload leaves alone: listeners, TLS, stores, process model. Providers, upstream settings and limits are reloaded. */
-const RESTART_ONLY_SETTINGS = ['listen', 'tls', 'plainHttp', 'admin', 'dataDir', 'keyStore', 'server', 'mockWorker', 'log', 'limits', 'trustedProxies', 'auth', 'tracing', 'shutdown', 'console'] as const satisfies ReadonlyArray<keyof Config>;
+const RESTART_ONLY_SETTINGS = ['listen', 'tls', 'plainHttp', 'admin', 'dataDir', 'keyStore', 'server', 'mockWorker', 'log', 'limits', 'trustedProxies', 'auth', 'tracing', 'shutdown', 'console', 'quota'] as const satisfies ReadonlyArray<keyof Config>;
 /** The rate-limit store is opened once (its counters carry over a reload); the limits themselves reload. */
 const RESTART_ONLY_RATE_LIMIT_SETTINGS = ['store', 'url', 'timeoutMs'] as const satisfies ReadonlyArray<keyof Config['rateLimit']>;
 

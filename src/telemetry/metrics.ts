@@ -126,6 +126,18 @@ export function createMetrics() {
       labelNames: ['outcome'] as const,
       registers,
     }),
+    quotaRefused: new CounterFamily({
+      name: 'chatgate_quota_refused_total',
+      help: 'Requests refused 429 insufficient_quota, by whose quota (key or account) and period (day or month, UTC).',
+      labelNames: ['scope', 'period'] as const,
+      registers,
+    }),
+    quotaSyncErrors: new CounterFamily({
+      name: 'chatgate_quota_sync_errors_total',
+      help: 'Quota counter syncs that failed (Redis or the key store away); what was used is kept and counted locally meanwhile.',
+      labelNames: [],
+      registers,
+    }).series({}),
     rateLimited: new CounterFamily({
       name: 'chatgate_rate_limited_total',
       help: 'Requests refused by a per-key limit, by reason: requests, tokens, concurrency.',
