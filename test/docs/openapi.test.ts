@@ -1,0 +1,170 @@
+/**
+ * docs/openapi.yaml describes the admin API and the console's API as they answer: a scenario calls
+ * every operation (but the OIDC ones, which need an identity provider: test/console/oidc.test.ts),
+ * and every real answer is matched to its documented operation and status, and its body validated
+ * against the documented schema (JSON Schema 2020-12, which OpenAPI 3.1 uses). An answer the document
+ * does not describe, a body that does not fit, or an operation never called fails the test.
+ */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import Ajv2020 from 'ajv/dist/2020';
+import YAML from 'yaml';
+import { gatewayWithWorker } from '../helpers/fixture';
+import { bearer, chatBody, request, type RawResponse } from '../helpers/http';
+import { eventually } from '../helpers/processes';
+
+const DOCUMENT = YAML.parse(readFileSync(path.join(__dirname, '..', '..', 'docs', 'openapi.yaml'), 'utf8')) as {
+  openapi: string;
+  paths: Record<string, Record<string, { responses: Record<string, { $ref?: string; content?: Record<string, { schema: unknown }> }> }>>;
+  components: { responses: Record<string, { content: Record<string, { schema: unknown }> }> };
+};
+const METHODS = ['get', 'post', 'put', 'patch', 'delete'];
+const NOT_HERE = new Set(['GET /console/api/oidc/login', 'GET /console/api/oidc/callback']);
+
+const ajv = new Ajv2020({ allErrors: true, strict: true, strictRequired: false, allowUnionTypes: true });
+ajv.addFormat('date-time', /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/);
+ajv.addFormat('date', /^\d{4}-\d{2}-\d{2}$/);
+ajv.addFormat('email', /^[^\s@]+@[^\s@]+$/);
+/** The document's local refs, pointed at the copy of its schemas that ajv holds. */
+const resolveRefs = (schema: unknown): unknown =>
+  JSON.parse(JSON.stringify(schema), (field, value) =>
+    field === '$ref' && typeof value === 'string' && value.startsWith('#/components/schemas/') ? `openapi#/$defs/${value.slice('#/components/schemas/'.length)}` : value,
+  );
+ajv.addSchema({ $id: 'openapi', $defs: resolveRefs((DOCUMENT.components as unknown as { schemas: unknown }).schemas) }, 'openapi');
+
+const operations = Object.entries(DOCUMENT.paths).flatMap(([template, item]) =>
+  METHODS.filter((method) => item[method]).map((method) => ({
+    name: `${method.toUpperCase()} ${template}`,
+    method: method.toUpperCase(),
+    pattern: new RegExp(`^${template.replace(/\./g, '\\.').replace(/\{[^}]+\}/g, '[^/]+')}$`),
+    responses: item[method]!.responses,
+  })),
+);
+const called = new Map<string, Set<string>>();
+const problems: string[] = [];
+
+function check(method: string, url: string, response: RawResponse): RawResponse {
+  const pathOnly = url.split('?')[0]!;
+  const operation = operations.find((candidate) => candidate.method === method && candidate.pattern.test(pathOnly));
+  if (!operation) {
+    problems.push(`${method} ${pathOnly}: not in the document`);
+    return response;
+  }
+  const status = String(response.status);
+  called.set(operation.name, (called.get(operation.name) ?? new Set()).add(status));
+  let documented = operation.responses[status];
+  if (!documented) {
+    problems.push(`${operation.name}: ${status} is not documented (${response.body.slice(0, 120)})`);
+    return response;
+  }
+  if (documented.$ref) documented = DOCUMENT.components.responses[documented.$ref.split('/').pop()!]!;
+  if (!documented.content) {
+    if (response.body !== '') problems.push(`${operation.name} ${status}: documented without a body, answered one`);
+    return response;
+  }
+  const type = String(response.headers['content-type'] ?? '').split(';')[0]!;
+  const content = documented.content[type];
+  if (!content) {
+    problems.push(`${operation.name} ${status}: content type ${type} is not documented`);
+    return response;
+  }
+  if (type === 'application/json') {
+    const validate = ajv.compile(resolveRefs(content.schema) as object);
+    if (!validate(JSON.parse(response.body))) problems.push(`${operation.name} ${status}: ${ajv.errorsText(validate.errors)} in ${response.body.slice(0, 300)}`);
+  }
+  return response;
+}
+
+const TOKEN = 'admin-token-for-the-openapi-test';
+const PASSWORD = 'an openapi test password';
+const f = gatewayWithWorker({ admin: { host: '127.0.0.1', port: 0, token: TOKEN }, auth: { createFirstKey: false, lastUsedFlushMs: 100 } });
+
+const admin = async (method: string, apiPath: string, body?: unknown, token = TOKEN) =>
+  check(method, `/admin/api${apiPath}`, await request(f.gw.adminUrl, { method, path: `/admin/api${apiPath}`, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) }));
+const consoleCall = async (cookie: string | undefined, method: string, apiPath: string, body?: unknown) =>
+  check(
+    method,
+    `/console/api${apiPath}`,
+    await request(f.gw.url, {
+      ca: f.gw.ca,
+      method,
+      path: `/console/api${apiPath}`,
+      headers: { origin: `https://${new URL(f.gw.url).host}`, 'content-type': 'application/json', ...(cookie ? { cookie } : {}) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    }),
+  );
+
+test('the document is OpenAPI 3.1 and every schema in it compiles', () => {
+  expect(DOCUMENT.openapi).toBe('3.1.0');
+  // A comma in a YAML flow mapping's text makes a key of the rest: no key of the document has a space.
+  const spaced: string[] = [];
+  JSON.stringify(DOCUMENT, (_field, value: unknown) => {
+    if (value && typeof value === 'object' && !Array.isArray(value)) spaced.push(...Object.keys(value).filter((name) => name.includes(' ')));
+    return value;
+  });
+  expect(spaced).toEqual([]);
+  for (const operation of operations) {
+    for (const response of Object.values(operation.responses)) {
+      for (const content of Object.values(response.content ?? {})) expect(() => ajv.compile(resolveRefs(content.schema) as object)).not.toThrow();
+    }
+  }
+});
+
+test('every answer of the admin API and the console API fits the document, and every operation is called', async () => {
+  // The admin API.
+  const account = (await admin('POST', '/accounts', { name: 'documented', quota: { tokensPerDay: 100000 } })).json<{ id: string }>().id;
+  await admin('POST', '/accounts', { name: 'documented' }); // 409
+  await admin('GET', '/accounts');
+  await admin('GET', `/accounts/${account}`);
+  await admin('GET', '/accounts/acc_nope'); // 404
+  await admin('PATCH', `/accounts/${account}`, { quota: { tokensPerMonth: 5000000 } });
+  await admin('POST', `/accounts/${account}/members`, { email: 'owner@example.com', role: 'owner', password: PASSWORD });
+  await admin('POST', `/accounts/${account}/members`, { email: 'second@example.com', role: 'member' });
+  await admin('POST', `/accounts/${account}/members`, { email: 'not an email', role: 'member' }); // 400
+  await admin('GET', `/accounts/${account}/members`);
+  await admin('POST', `/accounts/${account}/members/second@example.com/password-link`);
+  await admin('PATCH', '/people/second@example.com', { admin: false });
+  const created = (await admin('POST', '/keys', { name: 'documented key', account })).json<{ id: string; key: string }>();
+  await admin('POST', '/keys', { name: 'x', account: 'acc_nope' }); // 404
+  await admin('GET', '/keys');
+  await admin('GET', `/keys/${created.id}`);
+  await admin('PATCH', `/keys/${created.id}`, { name: 'renamed', quota: { tokensPerDay: 1000 } });
+  await admin('POST', `/keys/${created.id}/rotate`);
+  await admin('GET', '/keys', undefined, 'a-wrong-admin-token-guess'); // 401
+  await admin('DELETE', `/accounts/${account}/members/second@example.com`);
+  await admin('DELETE', `/accounts/${account}/members/owner@example.com`); // 409: the last owner
+
+  // The console API.
+  await consoleCall(undefined, 'GET', '/config');
+  await consoleCall(undefined, 'POST', '/session', { email: 'owner@example.com', password: 'not the right one' }); // 401
+  await consoleCall(undefined, 'GET', '/keys'); // 401
+  const signedIn = await consoleCall(undefined, 'POST', '/session', { email: 'owner@example.com', password: PASSWORD });
+  const cookie = String(signedIn.headers['set-cookie']).split(';')[0]!;
+  await consoleCall(cookie, 'GET', '/session');
+  await consoleCall(cookie, 'PUT', '/session/account', { account });
+  const key = (await consoleCall(cookie, 'POST', '/keys', { name: 'console key', quota: { tokensPerDay: 500 } })).json<{ id: string; key: string }>();
+  await consoleCall(cookie, 'GET', '/keys');
+  await consoleCall(cookie, 'PATCH', `/keys/${key.id}`, { models: ['mock/*'] });
+  await consoleCall(cookie, 'POST', `/keys/${key.id}/rotate`);
+  const invited = (await consoleCall(cookie, 'POST', '/members', { email: 'invitee@example.com', role: 'member' })).json<{ passwordLink: string }>();
+  await consoleCall(undefined, 'POST', '/password', { token: invited.passwordLink.split('#set-password=')[1], password: 'the invitee password' });
+  await consoleCall(undefined, 'POST', '/password', { token: 'spent-or-never-made', password: 'the invitee password' }); // 400
+  await consoleCall(cookie, 'GET', '/members');
+  await consoleCall(cookie, 'DELETE', '/members/invitee@example.com');
+  const usable = (await admin('POST', '/keys', { name: 'used', account })).json<{ key: string }>().key;
+  expect((await request(f.gw.url, { ca: f.gw.ca, headers: bearer(usable), body: chatBody() })).status).toBe(200);
+  await eventually(async () => ((await consoleCall(cookie, 'GET', '/usage')).json<{ data: unknown[] }>().data.length > 0 ? true : undefined));
+  await consoleCall(cookie, 'GET', '/usage?from=not-a-date'); // 400
+  await consoleCall(cookie, 'GET', '/usage.csv');
+  await consoleCall(cookie, 'GET', '/audit');
+  await admin('GET', `/accounts/${account}/usage`);
+  await admin('GET', `/accounts/${account}/audit`);
+  await consoleCall(cookie, 'POST', `/keys/${key.id}/revoke`);
+  await admin('POST', `/keys/${created.id}/revoke`);
+  await consoleCall(cookie, 'DELETE', '/session');
+  await consoleCall(cookie, 'GET', '/session'); // 401: ended
+
+  expect(problems).toEqual([]);
+  const uncalled = operations.map((operation) => operation.name).filter((name) => !called.has(name) && !NOT_HERE.has(name));
+  expect(uncalled).toEqual([]);
+});
