@@ -86,6 +86,30 @@ test('keys list writes a name with control characters (from a file edited by han
   expect(listed.stdout.split('\n').some((line) => line.startsWith('key_forged'))).toBe(false);
 });
 
+test('accounts and members from the CLI: made, listed, and a key made in the account; the same refusals as the admin API', () => {
+  const config = ['--config', configFile];
+  const created = chatgate(['accounts', 'create', '--name', 'team-cli', '--tokens-per-day', '50000', '--json', ...config]);
+  expect(created.status).toBe(0);
+  const account = JSON.parse(created.stdout) as { id: string; name: string; quota: unknown };
+  expect(account).toMatchObject({ name: 'team-cli', quota: { tokensPerDay: 50000, tokensPerMonth: null } });
+  const again = chatgate(['accounts', 'create', '--name', 'team-cli', ...config]);
+  expect(again.status).toBe(1);
+  expect(again.stderr).toContain("An account is already named 'team-cli'");
+  expect(chatgate(['accounts', 'list', ...config]).stdout).toContain(`${account.id}\tteam-cli\tquota per day 50000, per month none`);
+
+  const added = chatgate(['members', 'add', '--account', account.id, '--email', 'Lead@Example.com', '--role', 'owner', '--json', ...config]);
+  expect(added.status).toBe(0);
+  expect(JSON.parse(added.stdout)).toMatchObject({ accountId: account.id, email: 'lead@example.com', role: 'owner', addedBy: 'admin-token', passwordLink: expect.stringMatching(/^\/console\/#set-password=[A-Za-z0-9_-]{43}$/) });
+  expect(chatgate(['members', 'list', '--account', account.id, ...config]).stdout).toMatch(/^lead@example\.com\towner\tadded .* by admin-token$/m);
+  const lastOwner = chatgate(['members', 'remove', '--account', account.id, '--email', 'lead@example.com', ...config]);
+  expect(lastOwner.status).toBe(1);
+  expect(lastOwner.stderr).toContain('at least one owner');
+
+  const key = JSON.parse(chatgate(['keys', 'create', '--name', 'in-team', '--account', account.id, '--json', ...config]).stdout) as { accountId: string };
+  expect(key.accountId).toBe(account.id);
+  expect(chatgate(['keys', 'create', '--name', 'nowhere', '--account', 'acc_nope', ...config]).status).toBe(2);
+});
+
 test('usage errors exit 2 and say what is wrong; an unknown id exits 1', () => {
   const noName = chatgate(['keys', 'create', '--config', configFile]);
   expect(noName.status).toBe(2);

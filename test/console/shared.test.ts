@@ -11,7 +11,7 @@ import path from 'node:path';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import { bearer, chatBody, request, type RawResponse } from '../helpers/http';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres';
-import { startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
 
 const TOKEN = 'console-shared-admin-token-0123456789';
 const PASSWORD = 'a password for both replicas';
@@ -70,6 +70,16 @@ test('a session made on one replica works on the other, and signing out on the o
 
   expect((await call(b, cookie, 'DELETE', '/session')).status).toBe(204);
   for (const replica of [a, b]) expect((await call(replica, cookie, 'GET', '/session')).status).toBe(401);
+
+  // Each change is a log line too ("log":"audit"), for the operator's pipeline, written by the replica that made it.
+  const auditLines = await eventually(() => {
+    const lines = [...a.log, ...b.log].filter((line) => line.log === 'audit');
+    return lines.some((line) => line.action === 'session.ended') ? lines : undefined;
+  });
+  expect(auditLines.map((line) => line.action)).toEqual(expect.arrayContaining(['member.added', 'session.created', 'key.created', 'password.link_created', 'session.ended']));
+  expect(auditLines.find((line) => line.action === 'key.created')).toMatchObject({ actor: 'owner@example.com', accountId: account, client: '127.0.0.1' });
+  const logs = JSON.stringify([...a.log, ...b.log]);
+  for (const secret of [PASSWORD, key, sessionToken, linkToken]) expect(logs).not.toContain(secret);
 
   // What the database holds: digests and scrypt hashes only.
   const dump = execFileSync('pg_dump', ['--data-only', database.url], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });

@@ -60,6 +60,17 @@ test('first start: a dev certificate, one key printed once, and a curl line that
     expect(statSync(path.join(cwd, 'data', 'tls', 'key.pem')).mode & 0o077).toBe(0);
     expect(readFileSync(path.join(cwd, 'data', 'keys.json'), 'utf8')).not.toContain(key);
     expect((await fetch('http://127.0.0.1:9464/readyz')).status).toBe(200);
+
+    // The console: the printed one-time link sets the first owner's password, who then signs in.
+    const link = text.split('\n').find((line) => line.trim().startsWith('https://localhost:8443/console/#set-password='))!.trim();
+    expect(text).toContain('Sign in to the console as admin@localhost');
+    const token = link.split('#set-password=')[1]!;
+    const origin = '-H "Origin: https://localhost:8443" -H "Content-Type: application/json"';
+    const set = sh(`curl -sk https://localhost:8443/console/api/password ${origin} -d '{"token":"${token}","password":"the first owner password"}'`);
+    expect(JSON.parse(set.stdout)).toEqual({ email: 'admin@localhost' });
+    const signIn = sh(`curl -sk -i https://localhost:8443/console/api/session ${origin} -d '{"email":"admin@localhost","password":"the first owner password"}'`);
+    expect(signIn.stdout).toMatch(/^set-cookie: chatgate_session=/im);
+    expect(signIn.stdout).toContain('"account":{"id":"acc_default","name":"default","role":"owner"');
   } finally {
     await stopProcess(child);
   }
@@ -74,6 +85,7 @@ test('second start: same certificate, no new key printed', async () => {
   try {
     expect(banner()).toContain(fingerprintBefore);
     expect(banner()).not.toMatch(/cgk_/);
+    expect(banner()).not.toContain('set-password'); // the first owner set theirs
     expect(existsSync(path.join(cwd, 'data', 'keys.json'))).toBe(true);
   } finally {
     await stopProcess(child, 'SIGINT');
