@@ -107,6 +107,12 @@ export const errors = {
   originNotAllowed: () =>
     new GatewayError(403, 'permission_error', 'origin_not_allowed', "This request's Origin is not the console's own: nothing was changed."),
   permissionDenied: (what: string) => new GatewayError(403, 'permission_error', 'permission_denied', `You may not ${what}.`),
+  oidcSignInExpired: () =>
+    invalid(400, 'oidc_sign_in_expired', 'This sign-in is not under way in this browser: it was used already, it expired, or it was started elsewhere. Sign in again.'),
+  oidcSignInFailed: () =>
+    invalid(401, 'oidc_sign_in_failed', 'Signing in with the identity provider did not succeed: its answer failed a check, or it gave no verified email. Sign in again.'),
+  identityProviderUnavailable: () =>
+    new GatewayError(503, 'api_error', 'identity_provider_unavailable', 'The identity provider cannot be reached right now; try again shortly.', null, { 'Retry-After': '5' }),
   consoleDisabled: () => invalid(404, 'console_disabled', 'The console is off on this gateway (console.enabled: false).'),
   insufficientQuota: (scope: 'key' | 'account', period: 'day' | 'month', retryAfterSeconds: number) =>
     new GatewayError(

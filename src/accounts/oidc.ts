@@ -57,19 +57,16 @@ const BROWSER_COOKIE = 'chatgate_oidc';
 /** Each request to the provider (discovery, token, JWKS) gives up after this long. */
 const PROVIDER_TIMEOUT_SECONDS = 10;
 
-/**
- * The refusals. Until errors.ts has OIDC's own (oidcSignInFailed 401, identityProviderUnavailable
- * 503), the nearest catalogued ones stand in.
- */
+/** The refusals. */
 const refusals = {
   /** No transaction for this state: none sent, made up, used already, expired, or started in another browser. */
-  unknownState: () => errors.invalidLink(),
+  unknownState: () => errors.oidcSignInExpired(),
   /** The provider's answer failed a check (the code, the ID token), or it names no usable email. */
-  notSignedIn: () => errors.invalidCredentials(),
+  notSignedIn: () => errors.oidcSignInFailed(),
   /** A person the mappings do not let in and the gateway does not know. */
   notMapped: () => errors.permissionDenied('sign in to this console: no group of yours at the identity provider is given an account here, ask an account owner to add you'),
   /** The provider could not be reached (discovery, the token exchange, its keys). */
-  unavailable: () => errors.upstreamUnavailable(),
+  unavailable: () => errors.identityProviderUnavailable(),
 };
 
 type Library = typeof OpenIdClient;
@@ -122,9 +119,10 @@ export function createOidcRoutes(settings: OidcSettings, deps: OidcDeps): Router
 
   routes.get('/callback', async (req, res) => {
     const client = req.ip;
+    const requestId = res.getHeader('X-Request-Id'); // the front stages' (pipeline/request-id.ts)
     /** Logs and audits a refused sign-in, then refuses it. */
     const refuse = async (reason: string, error: GatewayError, email?: string): Promise<never> => {
-      log.warn({ reason, email, client }, 'OIDC sign-in refused');
+      log.warn({ requestId, reason, email, client }, 'OIDC sign-in refused');
       await auditor.record({ accountId: null, actor: 'oidc', action: 'session.failed', target: email ?? 'unknown', client, details: { via: 'oidc', reason } });
       throw error;
     };
@@ -146,7 +144,7 @@ export function createOidcRoutes(settings: OidcSettings, deps: OidcDeps): Router
       claims = tokens.claims()!;
     } catch (err) {
       if (unreachable(err)) {
-        log.warn({ reason: reasonOf(err), client }, 'OIDC sign-in failed: the identity provider could not be reached');
+        log.warn({ requestId, reason: reasonOf(err), client }, 'OIDC sign-in failed: the identity provider could not be reached');
         throw refusals.unavailable();
       }
       return refuse(reasonOf(err), refusals.notSignedIn());

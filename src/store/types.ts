@@ -122,7 +122,7 @@ export interface MembershipRecord {
   email: string;
   role: Role;
   addedAt: string;
-  /** A person's email, `admin-token`, or `oidc` (provisioned at sign-in). */
+  /** A person's email (for one provisioned at an OIDC sign-in: their own), or `admin-token`. */
   addedBy: string;
 }
 

@@ -33,7 +33,15 @@ export function spawnGatewayProcess(dir: string, name: string, settings: Record<
   const configFile = path.join(dir, `${name}.yaml`);
   writeFileSync(
     configFile,
-    YAML.stringify({ listen: { host: '127.0.0.1', port: 0 }, admin: { host: '127.0.0.1', port: 0 }, dataDir, auth: { createFirstKey: false }, ...withMockControls(settings) }),
+    YAML.stringify({
+      listen: { host: '127.0.0.1', port: 0 },
+      admin: { host: '127.0.0.1', port: 0 },
+      dataDir,
+      // The key store of its own data directory, never ./data/keys.json of the working directory.
+      keyStore: { type: 'file', path: path.join(dataDir, 'keys.json') },
+      auth: { createFirstKey: false },
+      ...withMockControls(settings),
+    }),
   );
   const child = spawn(process.execPath, [CLI, 'serve', '--config', configFile], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   let stderr = '';
