@@ -173,7 +173,7 @@ export function createOidcRoutes(settings: OidcSettings, deps: OidcDeps): Router
     const admin = matched.some((mapping) => mapping.admin);
     if (!person || (admin && !person.admin)) {
       const created = !person;
-      person = await store.putPerson({ email, admin: admin || (person?.admin ?? false), passwordHash: null, createdAt: person?.createdAt ?? new Date().toISOString() });
+      person = await store.putPerson({ email, admin: admin || (person?.admin ?? false), passwordHash: person?.passwordHash ?? null, createdAt: person?.createdAt ?? new Date().toISOString() });
       if (admin) {
         const granting = matched.filter((mapping) => mapping.admin).map((mapping) => mapping.value);
         await auditor.record({ accountId: null, actor: 'oidc', action: 'admin.granted', target: email, client, details: { claim: settings.claim, values: granting, created } });

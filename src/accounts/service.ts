@@ -60,8 +60,12 @@ export class Accounts {
     return after;
   }
 
-  /** Adds a person to an account (made on first mention), or changes their role; with a password, sets it. */
-  async addMember(accountId: string, input: { email: unknown; role: unknown; password?: unknown }, by: Actor, client: string | undefined): Promise<{ member: MembershipRecord; person: PersonRecord }> {
+  /**
+   * Adds a person to an account (made on first mention: `created`), or changes their role; with a
+   * password, sets it. A person who already exists keeps their password: an account's owner has no
+   * say over a person who may belong to other accounts.
+   */
+  async addMember(accountId: string, input: { email: unknown; role: unknown; password?: unknown }, by: Actor, client: string | undefined): Promise<{ member: MembershipRecord; person: PersonRecord; created: boolean }> {
     await this.account(accountId);
     const email = normalizeEmail(input.email);
     if (!email) throw errors.invalidBody('email', "'email' must be an email address.");
@@ -72,14 +76,14 @@ export class Accounts {
       if (problem) throw errors.invalidBody('password', `'password' ${problem}.`);
     }
     const existing = await this.store.getPerson(email);
-    const passwordHash = input.password === undefined ? null : await hashPassword(input.password as string);
+    const passwordHash = input.password === undefined ? (existing?.passwordHash ?? null) : await hashPassword(input.password as string);
     const person = await this.store.putPerson({ email, admin: existing?.admin ?? false, passwordHash, createdAt: existing?.createdAt ?? this.now().toISOString() });
     const previous = (await this.store.listMembers(accountId)).find((m) => m.email === email);
     if (previous?.role === 'owner' && role === 'member') await this.keepAnOwner(accountId, email);
     const member = await this.store.putMember({ accountId, email, role, addedAt: this.now().toISOString(), addedBy: actorName(by) });
     await this.auditor.record({ accountId, actor: actorName(by), action: previous ? 'member.role_changed' : 'member.added', target: email, client, details: { role } });
-    if (passwordHash) await this.auditor.record({ accountId, actor: actorName(by), action: 'password.set', target: email, client });
-    return { member, person };
+    if (input.password !== undefined) await this.auditor.record({ accountId, actor: actorName(by), action: 'password.set', target: email, client });
+    return { member, person, created: !existing };
   }
 
   async removeMember(accountId: string, emailInput: unknown, by: Actor, client: string | undefined): Promise<void> {

@@ -112,7 +112,7 @@ export function adminApi(accounts: Accounts): Router {
     const email = normalizeEmail(req.params.email);
     const person = email ? await store.getPerson(email) : undefined;
     if (!person) throw errors.memberNotFound(req.params.email);
-    const updated = await store.putPerson({ ...person, admin: body.admin, passwordHash: null });
+    const updated = await store.putPerson({ ...person, admin: body.admin });
     res.json({ email: updated.email, admin: updated.admin, createdAt: updated.createdAt });
   });
 

@@ -113,9 +113,11 @@ export function consoleApi({ accounts, sessions, oidc }: ConsoleApiDeps): Router
   api.post('/members', async (req, res) => {
     const { accountId, signedIn } = may(res, 'members.manage');
     const body = objectBody(req.body);
-    const { member, person } = await accounts.addMember(accountId, { email: body.email, role: body.role }, actorOf(signedIn), client(req));
-    // Someone new without a password (and no identity provider to sign in with) gets a one-time link to set one.
-    const link = person.passwordHash === null ? passwordPath(await accounts.passwordLink(person.email, accountId, actorOf(signedIn), client(req))) : undefined;
+    const { member, person, created } = await accounts.addMember(accountId, { email: body.email, role: body.role }, actorOf(signedIn), client(req));
+    // Only someone this request made gets a one-time link to set a password: a person who already
+    // exists may belong to other accounts (or sign in with the identity provider), and a link would
+    // let this account's owner sign in as them there.
+    const link = created ? passwordPath(await accounts.passwordLink(person.email, accountId, actorOf(signedIn), client(req))) : undefined;
     res.status(201).json({ ...memberView(member), ...(link ? { passwordLink: link } : {}) });
   });
 
@@ -128,8 +130,7 @@ export function consoleApi({ accounts, sessions, oidc }: ConsoleApiDeps): Router
   api.get('/usage', async (req, res) => {
     const { accountId } = may(res, 'usage.read');
     const { from, to } = dateRange(req.query.from, req.query.to);
-    const keyId = typeof req.query.keyId === 'string' ? req.query.keyId : undefined;
-    const days = (await store.usage(accountId, from, to)).filter((day) => keyId === undefined || day.keyId === keyId);
+    const days = await usageOf(accountId, from, to, req.query.keyId);
     res.json({ object: 'list', from, to, data: days.map(({ date, keyId: id, requests, promptTokens, completionTokens }) => ({ date, keyId: id, requests, promptTokens, completionTokens })) });
   });
 
@@ -139,8 +140,14 @@ export function consoleApi({ accounts, sessions, oidc }: ConsoleApiDeps): Router
     const names = new Map((await store.list(accountId)).map((key) => [key.id, key.name]));
     res.setHeader('Content-Type', 'text/csv; charset=utf-8');
     res.setHeader('Content-Disposition', `attachment; filename="usage-${account.name.replace(/[^A-Za-z0-9._-]/g, '_')}-${from}-${to}.csv"`);
-    res.send(usageCsv(await store.usage(accountId, from, to), names));
+    res.send(usageCsv(await usageOf(accountId, from, to, req.query.keyId), names));
   });
+
+  /** The account's daily usage, of one key when `keyId` names one. */
+  async function usageOf(accountId: string, from: string, to: string, keyId: unknown) {
+    const days = await store.usage(accountId, from, to);
+    return typeof keyId === 'string' ? days.filter((day) => day.keyId === keyId) : days;
+  }
 
   api.get('/audit', async (_req, res) => {
     const { accountId } = may(res, 'audit.read');

@@ -123,3 +123,19 @@ test('the store unreadable: the admin API answers 503 key_store_unavailable, wit
     writeFileSync(f.gw.keyFile, kept);
   }
 });
+
+test("making a person a platform admin keeps their password (and their sign-in)", async () => {
+  const account = (await admin('POST', '/accounts', { name: 'admins-test' })).json<{ id: string }>().id;
+  const password = 'a password long enough';
+  expect((await admin('POST', `/accounts/${account}/members`, { email: 'ops@example.com', role: 'owner', password })).status).toBe(201);
+  const patched = await admin('PATCH', '/people/ops@example.com', { admin: true });
+  expect(patched.json()).toMatchObject({ email: 'ops@example.com', admin: true });
+  const signIn = await request(f.gw.url, {
+    ca: f.gw.ca,
+    method: 'POST',
+    path: '/console/api/session',
+    headers: { origin: `https://${new URL(f.gw.url).host}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ email: 'ops@example.com', password }),
+  });
+  expect(signIn.status).toBe(200);
+});

@@ -171,6 +171,21 @@ test('an owner invites a member (a one-time link to set the password) and remove
   expect(lastOwner.json().error.code).toBe('last_owner');
 });
 
+test("adding a person who already exists gives no password link and keeps their password: no owner can sign in as another account's people", async () => {
+  // owner-b exists (an owner of team-b, with a password). Owner A adds them to team-a.
+  const added = await ownerA.call('POST', '/members', { email: 'owner-b@example.com', role: 'member' });
+  expect(added.status).toBe(201);
+  expect(added.json<{ passwordLink?: string }>().passwordLink).toBeUndefined();
+  await signIn('owner-b@example.com'); // the password still works
+  // Someone invited by team-b and not yet signed in, then added by team-a: only team-b's invitation holds a link.
+  const invited = await ownerB.call('POST', '/members', { email: 'pending@example.com', role: 'member' });
+  expect(invited.json<{ passwordLink?: string }>().passwordLink).toMatch(/#set-password=/);
+  const again = await ownerA.call('POST', '/members', { email: 'pending@example.com', role: 'owner' });
+  expect(again.status).toBe(201);
+  expect(again.json<{ passwordLink?: string }>().passwordLink).toBeUndefined();
+  for (const email of ['owner-b@example.com', 'pending@example.com']) expect((await ownerA.call('DELETE', `/members/${email}`)).status).toBe(204);
+});
+
 test('usage per day and key, and its CSV; the audit trail of the account', async () => {
   const { key, id } = (await ownerA.call('POST', '/keys', { name: 'counted' })).json<{ key: string; id: string }>();
   for (let i = 0; i < 3; i++) expect((await request(f.gw.url, { ca: f.gw.ca, headers: bearer(key), body: chatBody() })).status).toBe(200);
@@ -185,6 +200,10 @@ test('usage per day and key, and its CSV; the audit trail of the account', async
   expect(csv.headers['content-type']).toBe('text/csv; charset=utf-8');
   expect(csv.body.split('\r\n')[0]).toBe('date,keyId,keyName,requests,promptTokens,completionTokens');
   expect(csv.body).toContain(`${today},${id},counted,3,`);
+  // The CSV of one key holds that key's rows only.
+  const oneKey = (await ownerA.call('GET', `/usage.csv?keyId=nokey`)).body.split('\r\n').filter(Boolean);
+  expect(oneKey).toEqual(['date,keyId,keyName,requests,promptTokens,completionTokens']);
+  expect((await ownerA.call('GET', `/usage.csv?keyId=${id}`)).body).toContain(`${today},${id},counted,3,`);
   const audit = (await ownerA.call('GET', '/audit')).json<{ data: Array<{ actor: string; action: string; target: string }> }>().data;
   expect(audit.map((event) => event.action)).toEqual(expect.arrayContaining(['key.created', 'key.revoked', 'key.rotated', 'member.added', 'member.removed', 'session.created']));
   expect(audit.find((event) => event.action === 'key.created' && event.target === id)).toMatchObject({ actor: 'owner-a@example.com' });
