@@ -4,6 +4,7 @@
  *
  *   observe -> security headers -> request id -> trace context -> transport guard (HTTPS, header count) -> authenticate -> rate limit -> quota ->
  *   read + validate body -> route -> proxy;  anything thrown -> the one error handler.
+ * Chat completions, completions, embeddings and responses (common/endpoints.ts) each have this chain.
  * GET /v1/models shares the first stages and lists what the key may use. The console (/console/) has
  * the same observing, ids and transport guard, with a page's security headers.
  */
@@ -33,8 +34,10 @@ import { continueTrace } from './pipeline/trace';
 import { limitHeaderCount, requireHttps } from './pipeline/transport';
 import type { SpanExport } from './telemetry/tracing';
 import type { ProviderTable } from './upstream/providers';
+import type { AliasTable } from './upstream/aliases';
+import { ENDPOINT_PATHS, ENDPOINTS } from './common/endpoints';
 
-export const CHAT_COMPLETIONS_PATH = '/v1/chat/completions';
+export const CHAT_COMPLETIONS_PATH = ENDPOINT_PATHS.chat;
 export const MODELS_PATH = '/v1/models';
 
 export interface PublicAppDeps {
@@ -43,6 +46,8 @@ export interface PublicAppDeps {
   log: Logger;
   keyCache: KeyCache;
   providers: ProviderTable;
+  /** Model aliases (models.aliases); none when absent. */
+  aliases?: AliasTable;
   proxy: ReturnType<typeof createProxy>;
   limiter: RateLimiter;
   onKeyUsed?: (record: KeyRecord) => void;
@@ -52,7 +57,7 @@ export interface PublicAppDeps {
   console?: Router;
 }
 
-export function createPublicApp({ config, metrics, log, keyCache, providers, proxy, limiter, quota, onKeyUsed, spans, console }: PublicAppDeps): express.Express {
+export function createPublicApp({ config, metrics, log, keyCache, providers, aliases = new Map(), proxy, limiter, quota, onKeyUsed, spans, console }: PublicAppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.disable('etag');
@@ -65,23 +70,25 @@ export function createPublicApp({ config, metrics, log, keyCache, providers, pro
   const idsAndTransport = [assignRequestId, continueTrace, requireHttps, limitHeaderCount(config.limits.maxHeaders)];
   const front = [observe, securityHeaders(API_SECURITY_HEADERS), ...idsAndTransport];
   const authenticateKey = authenticate({ cache: keyCache, onFailure: (reason) => metrics.authFailures.series({ reason }).inc(), onSuccess: onKeyUsed });
-  app.post(
-    CHAT_COMPLETIONS_PATH,
-    ...front,
+  const limits = { maxBytes: config.limits.maxBodyBytes, maxJsonDepth: config.limits.maxJsonDepth, maxJsonElements: config.limits.maxJsonElements };
+  const admit = [
     authenticateKey,
     limitRate(limiter, metrics),
     enforceQuota(quota, (scope, period) => metrics.quotaRefused.series({ scope, period }).inc()),
-    readAndValidateBody({ maxBytes: config.limits.maxBodyBytes, maxJsonDepth: config.limits.maxJsonDepth, maxJsonElements: config.limits.maxJsonElements }),
-    route(providers),
-    proxy.handle,
-  );
-  const models = modelLister(providers);
+  ];
+  const routeRequest = route(providers, aliases);
+  // Chat completions first: the hot route is the router's first layer. Every endpoint has the same
+  // chain; only what its body must hold differs.
+  for (const endpoint of ENDPOINTS) {
+    app.post(ENDPOINT_PATHS[endpoint], ...front, ...admit, readAndValidateBody(limits, endpoint), routeRequest, proxy.handle);
+  }
+  const models = modelLister(providers, aliases);
   app.get(MODELS_PATH, ...front, authenticateKey, models.list);
   app.get(`${MODELS_PATH}/*model`, ...front, authenticateKey, models.retrieve);
   // The console is a page: a page's security headers, the same observing, ids and transport guard.
   if (console) app.use(CONSOLE_PATH, observe, securityHeaders(CONSOLE_SECURITY_HEADERS), ...idsAndTransport, console);
   app.use(...front);
-  app.all(CHAT_COMPLETIONS_PATH, (req) => {
+  app.all(Object.values(ENDPOINT_PATHS), (req) => {
     throw errors.methodNotAllowed(req.method, 'POST');
   });
   app.all([MODELS_PATH, `${MODELS_PATH}/*model`], (req) => {

@@ -9,6 +9,7 @@ import path from 'node:path';
 import proxyAddr from 'proxy-addr';
 import YAML from 'yaml';
 import { z } from 'zod';
+import { ENDPOINTS } from './common/endpoints';
 
 export const DEFAULT_CONFIG_FILE = path.join(__dirname, '..', 'config', 'default.yaml');
 
@@ -106,8 +107,24 @@ const provider = z.strictObject({
   apiKeyEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name').optional(),
   /** The models GET /v1/models lists for this provider; absent: asked of the workers' own /v1/models. */
   models: z.array(z.string().min(1)).optional(),
+  /** The endpoints its workers serve; absent: all of them. */
+  endpoints: z.array(z.enum(ENDPOINTS)).min(1).optional(),
   upstream: upstreamSettings(false).optional(),
 });
+
+/** `<provider>/<model_name>`: what an alias points at. */
+const aliasTarget = z.string().regex(/^[^/\s]+\/\S+$/, "must be '<provider>/<model_name>'");
+/**
+ * A public model name -> one target, or several with weights (a canary) and a fallback list tried in
+ * order when the chosen target's pool has no worker to take the request.
+ */
+const alias = z.union([
+  aliasTarget,
+  z.strictObject({
+    targets: z.array(z.strictObject({ model: aliasTarget, weight: z.number().positive().default(1) })).min(1),
+    fallback: z.array(aliasTarget).default([]),
+  }),
+]);
 
 const schema = z.strictObject({
   listen: z
@@ -190,6 +207,12 @@ const schema = z.strictObject({
   providers: z
     .record(z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, 'provider names are letters, digits, ".", "_" and "-"'), provider)
     .refine((providers) => Object.keys(providers).length > 0, 'at least one provider is required'),
+  /** Public model names (`gpt-4o`) for configured models, so clients written against other names run unchanged. */
+  models: z
+    .strictObject({
+      aliases: z.record(z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._:\/-]{0,127}$/, 'alias names are letters, digits, ".", "_", ":", "/" and "-", at most 128'), alias).default({}),
+    })
+    .prefault({}),
   mockWorker: z
     .strictObject({
       host: host.default('127.0.0.1'),
@@ -266,6 +289,23 @@ const schema = z.strictObject({
       serviceName: z.string().min(1).default('chatgate'),
     })
     .prefault({}),
+}).superRefine((config, ctx) => {
+  // An alias must point at configured providers, and must not hide a provider's models.
+  for (const [name, alias] of Object.entries(config.models.aliases)) {
+    const at = ['models', 'aliases', name];
+    const prefix = name.includes('/') ? name.slice(0, name.indexOf('/')) : undefined;
+    if (prefix !== undefined && prefix in config.providers) {
+      ctx.addIssue({ code: 'custom', path: at, message: `an alias must not start with a provider's name ('${prefix}/'): it would hide that provider's models` });
+    }
+    const targets = typeof alias === 'string' ? [{ model: alias, at }] : [
+      ...alias.targets.map((target, i) => ({ model: target.model, at: [...at, 'targets', i, 'model'] })),
+      ...alias.fallback.map((model, i) => ({ model, at: [...at, 'fallback', i] })),
+    ];
+    for (const target of targets) {
+      const provider = target.model.slice(0, target.model.indexOf('/'));
+      if (!(provider in config.providers)) ctx.addIssue({ code: 'custom', path: target.at, message: `names provider '${provider}', which is not configured` });
+    }
+  }
 });
 
 /** What `upstream` holds once defaults are filled in (spelt out: zod cannot infer it through upstreamSettings). */

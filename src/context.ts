@@ -7,6 +7,7 @@
  * proxy nothing of validation). A stage's own types satisfy these shapes structurally.
  */
 import type { Response } from 'express';
+import type { Endpoint } from './common/endpoints';
 
 /** The provider label of a request that failed before a configured provider was chosen. */
 export const NO_PROVIDER = 'none';
@@ -30,19 +31,23 @@ export interface CallerKey {
   readonly accountId: string;
   /** The key's own quota of tokens per UTC day and month; null: none of its own. */
   readonly quota: Readonly<{ tokensPerDay: number | null; tokensPerMonth: number | null }>;
-  /** Globs over `<provider>/<model_name>`; empty means every model. */
+  /** Globs over `<provider>/<model_name>` (and aliases); empty means every model. */
   readonly models: readonly string[];
+  /** The endpoints the key may call; empty means every one. */
+  readonly endpoints: readonly string[];
   /** The key's own limits; null: the configured default; 0: no limit for this key. */
   readonly rateLimit: Readonly<{ requestsPerMinute: number | null; tokensPerMinute: number | null; maxConcurrent: number | null }>;
 }
 
 /** The validated request (the body stage): what the gateway acts on. Every other field passes through. */
-export interface ChatRequest {
-  /** `<provider>/<model_name>` as the client sent it. */
+export interface ModelRequest {
+  endpoint: Endpoint;
+  /** `model` as the client sent it: `<provider>/<model_name>`, or an alias. */
   model: string;
-  provider: string;
+  /** Split at the first slash, when `model` has one (an alias may not). */
+  provider: string | undefined;
   /** The worker's model name: everything after the first slash (it may hold more slashes). */
-  modelName: string;
+  modelName: string | undefined;
   stream: boolean;
   /** The client's `stream_options`, if it sent an object. */
   streamOptions: Record<string, unknown> | undefined;
@@ -50,12 +55,22 @@ export interface ChatRequest {
 
 /** Where the route stage sends the request, and the bytes it goes with (model renamed for the worker). */
 export interface UpstreamTarget {
+  readonly endpoint: Endpoint;
   /** The configured provider whose pool serves it. */
   readonly provider: string;
+  /** The worker's model name. */
+  readonly modelName: string;
+  /** The alias the client named, when it named one. */
+  readonly alias: string | undefined;
   /** Kept for retries until a worker's answer starts, then released: a long stream must not hold its prompt. */
   body: Buffer;
   /** The gateway added stream_options.include_usage: the usage chunk is not the client's. */
   readonly dropUsageChunk: boolean;
+  /**
+   * The next target (an alias's fallback), for when this one's pool cannot take the request before
+   * any byte reached a worker; undefined when there is none.
+   */
+  readonly fallback: (() => UpstreamTarget) | undefined;
 }
 
 /** What an answer reported it used (read by the proxy's relay). */
@@ -76,7 +91,7 @@ export interface RequestContext {
   tokensPerMinute?: number;
   /** The request body as text (valid UTF-8 JSON), until the route stage turns it into the worker's bytes. */
   body?: string;
-  chat?: ChatRequest;
+  modelRequest?: ModelRequest;
   target?: UpstreamTarget;
   /** performance.now() when the request was first sent to a worker. */
   dispatchedAt?: number;

@@ -81,7 +81,12 @@ export const errors = {
   headersTooLarge: () => invalid(431, 'request_headers_too_large', 'The request headers are larger, or more, than the server accepts.'),
   requestTimeout: () => invalid(408, 'request_timeout', 'The request was not received in time.'),
   modelNotFound: (model: string) =>
-    invalid(404, 'model_not_found', `The model '${withoutKeys(model)}' does not exist: its provider is not configured.`, 'model'),
+    invalid(404, 'model_not_found', `The model '${withoutKeys(model)}' does not exist: no configured provider or model alias has that name.`, 'model'),
+  /** The model exists, but no provider serving it serves this endpoint (providers.<name>.endpoints). */
+  modelNotServedHere: (model: string, path: string) =>
+    invalid(404, 'model_not_found', `The model '${withoutKeys(model)}' is not served at ${path}: its workers do not serve this endpoint.`, 'model'),
+  endpointNotAllowed: (path: string) =>
+    new GatewayError(403, 'permission_error', 'endpoint_not_allowed', `This API key may not call ${path}.`, null),
   routeNotFound: (method: string, path: string) => invalid(404, 'not_found', `Unknown request URL: ${method} ${withoutKeys(path)}.`),
   methodNotAllowed: (method: string, allowed: string) =>
     invalid(405, 'method_not_allowed', `Method ${method} is not allowed here; use ${allowed}.`, null, { Allow: allowed }),

@@ -36,6 +36,7 @@ import { openListeners } from './process/listeners';
 import { HealthChecker } from './upstream/health';
 import { listsModel } from './pipeline/model-list';
 import { buildProviders, closeProviders, type Provider, type ProviderTable } from './upstream/providers';
+import { buildAliases } from './upstream/aliases';
 
 export async function startGateway(configFile: string, out: NodeJS.WritableStream = process.stderr): Promise<Gateway> {
   const config = loadConfig(configFile);
@@ -215,15 +216,16 @@ async function buildServing(config: Config, log: Logger, metrics: Metrics, lasti
   const proxy = createProxy(metrics, providers, {
     usage: (context, provider, tokens) => {
       const key = required(context.key, 'key');
-      const model = modelLabel(provider, required(context.chat, 'chat').modelName);
-      metrics.tokens.series({ provider: provider.name, model, kind: 'prompt' }).inc(tokens.promptTokens);
-      metrics.tokens.series({ provider: provider.name, model, kind: 'completion' }).inc(tokens.completionTokens);
+      const target = required(context.target, 'target');
+      const labels = { endpoint: target.endpoint, provider: provider.name, model: modelLabel(provider, target.modelName), alias: target.alias ?? 'none' };
+      metrics.tokens.series({ ...labels, kind: 'prompt' }).inc(tokens.promptTokens);
+      metrics.tokens.series({ ...labels, kind: 'completion' }).inc(tokens.completionTokens);
       usage.tokens(key, tokens.promptTokens, tokens.completionTokens);
       lasting.quota.charge(key, tokens.promptTokens + tokens.completionTokens);
       if (context.tokensPerMinute) limiter.debitTokens(key.id, context.tokensPerMinute, tokens.promptTokens + tokens.completionTokens);
     },
   });
-  const publicApp = createPublicApp({ config, metrics, log, keyCache, providers, proxy, limiter, quota: lasting.quota, onKeyUsed: (record) => usage.used(record), spans: lasting.spans, console: lasting.consoleRouter });
+  const publicApp = createPublicApp({ config, metrics, log, keyCache, providers, aliases: buildAliases(config), proxy, limiter, quota: lasting.quota, onKeyUsed: (record) => usage.used(record), spans: lasting.spans, console: lasting.consoleRouter });
   let inFlight = 0;
   let drained: (() => void) | undefined;
   return {

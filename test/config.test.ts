@@ -93,6 +93,13 @@ test.each([
   ['an admin token no Bearer header can carry', { ...minimal, admin: { token: 'correct horse battery staple' } }, 'admin.token'],
   ['redis limits without a url', { ...minimal, rateLimit: { store: 'redis' } }, 'rateLimit.url'],
   ['a log level that does not exist', { ...minimal, log: { level: 'verbose' } }, 'log.level'],
+  ['an alias whose target names no configured provider', { ...minimal, models: { aliases: { fast: 'b/m' } } }, "models.aliases.fast: names provider 'b'"],
+  ['an alias target without a model name', { ...minimal, models: { aliases: { fast: 'a' } } }, 'models.aliases.fast'],
+  ['a fallback naming no configured provider', { ...minimal, models: { aliases: { fast: { targets: [{ model: 'a/m' }], fallback: ['c/m'] } } } }, 'models.aliases.fast.fallback[0]'],
+  ['an alias without targets', { ...minimal, models: { aliases: { fast: { targets: [] } } } }, 'models.aliases.fast'],
+  ['an alias weight of 0', { ...minimal, models: { aliases: { fast: { targets: [{ model: 'a/m', weight: 0 }] } } } }, 'models.aliases.fast.targets[0].weight'],
+  ["an alias that would hide a provider's models", { ...minimal, models: { aliases: { 'a/m': 'a/n' } } }, "must not start with a provider's name"],
+  ['an endpoint that does not exist', { providers: { a: { workers: ['http://x:1'], endpoints: ['images'] } } }, 'providers.a.endpoints[0]'],
 ])('%s is refused, naming the field', (_name, document, named) => {
   expect(problems(document)).toContain(named);
 });
@@ -203,4 +210,10 @@ test('forwardHeaders: lower-case names or prefixes; a credential or a header the
   expect(() => parseConfig({ ...minimal, upstream: { forwardHeaders: ['Authorization'] } })).toThrow(/upstream\.forwardHeaders\[0\]: must be a header name in lower case/);
   expect(() => parseConfig({ ...minimal, upstream: { forwardHeaders: ['authorization'] } })).toThrow(/upstream\.forwardHeaders\[0\]: is set by the gateway itself, or is a credential/);
   expect(() => parseConfig({ ...minimal, providers: { a: { workers: ['http://x:1'], upstream: { forwardHeaders: ['x-forwarded-for'] } } } })).toThrow(/providers\.a\.upstream\.forwardHeaders\[0\]/);
+});
+
+test('aliases: a string is one target of weight 1; targets and fallback are kept in order', () => {
+  const config = parseConfig({ providers: { a: { workers: ['http://x:1'] }, b: { workers: ['http://y:1'], endpoints: ['embeddings'] } }, models: { aliases: { fast: 'a/m', 'gpt-4o': { targets: [{ model: 'a/m', weight: 9 }, { model: 'b/n' }], fallback: ['b/o'] } } } });
+  expect(config.models.aliases).toEqual({ fast: 'a/m', 'gpt-4o': { targets: [{ model: 'a/m', weight: 9 }, { model: 'b/n', weight: 1 }], fallback: ['b/o'] } });
+  expect(config.providers.b!.endpoints).toEqual(['embeddings']);
 });

@@ -30,6 +30,8 @@ const catalogue: Record<Factory, Expected> = {
   headersTooLarge: entry(errors.headersTooLarge(), 431, 'invalid_request_error', 'request_headers_too_large'),
   requestTimeout: entry(errors.requestTimeout(), 408, 'invalid_request_error', 'request_timeout'),
   modelNotFound: entry(errors.modelNotFound('p/m'), 404, 'invalid_request_error', 'model_not_found', 'model'),
+  modelNotServedHere: entry(errors.modelNotServedHere('p/m', '/v1/embeddings'), 404, 'invalid_request_error', 'model_not_found', 'model'),
+  endpointNotAllowed: entry(errors.endpointNotAllowed('/v1/embeddings'), 403, 'permission_error', 'endpoint_not_allowed'),
   routeNotFound: entry(errors.routeNotFound('GET', '/v2/x'), 404, 'invalid_request_error', 'not_found'),
   methodNotAllowed: entry(errors.methodNotAllowed('GET', 'POST'), 405, 'invalid_request_error', 'method_not_allowed', null, { Allow: 'POST' }),
   tooManyFailedAttempts: entry(errors.tooManyFailedAttempts(30_000), 429, 'rate_limit_error', 'too_many_failed_attempts', null, { 'Retry-After': '30' }),

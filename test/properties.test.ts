@@ -79,7 +79,7 @@ describe('validateChatRequest', () => {
     fc.assert(
       fc.property(body, (value) => {
         const result = validateChatRequest(JSON.parse(JSON.stringify(value)));
-        expect(result instanceof GatewayError ? isRefusal(result) : typeof result.provider === 'string').toBe(true);
+        expect(result instanceof GatewayError ? isRefusal(result) : result.model === (value as { model?: unknown }).model).toBe(true);
         expect(({} as Record<string, unknown>).polluted).toBeUndefined();
       }),
       settings,
@@ -88,12 +88,16 @@ describe('validateChatRequest', () => {
 });
 
 describe('splitModel', () => {
-  test('<provider>/<name> splits at the first slash and joins back to the input; anything else is a 400 on model', () => {
+  test('<provider>/<name> splits at the first slash and joins back to the input; a name without one is an alias candidate; anything else is a 400 on model', () => {
     fc.assert(
       fc.property(fc.oneof(fc.string(), fc.jsonValue()), (model) => {
         const result = splitModel(model);
         if (result instanceof GatewayError) {
           expect(result.param).toBe('model');
+        } else if (result.provider === undefined || result.modelName === undefined) {
+          expect(result.model).toBe(model);
+          expect(result.model).not.toContain('/');
+          expect(result.modelName).toBeUndefined();
         } else {
           expect(result.provider.length).toBeGreaterThan(0);
           expect(result.provider).not.toContain('/');

@@ -127,6 +127,7 @@ export class Accounts {
     const issued = await issueKey(this.store, {
       name: fields.name!,
       models: fields.models ?? [],
+      endpoints: fields.endpoints ?? [],
       expiresAt: fields.expiresAt ? new Date(fields.expiresAt) : null,
       rateLimit: fields.rateLimit,
       quota: fields.quota,

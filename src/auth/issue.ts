@@ -6,6 +6,7 @@ import { NO_OWN_LIMITS, NO_QUOTA, NO_USAGE, type KeyLimits, type KeyRecord, type
 export interface NewKey {
   name: string;
   models?: string[];
+  endpoints?: string[];
   expiresAt?: Date | null;
   rateLimit?: Partial<KeyLimits>;
   quota?: Partial<Quota>;
@@ -27,6 +28,7 @@ export async function issueKey(store: Store, input: NewKey, now = new Date()): P
     revokedAt: null,
     expiresAt: input.expiresAt ? input.expiresAt.toISOString() : null,
     models: input.models ?? [],
+    endpoints: input.endpoints ?? [],
     lastUsedAt: null,
     rateLimit: { ...NO_OWN_LIMITS, ...input.rateLimit },
     usage: { ...NO_USAGE },

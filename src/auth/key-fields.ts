@@ -6,6 +6,7 @@
  * stored in a PostgreSQL integer column and used as a count: it is a whole number up to 2^31 - 1. A
  * quota counts tokens (a bigint column): up to 10^15.
  */
+import { ENDPOINTS } from '../common/endpoints';
 import { errors } from '../errors';
 import type { KeyChanges, KeyLimits, Quota } from '../store/types';
 
@@ -51,6 +52,7 @@ export function keyFields(body: Record<string, unknown>, requireName: boolean): 
   return {
     name: body.name === undefined && !requireName ? undefined : requiredName(body.name),
     models: models(body.models),
+    endpoints: endpoints(body.endpoints),
     expiresAt: expiry(body.expiresAt),
     rateLimit: limits(body.rateLimit),
     quota: quota(body.quota, 'quota'),
@@ -63,6 +65,15 @@ function models(value: unknown): string[] | undefined {
     throw errors.invalidBody('models', `'models' must be an array of at most ${MAX_MODELS} model globs such as "mock/*".`);
   }
   return value;
+}
+
+/** A subset of the endpoints; empty means every one. */
+function endpoints(value: unknown): string[] | undefined {
+  if (value === undefined) return undefined;
+  if (!Array.isArray(value) || !value.every((e) => typeof e === 'string' && (ENDPOINTS as readonly string[]).includes(e))) {
+    throw errors.invalidBody('endpoints', `'endpoints' must be an array of ${ENDPOINTS.join(', ')} (empty: every one).`);
+  }
+  return [...new Set(value as string[])];
 }
 
 /** `{requestsPerMinute, tokensPerMinute, maxConcurrent}`: a whole number, 0 for no limit, null for the default. */

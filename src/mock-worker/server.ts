@@ -1,7 +1,10 @@
 /**
  * An OpenAI-compatible mock model worker: POST /v1/chat/completions (JSON, or SSE with
- * `stream: true`, a usage chunk when `stream_options.include_usage` asks for it), GET /v1/models,
- * GET /health. It answers with an echo of the last user message, paced at `tokensPerSecond` after
+ * `stream: true`, a usage chunk when `stream_options.include_usage` asks for it), POST
+ * /v1/completions (the same for a `prompt`), POST /v1/responses (a Responses API object, or its
+ * stream of typed events ending in `response.completed` with the usage), POST /v1/embeddings (a
+ * vector per input, usage of prompt tokens only), GET /v1/models, GET /health. It answers with an
+ * echo of the last user message (or the prompt, or the input), paced at `tokensPerSecond` after
  * `latencyMs` (a stream's head goes out first, at once). Used by the embedded defaults, the tests
  * and the benchmark.
  *
@@ -69,22 +72,43 @@ export function mockWorkerHandler(options: MockWorkerOptions): http.RequestListe
         released.add(group);
         return json(res, 200, { released: group });
       }
-      if (req.method === 'POST' && path === '/v1/chat/completions') {
-        const entry: RecordedRequest = { method: req.method, url: req.url ?? '', headers: req.headers, body, remotePort: req.socket.remotePort, outcome: 'pending' };
+      const endpoint = req.method === 'POST' ? ENDPOINTS[path ?? ''] : undefined;
+      if (endpoint) {
+        const entry: RecordedRequest = { method: req.method!, url: req.url ?? '', headers: req.headers, body, remotePort: req.socket.remotePort, outcome: 'pending' };
         record(entry);
         options.onRequest?.(typeof req.headers['x-request-id'] === 'string' ? req.headers['x-request-id'] : undefined);
         res.on('close', () => {
           entry.outcome = res.writableFinished ? 'completed' : 'aborted';
         });
-        return chatCompletion(req, res, body, options, (group) => released.has(group));
+        return answer(endpoint, req, res, body, options, (group) => released.has(group));
       }
       json(res, 404, { error: { message: `mock worker: no route ${req.method} ${path}`, type: 'invalid_request_error', param: null, code: 'not_found' } });
     });
   };
 }
 
-function chatCompletion(req: http.IncomingMessage, res: http.ServerResponse, body: string, options: MockWorkerOptions, isReleased: (group: string) => boolean): void {
-  let request: { model?: unknown; messages?: unknown; stream?: unknown; max_tokens?: unknown; stream_options?: { include_usage?: unknown } };
+type Endpoint = 'chat' | 'completions' | 'responses' | 'embeddings';
+const ENDPOINTS: Record<string, Endpoint> = {
+  '/v1/chat/completions': 'chat',
+  '/v1/completions': 'completions',
+  '/v1/responses': 'responses',
+  '/v1/embeddings': 'embeddings',
+};
+
+interface MockRequest {
+  model?: unknown;
+  messages?: unknown;
+  prompt?: unknown;
+  input?: unknown;
+  stream?: unknown;
+  max_tokens?: unknown;
+  max_output_tokens?: unknown;
+  stream_options?: { include_usage?: unknown };
+  encoding_format?: unknown;
+}
+
+function answer(endpoint: Endpoint, req: http.IncomingMessage, res: http.ServerResponse, body: string, options: MockWorkerOptions, isReleased: (group: string) => boolean): void {
+  let request: MockRequest;
   try {
     request = JSON.parse(body);
   } catch {
@@ -101,14 +125,20 @@ function chatCompletion(req: http.IncomingMessage, res: http.ServerResponse, bod
   }
 
   const model = typeof request.model === 'string' ? request.model : 'echo';
-  const limit = typeof request.max_tokens === 'number' && request.max_tokens > 0 ? request.max_tokens : control.tokens;
+  if (endpoint === 'embeddings') return embeddings(res, request, model, control);
+  const maxTokens = endpoint === 'responses' ? request.max_output_tokens : request.max_tokens;
+  const limit = typeof maxTokens === 'number' && maxTokens > 0 ? maxTokens : control.tokens;
   const tokenCount = Math.min(limit, control.tokens);
-  const tokenAt = answerToken(lastUserText(request.messages));
-  const usage = { prompt_tokens: promptTokens(request.messages), completion_tokens: tokenCount, total_tokens: 0 };
+  const said = endpoint === 'chat' ? lastUserText(request.messages) : endpoint === 'completions' ? textOf(request.prompt) : inputText(request.input);
+  const tokenAt = answerToken(said);
+  const prompt = endpoint === 'chat' ? promptTokens(request.messages) : wordCount(said) + 3;
+  const usage = { prompt_tokens: prompt, completion_tokens: tokenCount, total_tokens: 0 };
   usage.total_tokens = usage.prompt_tokens + usage.completion_tokens;
+  const finishReason = limit < control.tokens ? 'length' : 'stop';
+  if (endpoint === 'completions') return completion(res, request, model, control, tokenCount, tokenAt, usage, finishReason);
+  if (endpoint === 'responses') return response(res, request, model, control, tokenCount, tokenAt, usage);
   const id = `chatcmpl-mock-${randomUUID()}`;
   const created = Math.floor(Date.now() / 1000);
-  const finishReason = limit < control.tokens ? 'length' : 'stop';
 
   if (request.stream !== true) {
     const answer = () =>
@@ -168,6 +198,103 @@ function chatCompletion(req: http.IncomingMessage, res: http.ServerResponse, bod
   let timer = setTimeout(send, control.latencyMs);
   res.on('close', () => clearTimeout(timer));
 }
+
+type Controls = ReturnType<typeof controlsOf>;
+type Usage = { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+
+/** Answers after the latency and the tokens' time; a timer waits at least 1 ms, so a zero wait answers at once. */
+function after(control: Controls, tokens: number, send: () => void): void {
+  const delayMs = control.latencyMs + (tokens * 1000) / control.tokensPerSecond;
+  if (delayMs < 1) send();
+  else setTimeout(send, delayMs);
+}
+
+/** A stream of `events` (SSE lines, each a complete event), one a token's time after the other. */
+function streamEvents(res: http.ServerResponse, control: Controls, events: string[]): void {
+  res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
+  res.flushHeaders();
+  let timer: NodeJS.Timeout;
+  const send = () => {
+    if (res.destroyed) return;
+    res.write(events.shift()!);
+    if (control.fail === 'die-mid-stream') {
+      res.socket?.destroy();
+      return;
+    }
+    if (events.length === 0) res.end();
+    else timer = setTimeout(send, 1000 / control.tokensPerSecond);
+  };
+  timer = setTimeout(send, control.latencyMs);
+  res.on('close', () => clearTimeout(timer));
+}
+
+function completion(res: http.ServerResponse, request: MockRequest, model: string, control: Controls, tokens: number, tokenAt: (i: number) => string, usage: Usage, finishReason: string): void {
+  const id = `cmpl-mock-${randomUUID()}`;
+  const created = Math.floor(Date.now() / 1000);
+  const text = Array.from({ length: tokens }, (_, i) => tokenAt(i)).join('');
+  if (request.stream !== true) {
+    return after(control, tokens, () => json(res, 200, { id, object: 'text_completion', created, model, choices: [{ index: 0, text, logprobs: null, finish_reason: finishReason }], usage }));
+  }
+  const chunk = (piece: string, finish: string | null, extra: object = {}) => `data: ${JSON.stringify({ id, object: 'text_completion', created, model, choices: [{ index: 0, text: piece, logprobs: null, finish_reason: finish }], ...extra })}\n\n`;
+  const events = Array.from({ length: tokens }, (_, i) => chunk(tokenAt(i), null));
+  events.push(chunk('', finishReason));
+  if (request.stream_options?.include_usage === true) events.push(`data: ${JSON.stringify({ id, object: 'text_completion', created, model, choices: [], usage })}\n\n`);
+  events.push('data: [DONE]\n\n');
+  streamEvents(res, control, events);
+}
+
+function response(res: http.ServerResponse, request: MockRequest, model: string, control: Controls, tokens: number, tokenAt: (i: number) => string, chat: Usage): void {
+  const id = `resp_mock_${randomUUID().replace(/-/g, '')}`;
+  const itemId = `msg_mock_${randomUUID().replace(/-/g, '')}`;
+  const created_at = Math.floor(Date.now() / 1000);
+  const text = Array.from({ length: tokens }, (_, i) => tokenAt(i)).join('');
+  const usage = { input_tokens: chat.prompt_tokens, input_tokens_details: { cached_tokens: 0 }, output_tokens: chat.completion_tokens, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: chat.total_tokens };
+  const message = (content: string, status: string) => ({ id: itemId, type: 'message', status, role: 'assistant', content: [{ type: 'output_text', text: content, annotations: [] }] });
+  const object = (status: string, output: unknown[], withUsage: boolean) => ({ id, object: 'response', created_at, status, model, output, usage: withUsage ? usage : null });
+  if (request.stream !== true) return after(control, tokens, () => json(res, 200, object('completed', [message(text, 'completed')], true)));
+  const event = (type: string, payload: object) => `event: ${type}\ndata: ${JSON.stringify({ type, ...payload })}\n\n`;
+  const events = [event('response.created', { response: object('in_progress', [], false) })];
+  for (let i = 0; i < tokens; i++) events.push(event('response.output_text.delta', { item_id: itemId, output_index: 0, content_index: 0, delta: tokenAt(i) }));
+  events.push(event('response.output_text.done', { item_id: itemId, output_index: 0, content_index: 0, text }));
+  events.push(event('response.completed', { response: object('completed', [message(text, 'completed')], true) }));
+  streamEvents(res, control, events);
+}
+
+function embeddings(res: http.ServerResponse, request: MockRequest, model: string, control: Controls): void {
+  const inputs = Array.isArray(request.input) ? request.input : [request.input];
+  // The openai SDKs ask for base64 (little-endian float32s) and decode it themselves.
+  const encode = (vector: number[]) => (request.encoding_format === 'base64' ? Buffer.from(new Float32Array(vector).buffer).toString('base64') : vector);
+  const data = inputs.map((input, index) => ({ object: 'embedding', index, embedding: encode(vectorOf(typeof input === 'string' ? input : JSON.stringify(input))) }));
+  const prompt = inputs.reduce((total: number, input) => total + (typeof input === 'string' ? wordCount(input) : Array.isArray(input) ? input.length : 1), 0);
+  after(control, 0, () => json(res, 200, { object: 'list', data, model, usage: { prompt_tokens: prompt, total_tokens: prompt } }));
+}
+
+/** Eight numbers derived from the text: the same text, the same vector. */
+function vectorOf(text: string): number[] {
+  const vector = Array.from({ length: 8 }, () => 0);
+  for (let i = 0; i < text.length; i++) vector[i % 8]! += text.charCodeAt(i) / 1000;
+  const norm = Math.hypot(...vector) || 1;
+  return vector.map((value) => Math.round((value / norm) * 1e6) / 1e6);
+}
+
+function textOf(prompt: unknown): string {
+  return typeof prompt === 'string' ? prompt : Array.isArray(prompt) && typeof prompt[0] === 'string' ? prompt[0] : '';
+}
+
+/** The text of a Responses API input: a string, or the last user message's text among its items. */
+function inputText(input: unknown): string {
+  if (typeof input === 'string') return input;
+  if (!Array.isArray(input)) return '';
+  for (let i = input.length - 1; i >= 0; i--) {
+    const item = input[i] as { role?: unknown; content?: unknown };
+    if (item?.role !== 'user') continue;
+    if (typeof item.content === 'string') return item.content;
+    if (Array.isArray(item.content)) return item.content.map((part: { text?: unknown }) => (typeof part?.text === 'string' ? part.text : '')).join(' ');
+  }
+  return '';
+}
+
+const wordCount = (text: string) => text.split(/\s+/).filter(Boolean).length;
 
 function controlsOf(req: http.IncomingMessage, options: MockWorkerOptions) {
   const number = (name: string, fallback: number) => {

@@ -10,8 +10,9 @@ import type { RequestHandler } from 'express';
 import { contextOf } from '../context';
 import { errors, GatewayError } from '../errors';
 import { decodeUtf8Strict } from '../common/text';
+import type { Endpoint } from '../common/endpoints';
 import { JsonBoundsScanner } from './json-bounds';
-import { validateChatRequest } from './validate';
+import { validateModelRequest } from './validate';
 
 export interface BodyLimits {
   maxBytes: number;
@@ -20,7 +21,8 @@ export interface BodyLimits {
   maxJsonElements: number;
 }
 
-export function readAndValidateBody(limits: BodyLimits): RequestHandler {
+/** The stage for one endpoint: its body is validated for what that endpoint requires. */
+export function readAndValidateBody(limits: BodyLimits, endpoint: Endpoint = 'chat'): RequestHandler {
   return async function readBody(req, res, next) {
     const encoding = req.headers['content-encoding'];
     if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') throw errors.unsupportedContentEncoding();
@@ -28,12 +30,12 @@ export function readAndValidateBody(limits: BodyLimits): RequestHandler {
     const raw = await readBounded(req, limits);
     const text = decodeUtf8Strict(raw);
     if (text === undefined) throw errors.invalidJson('it is not valid UTF-8');
-    const chat = validateChatRequest(parseJson(text));
-    if (chat instanceof GatewayError) throw chat;
+    const request = validateModelRequest(endpoint, parseJson(text));
+    if (request instanceof GatewayError) throw request;
 
     const context = contextOf(res);
     context.body = text;
-    context.chat = chat;
+    context.modelRequest = request;
     next();
   };
 }

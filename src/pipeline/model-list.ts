@@ -1,12 +1,14 @@
 /**
  * GET /v1/models and GET /v1/models/{model}: the models the calling key may use, as
- * `<provider>/<model_name>` in the OpenAI list shape. A provider's models are the ones its config
- * names, else the ones its workers last reported on their own /v1/models (refreshed by health checks).
+ * `<provider>/<model_name>` in the OpenAI list shape, then the aliases it may use (by the alias's
+ * name or one of its targets, as the route stage decides). A provider's models are the ones its
+ * config names, else the ones its workers last reported on their own /v1/models (refreshed by health checks).
  */
 import type { RequestHandler } from 'express';
 import { modelAllowed } from '../common/model-globs';
 import { contextOf, required } from '../context';
 import { errors } from '../errors';
+import type { AliasTable } from '../upstream/aliases';
 import type { Provider, ProviderTable } from '../upstream/providers';
 
 interface ModelEntry {
@@ -27,14 +29,18 @@ export function listsModel(provider: Provider, modelName: string): boolean {
   return provider.pool.workers.some((state) => state.models.includes(modelName));
 }
 
-export function modelLister(providers: ProviderTable, startedAt = Math.floor(Date.now() / 1000)) {
-  const visible = (globs: readonly string[]): ModelEntry[] =>
-    [...providers.values()].flatMap((provider) =>
+export function modelLister(providers: ProviderTable, aliases: AliasTable = new Map(), startedAt = Math.floor(Date.now() / 1000)) {
+  const visible = (globs: readonly string[]): ModelEntry[] => [
+    ...[...providers.values()].flatMap((provider) =>
       modelsOf(provider)
         .map((name) => `${provider.name}/${name}`)
         .filter((id) => modelAllowed(globs, id))
         .map((id) => ({ id, object: 'model' as const, created: startedAt, owned_by: provider.name })),
-    );
+    ),
+    ...[...aliases.values()]
+      .filter((alias) => modelAllowed(globs, alias.name) || [...alias.targets, ...alias.fallback].some((target) => modelAllowed(globs, target.model)))
+      .map((alias) => ({ id: alias.name, object: 'model' as const, created: startedAt, owned_by: 'chatgate' })),
+  ];
 
   const list: RequestHandler = (_req, res) => {
     res.json({ object: 'list', data: visible(required(contextOf(res).key, 'key').models) });

@@ -4,6 +4,7 @@
  * request as a whole. The line names the key by id and name, never the key.
  */
 import type { Request, RequestHandler } from 'express';
+import { endpointLabel } from '../common/endpoints';
 import { withoutKeys } from '../common/key-shape';
 import { contextOf, createContext, type RequestContext } from '../context';
 import type { AccessLog } from '../telemetry/log';
@@ -24,8 +25,9 @@ export function observeRequests(metrics: Metrics, writeAccessLine: AccessLog | u
       const status = res.headersSent ? res.statusCode : CLIENT_CLOSED_REQUEST;
       const seconds = (now() - context.arrivedAt) / 1000;
       metrics.inFlight.dec();
-      metrics.requests.series({ provider: context.provider, status: String(status) }).inc();
-      metrics.requestDuration.series({ provider: context.provider }).observe(seconds);
+      const endpoint = context.modelRequest?.endpoint ?? endpointLabel(req.originalUrl);
+      metrics.requests.series({ endpoint, provider: context.provider, status: String(status) }).inc();
+      metrics.requestDuration.series({ endpoint, provider: context.provider }).observe(seconds);
       writeAccessLine?.(accessLine(context, req.method, req.path, client, status, seconds, res.writableFinished));
       spans?.record(context, { method: req.method, path: req.path, status, endedAt: now() });
     });
@@ -42,14 +44,17 @@ function accessLine(context: RequestContext, method: string, path: string, clien
     client,
     method,
     path: withoutKeys(path),
+    endpoint: context.modelRequest?.endpoint,
     provider: context.target?.provider,
-    model: context.chat && withoutKeys(context.chat.model),
+    model: context.modelRequest && withoutKeys(context.modelRequest.model),
+    alias: context.target?.alias,
+    target: context.target && `${context.target.provider}/${withoutKeys(context.target.modelName)}`,
     worker: context.worker,
     status,
     code: context.errorCode,
     durationMs: round(seconds * 1000),
     upstreamFirstByteMs: context.firstByteAt !== undefined && context.dispatchedAt !== undefined ? round(context.firstByteAt - context.dispatchedAt) : undefined,
-    stream: context.chat?.stream,
+    stream: context.modelRequest?.stream,
     promptTokens: context.usage?.promptTokens,
     completionTokens: context.usage?.completionTokens,
     completed: finished,

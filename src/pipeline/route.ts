@@ -1,30 +1,82 @@
 /**
- * The route stage: the key's allowed models first (so a restricted key learns nothing about other
- * providers), then the provider and the body its worker will get. Which worker of the pool takes
- * it is decided per attempt by the proxy stage, since a failed connection is retried on another.
+ * The route stage: what the key may call first (so a restricted key learns nothing about other
+ * endpoints or providers), then where the request goes and the body its worker gets. `model` names a
+ * configured provider's model (`<provider>/<model_name>`) or an alias; an alias picks one of its
+ * targets by weight and keeps its fallback list for the proxy. Which worker of a pool takes the
+ * request is decided per attempt by the proxy stage, since a failed connection is retried on another.
  */
 import type { RequestHandler } from 'express';
+import { ENDPOINT_PATHS, USAGE_CHUNK_ENDPOINTS, type Endpoint } from '../common/endpoints';
 import { modelAllowed } from '../common/model-globs';
-import { contextOf, required } from '../context';
+import { contextOf, required, type CallerKey, type ModelRequest, type UpstreamTarget } from '../context';
 import { errors } from '../errors';
+import { pickByWeight, type Alias, type AliasTable, type AliasTarget } from '../upstream/aliases';
 import type { ProviderTable } from '../upstream/providers';
 import { rewriteModel, setTopLevelMember } from './json-members';
 
-export function route(providers: ProviderTable): RequestHandler {
+/** Where a request may go, in the order to try: the chosen target, then the fallbacks. */
+interface Destination {
+  readonly provider: string;
+  readonly modelName: string;
+}
+
+export function route(providers: ProviderTable, aliases: AliasTable, random: () => number = Math.random): RequestHandler {
+  const serves = (provider: string, endpoint: Endpoint) => providers.get(provider)?.endpoints.has(endpoint) === true;
+
+  /** The alias's targets this key may use and this endpoint is served by: the pick first, then the fallbacks. */
+  function aliasDestinations(alias: Alias, key: CallerKey, endpoint: Endpoint): Destination[] {
+    // The key's allow-list holds the alias by name, or the target it points at.
+    const byName = modelAllowed(key.models, alias.name);
+    const allowed = (target: AliasTarget) => byName || modelAllowed(key.models, target.model);
+    const targets = alias.targets.filter(allowed);
+    const fallback = alias.fallback.filter(allowed);
+    if (targets.length === 0 && fallback.length === 0) throw errors.modelNotAllowed(alias.name);
+    const servedTargets = targets.filter((target) => serves(target.provider, endpoint));
+    const servedFallback = fallback.filter((target) => serves(target.provider, endpoint));
+    const first = servedTargets.length > 0 ? pickByWeight(servedTargets, random()) : servedFallback[0];
+    if (!first) throw errors.modelNotServedHere(alias.name, ENDPOINT_PATHS[endpoint]);
+    return [first, ...servedFallback.filter((target) => target !== first && target.model !== first.model)];
+  }
+
+  function directDestination(request: ModelRequest, key: CallerKey): Destination {
+    if (!modelAllowed(key.models, request.model)) throw errors.modelNotAllowed(request.model);
+    const provider = request.provider === undefined ? undefined : providers.get(request.provider);
+    if (!provider || request.modelName === undefined) throw errors.modelNotFound(request.model);
+    if (!provider.endpoints.has(request.endpoint)) throw errors.modelNotServedHere(request.model, ENDPOINT_PATHS[request.endpoint]);
+    return { provider: provider.name, modelName: request.modelName };
+  }
+
   return function routeRequest(_req, res, next) {
     const context = contextOf(res);
-    const chat = required(context.chat, 'chat request');
-    if (!modelAllowed(required(context.key, 'key').models, chat.model)) throw errors.modelNotAllowed(chat.model);
-    const provider = providers.get(chat.provider);
-    if (!provider) throw errors.modelNotFound(chat.model);
+    const request = required(context.modelRequest, 'model request');
+    const key = required(context.key, 'key');
+    const { endpoint } = request;
+    if (key.endpoints.length > 0 && !key.endpoints.includes(endpoint)) throw errors.endpointNotAllowed(ENDPOINT_PATHS[endpoint]);
+
+    const alias = aliases.get(request.model);
+    const destinations = alias ? aliasDestinations(alias, key, endpoint) : [directDestination(request, key)];
 
     // Token accounting needs the usage chunk of a stream: ask for it, and hide it from a client that did not.
-    const addUsageChunk = chat.stream && chat.streamOptions?.include_usage !== true;
-    let body = rewriteModel(required(context.body, 'body'), chat.modelName);
-    if (addUsageChunk) body = setTopLevelMember(body, 'stream_options', JSON.stringify({ ...chat.streamOptions, include_usage: true }));
+    const dropUsageChunk = request.stream && USAGE_CHUNK_ENDPOINTS.has(endpoint) && request.streamOptions?.include_usage !== true;
+    let text = required(context.body, 'body');
+    if (dropUsageChunk) text = setTopLevelMember(text, 'stream_options', JSON.stringify({ ...request.streamOptions, include_usage: true }));
 
-    context.provider = provider.name;
-    context.target = { provider: provider.name, body: Buffer.from(body), dropUsageChunk: addUsageChunk };
+    const targetAt = (index: number, body: string): UpstreamTarget => {
+      const destination = destinations[index]!;
+      const target: UpstreamTarget = {
+        endpoint,
+        provider: destination.provider,
+        modelName: destination.modelName,
+        alias: alias?.name,
+        body: Buffer.from(rewriteModel(body, destination.modelName)),
+        dropUsageChunk,
+        // Made only when needed, from the bytes this target holds until a worker answers.
+        fallback: index + 1 < destinations.length ? () => targetAt(index + 1, target.body.toString('utf8')) : undefined,
+      };
+      return target;
+    };
+    context.target = targetAt(0, text);
+    context.provider = context.target.provider;
     context.body = undefined; // the worker's bytes take the text's place: a request holds its prompt once
     next();
   };

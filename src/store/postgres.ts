@@ -167,6 +167,17 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
       create table chatgate_quota_usage (scope text primary key, tokens bigint not null, updated_at timestamptz not null default now());
     `,
   },
+  {
+    // Keys limited to some endpoints (chat, completions, embeddings, responses); empty: all.
+    version: 4,
+    sql: `
+      alter table chatgate_keys add column endpoints text[] not null default '{}';
+      drop trigger chatgate_keys_changed on chatgate_keys;
+      create trigger chatgate_keys_changed
+        after insert or delete or update of name, digest, revoked_at, expires_at, models, endpoints, rpm, tpm, max_concurrent, account_id, tokens_per_day, tokens_per_month
+        on chatgate_keys for each row execute function chatgate_keys_notify();
+    `,
+  },
 ];
 
 interface KeyRow {
@@ -178,6 +189,7 @@ interface KeyRow {
   revoked_at: Date | null;
   expires_at: Date | null;
   models: string[];
+  endpoints: string[];
   last_used_at: Date | null;
   rpm: number | null;
   tpm: number | null;
@@ -248,8 +260,8 @@ export class PostgresKeyStore implements Store {
   async insert(record: KeyRecord): Promise<void> {
     await this.query(
       `insert into chatgate_keys (id, name, digest, prefix, created_at, revoked_at, expires_at, models, last_used_at, rpm, tpm, max_concurrent,
-         requests_total, prompt_tokens_total, completion_tokens_total, account_id, created_by, tokens_per_day, tokens_per_month)
-       values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`,
+         requests_total, prompt_tokens_total, completion_tokens_total, account_id, created_by, tokens_per_day, tokens_per_month, endpoints)
+       values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`,
       [
         record.id,
         record.name,
@@ -270,6 +282,7 @@ export class PostgresKeyStore implements Store {
         record.createdBy,
         record.quota.tokensPerDay,
         record.quota.tokensPerMonth,
+        record.endpoints,
       ],
     );
   }
@@ -278,6 +291,7 @@ export class PostgresKeyStore implements Store {
     const columns: Array<[string, unknown]> = [];
     if (changes.name !== undefined) columns.push(['name', changes.name]);
     if (changes.models !== undefined) columns.push(['models', changes.models]);
+    if (changes.endpoints !== undefined) columns.push(['endpoints', changes.endpoints]);
     if (changes.expiresAt !== undefined) columns.push(['expires_at', changes.expiresAt]);
     if (changes.rateLimit?.requestsPerMinute !== undefined) columns.push(['rpm', changes.rateLimit.requestsPerMinute]);
     if (changes.rateLimit?.tokensPerMinute !== undefined) columns.push(['tpm', changes.rateLimit.tokensPerMinute]);
@@ -657,6 +671,7 @@ function toRecord(row: KeyRow): KeyRecord {
     revokedAt: row.revoked_at?.toISOString() ?? null,
     expiresAt: row.expires_at?.toISOString() ?? null,
     models: row.models,
+    endpoints: row.endpoints,
     lastUsedAt: row.last_used_at?.toISOString() ?? null,
     rateLimit: { requestsPerMinute: row.rpm, tokensPerMinute: row.tpm, maxConcurrent: row.max_concurrent },
     usage: { requests: Number(row.requests_total), promptTokens: Number(row.prompt_tokens_total), completionTokens: Number(row.completion_tokens_total) },

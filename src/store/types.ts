@@ -14,8 +14,10 @@ export interface KeyRecord {
   createdAt: string;
   revokedAt: string | null;
   expiresAt: string | null;
-  /** Globs over `<provider>/<model_name>`; empty means every model. */
+  /** Globs over `<provider>/<model_name>` (and alias names); empty means every model. */
   models: string[];
+  /** The endpoints the key may call (chat, completions, embeddings, responses); empty means every one. */
+  endpoints: string[];
   /** When the key was last accepted, written in batches (so minutes behind at most). */
   lastUsedAt: string | null;
   /** The key's own limits; null: the configured default; 0: no limit for this key. */
@@ -63,6 +65,7 @@ export interface KeyUse extends KeyUsage {
 export interface KeyChanges {
   name?: string;
   models?: string[];
+  endpoints?: string[];
   expiresAt?: string | null;
   rateLimit?: Partial<KeyLimits>;
   quota?: Partial<Quota>;

@@ -35,8 +35,8 @@ export function createMetrics() {
     registry,
     requests: new CounterFamily({
       name: 'chatgate_requests_total',
-      help: 'Requests answered on the public listener, by provider and HTTP status.',
-      labelNames: ['provider', 'status'] as const,
+      help: 'Requests answered on the public listener, by endpoint (chat, completions, embeddings, responses, models, console, other), provider and HTTP status.',
+      labelNames: ['endpoint', 'provider', 'status'] as const,
       registers,
     }),
     errors: new CounterFamily({
@@ -47,8 +47,8 @@ export function createMetrics() {
     }),
     requestDuration: new HistogramFamily({
       name: 'chatgate_request_duration_seconds',
-      help: 'Time from the request arriving to the last byte of the answer, by provider.',
-      labelNames: ['provider'] as const,
+      help: 'Time from the request arriving to the last byte of the answer, by endpoint and provider.',
+      labelNames: ['endpoint', 'provider'] as const,
       buckets: LATENCY_BUCKETS,
       registers,
     }),
@@ -152,8 +152,14 @@ export function createMetrics() {
     }).series({}),
     tokens: new CounterFamily({
       name: 'chatgate_tokens_total',
-      help: 'Tokens the workers reported using, by provider, model (other: not in the provider model list) and kind.',
-      labelNames: ['provider', 'model', 'kind'] as const,
+      help: 'Tokens the workers reported using, by endpoint, provider, model (other: not in the provider model list), the alias the client named (none: none) and kind.',
+      labelNames: ['endpoint', 'provider', 'model', 'alias', 'kind'] as const,
+      registers,
+    }),
+    fallbacks: new CounterFamily({
+      name: 'chatgate_alias_fallbacks_total',
+      help: "Requests an alias sent on to its next target because this provider's pool could not take them (no worker available, or every one tried failed before the request reached it).",
+      labelNames: ['alias', 'provider'] as const,
       registers,
     }),
     workerUp: new Gauge({

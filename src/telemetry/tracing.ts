@@ -5,6 +5,7 @@
  * over, from what the stages noted on the request context; nothing here runs before that.
  */
 import type { Attributes } from '@opentelemetry/api';
+import type { Endpoint } from '../common/endpoints';
 import { withoutKeys } from '../common/key-shape';
 import type { Config } from '../config';
 import type { RequestContext } from '../context';
@@ -72,6 +73,9 @@ export async function createSpanExport(settings: Config['tracing']): Promise<Spa
 }
 
 /** OpenTelemetry's HTTP and GenAI attribute names; the key by id only. */
+/** OpenTelemetry's gen_ai.operation.name for each endpoint. */
+const OPERATION_NAMES: Readonly<Record<Endpoint, string>> = { chat: 'chat', completions: 'text_completion', embeddings: 'embeddings', responses: 'responses' };
+
 function attributesOf(context: RequestContext, request: FinishedRequest, path: string): Attributes {
   const attributes: Attributes = {
     'http.request.method': request.method,
@@ -84,7 +88,10 @@ function attributesOf(context: RequestContext, request: FinishedRequest, path: s
     'chatgate.provider': context.target?.provider,
     'chatgate.worker': context.worker,
     'error.type': context.errorCode,
-    'gen_ai.request.model': context.chat && withoutKeys(context.chat.model),
+    'gen_ai.operation.name': context.modelRequest && OPERATION_NAMES[context.modelRequest.endpoint],
+    'gen_ai.request.model': context.modelRequest && withoutKeys(context.modelRequest.model),
+    'chatgate.alias': context.target?.alias,
+    'chatgate.target_model': context.target && withoutKeys(context.target.modelName),
     'gen_ai.usage.input_tokens': context.usage?.promptTokens,
     'gen_ai.usage.output_tokens': context.usage?.completionTokens,
   };

@@ -7,6 +7,7 @@ import type { Config, ProviderConfig, UpstreamSettings } from '../config';
 import { ConfigError } from '../config';
 import { Pool, type WorkerState } from './pool';
 import { definedFields } from '../common/defined-fields';
+import { ENDPOINTS, type Endpoint } from '../common/endpoints';
 import { HeaderAllowList } from './header-allow-list';
 import { createWorker } from './worker';
 
@@ -20,6 +21,8 @@ export interface Provider {
   readonly settings: UpstreamSettings;
   /** Models named in config; undefined when they are asked of the workers. */
   readonly configuredModels: readonly string[] | undefined;
+  /** The endpoints its workers serve (all unless the config names some). */
+  readonly endpoints: ReadonlySet<Endpoint>;
 }
 
 export type ProviderTable = ReadonlyMap<string, Provider>;
@@ -40,6 +43,7 @@ export function buildProviders(config: Config, events: UpstreamEvents, env: Node
       authorization: upstreamAuthorization(name, provider.apiKeyEnv, env),
       settings,
       configuredModels: provider.models,
+      endpoints: new Set(provider.endpoints ?? ENDPOINTS),
     });
   }
   return table;

@@ -143,7 +143,7 @@ export function createProxy(metrics: Metrics, providers: ProviderTable, events: 
     };
     if (socket.connecting) {
       arm(attempt, 'connect', settings.connectTimeoutMs);
-      socket.once(attempt.state.worker.proxyTarget.protocol === 'https:' ? 'secureConnect' : 'connect', connected);
+      socket.once(attempt.state.worker.proxyTargets[attempt.target.endpoint].protocol === 'https:' ? 'secureConnect' : 'connect', connected);
     } else {
       connected();
     }
@@ -223,14 +223,13 @@ export function createProxy(metrics: Metrics, providers: ProviderTable, events: 
 
   const handle: RequestHandler = function proxyRequest(req: Request, res: Response, next: NextFunction) {
     const context = contextOf(res);
-    const target = required(context.target, 'target');
-    const provider = required(providers.get(target.provider), 'provider');
-    const { pool, settings } = provider;
-    const tried = new Set<WorkerState>();
+    const clientHeaders = req.headers;
+    let target = required(context.target, 'target');
+    let provider = required(providers.get(target.provider), 'provider');
+    let tried = new Set<WorkerState>();
     let staleRetried = false;
     // Waiting for a worker: a client that leaves gives its place in the queue up.
     const whenGone = (giveUp: () => void) => (res.destroyed ? giveUp() : res.once('close', giveUp));
-    const unlessGone = (failure: unknown) => (res.destroyed ? undefined : next(failure));
 
     res.on('close', () => {
       const attempt = attemptOf(res);
@@ -241,19 +240,43 @@ export function createProxy(metrics: Metrics, providers: ProviderTable, events: 
       attempt.meter?.abort(); // the client left mid-stream: charge the usage seen so far
     });
 
-    req.headers = upstreamHeaders(req, context, target, provider);
+    /** The headers are the provider's (its credential, its allow-list), made from the client's each time. */
+    const aimAt = (to: UpstreamTarget) => {
+      target = to;
+      provider = required(providers.get(to.provider), 'provider');
+      context.target = to;
+      context.provider = provider.name;
+      tried = new Set();
+      staleRetried = false;
+      req.headers = clientHeaders;
+      req.headers = upstreamHeaders(req, context, to, provider);
+    };
+    aimAt(target);
     context.dispatchedAt = now();
     metrics.gatewayOverhead.series({ provider: provider.name }).observe((context.dispatchedAt - context.arrivedAt) / 1000);
 
+    /**
+     * This target's pool cannot take the request (no worker available, or every one tried failed
+     * before the request reached it): an alias's next target takes it, as a retry would.
+     */
+    const failOver = (failure: unknown) => {
+      if (res.destroyed) return;
+      if (!target.fallback) return next(failure);
+      metrics.fallbacks.series({ alias: target.alias ?? 'none', provider: provider.name }).inc();
+      aimAt(target.fallback());
+      acquire();
+    };
+    const acquire = () => provider.pool.acquire(tried, whenGone).then(attemptOn, failOver);
+
     const attemptOn = (state: WorkerState) => {
       if (res.destroyed) {
-        pool.release(state, 'neutral');
+        provider.pool.release(state, 'neutral');
         return;
       }
       tried.add(state);
       const attempt: Attempt = { context, provider, target, state, connected: false, answering: false, settled: false, deadline: Infinity, slot: -1 };
       (res as CarriesAttempt)[ATTEMPT] = attempt;
-      const options = { target: state.worker.proxyTarget, agent: state.worker.agent, buffer: wholeBody(target) };
+      const options = { target: state.worker.proxyTargets[target.endpoint], agent: state.worker.agent, buffer: wholeBody(target) };
       proxy.web(req, res, options, (err: Error) => {
         if (attempt.answering) return; // a failure mid-answer is handled where the answer is relayed
         const stale = !staleRetried && isStalePooledConnection(attempt, err);
@@ -266,15 +289,16 @@ export function createProxy(metrics: Metrics, providers: ProviderTable, events: 
           staleRetried = true;
           tried.delete(state);
         }
-        if (stale || (!attempt.connected && tried.size <= settings.retries)) {
+        if (stale || (!attempt.connected && tried.size <= provider.settings.retries)) {
           metrics.retries.series(labels(attempt)).inc();
-          pool.acquire(tried, whenGone).then(attemptOn, (noneLeft: GatewayError) => unlessGone(withCause(upstreamFailure(attempt), err, noneLeft)));
+          provider.pool.acquire(tried, whenGone).then(attemptOn, (noneLeft: GatewayError) => failOver(withCause(upstreamFailure(attempt), err, noneLeft)));
           return;
         }
+        if (!attempt.connected) return failOver(withCause(upstreamFailure(attempt), err));
         next(withCause(upstreamFailure(attempt), err));
       });
     };
-    pool.acquire(tried, whenGone).then(attemptOn, unlessGone);
+    acquire();
   };
 
   // The deadline check stops by itself once no attempt is timed, so close() leaves it to time out

@@ -8,13 +8,19 @@ import { StringDecoder } from 'node:string_decoder';
 import type { TokenUsage } from '../context';
 
 const JSON_TAIL_BYTES = 16 * 1024;
-/** An "event" longer than this is no SSE event of a chat completion: pass it on rather than hold it. */
+/** An "event" longer than this is no SSE event of a model's answer: pass it on rather than hold it. */
 const MAX_PENDING_EVENT = 1024 * 1024;
 
-/** Pure: the usage counts in an OpenAI `usage` object, if it is one. */
+/**
+ * Pure: the counts in an OpenAI `usage` object, if it is one, in each endpoint's shape: chat and
+ * text completions report `prompt_tokens` and `completion_tokens`; embeddings `prompt_tokens` only
+ * (nothing is generated); responses `input_tokens` and `output_tokens`.
+ */
 export function usageOf(value: unknown): TokenUsage | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
-  const { prompt_tokens: prompt, completion_tokens: completion } = value as Record<string, unknown>;
+  const usage = value as Record<string, unknown>;
+  const prompt = usage.prompt_tokens ?? usage.input_tokens;
+  const completion = usage.completion_tokens ?? usage.output_tokens ?? (usage.prompt_tokens !== undefined ? 0 : undefined);
   if (!isCount(prompt) || !isCount(completion)) return undefined;
   return { promptTokens: prompt, completionTokens: completion };
 }
@@ -175,13 +181,14 @@ export class SseUsageMeter implements AnswerRelay {
       .filter((line) => line.startsWith('data:'))
       .map((line) => line.slice(5).trimStart())
       .join('\n');
-    let payload: { usage?: unknown; choices?: unknown };
+    let payload: { usage?: unknown; choices?: unknown; response?: { usage?: unknown } };
     try {
       payload = JSON.parse(data);
     } catch {
       return false;
     }
-    const usage = usageOf(payload.usage);
+    // A responses stream reports it in its last event, response.completed: {"response": {..., "usage"}}.
+    const usage = usageOf(payload.usage ?? payload.response?.usage);
     this.usage.saw(usage);
     return Boolean(usage) && this.dropUsageChunk && Array.isArray(payload.choices) && payload.choices.length === 0;
   }

@@ -3,6 +3,7 @@
  * request), its label for metrics and logs (never the URL's user info), and its own keep-alive agent.
  */
 import type http from 'node:http';
+import { ENDPOINT_PATHS, ENDPOINTS, type Endpoint } from '../common/endpoints';
 import type { ProviderConfig } from '../config';
 import { workerAgent } from './worker-agent';
 
@@ -12,11 +13,19 @@ export interface Worker {
   readonly base: string;
   /** Where chat completions go: <base>/v1/chat/completions. */
   readonly chatCompletionsUrl: string;
-  /** The same, as the target object http-proxy takes (so it parses no URL per request). */
-  readonly proxyTarget: { protocol: string; host: string; hostname: string; port: string; path: string };
+  /** Where each endpoint's requests go (<base>/v1/embeddings...), as the target object http-proxy takes (so it parses no URL per request). */
+  readonly proxyTargets: Readonly<Record<Endpoint, ProxyTarget>>;
   readonly agent: http.Agent;
   readonly weight: number;
   readonly maxConcurrent: number | undefined;
+}
+
+export interface ProxyTarget {
+  readonly protocol: string;
+  readonly host: string;
+  readonly hostname: string;
+  readonly port: string;
+  readonly path: string;
 }
 
 /**
@@ -32,14 +41,14 @@ export function createWorker(entry: ProviderConfig['workers'][number], maxSocket
   const maxConcurrent = Math.min(own ?? Infinity, maxSockets);
   const url = new URL(base.endsWith('/') ? base : base + '/');
   const options = { keepAlive: true, maxSockets, maxFreeSockets: Math.min(maxSockets, 64), scheduling: 'lifo' as const, idleTimeoutMs: IDLE_CONNECTION_MS };
-  const chatCompletions = new URL('v1/chat/completions', url);
-  const hostname = chatCompletions.hostname.replace(/^\[(.*)\]$/, '$1');
+  const hostname = url.hostname.replace(/^\[(.*)\]$/, '$1');
   const path = url.pathname.replace(/\/$/, '');
+  const targetOf = (endpoint: Endpoint): ProxyTarget => ({ protocol: url.protocol, host: hostname, hostname, port: url.port, path: path + ENDPOINT_PATHS[endpoint] });
   return {
     label: url.host + path,
     base: url.origin + path,
-    chatCompletionsUrl: chatCompletions.toString(),
-    proxyTarget: { protocol: chatCompletions.protocol, host: hostname, hostname, port: chatCompletions.port, path: chatCompletions.pathname },
+    chatCompletionsUrl: url.origin + path + ENDPOINT_PATHS.chat,
+    proxyTargets: Object.fromEntries(ENDPOINTS.map((endpoint) => [endpoint, targetOf(endpoint)])) as Record<Endpoint, ProxyTarget>,
     agent: workerAgent(url.protocol, options),
     weight,
     maxConcurrent,

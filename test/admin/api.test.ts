@@ -139,3 +139,24 @@ test("making a person a platform admin keeps their password (and their sign-in)"
   });
   expect(signIn.status).toBe(200);
 });
+
+test('a key limited to some endpoints: 403 endpoint_not_allowed elsewhere; the field is shown, changed and checked', async () => {
+  const created = await admin('POST', '/keys', { name: 'chat only', endpoints: ['chat'] });
+  expect(created.status).toBe(201);
+  const { key, id, endpoints } = created.json<{ key: string; id: string; endpoints: string[] }>();
+  expect(endpoints).toEqual(['chat']);
+  expect((await chat(key)).status).toBe(200);
+  const embeddings = await request(f.gw.url, { ca: f.gw.ca, path: '/v1/embeddings', headers: bearer(key), body: JSON.stringify({ model: 'mock/echo', input: 'hello' }) });
+  expect(embeddings.status).toBe(403);
+  expect(embeddings.json().error).toMatchObject({ type: 'permission_error', code: 'endpoint_not_allowed' });
+  expect(embeddings.json().error.message).toContain('/v1/embeddings');
+
+  expect((await admin('PATCH', `/keys/${id}`, { endpoints: [] })).json<{ endpoints: string[] }>().endpoints).toEqual([]);
+  expect((await request(f.gw.url, { ca: f.gw.ca, path: '/v1/embeddings', headers: bearer(key), body: JSON.stringify({ model: 'mock/echo', input: 'hello' }) })).status).toBe(200);
+
+  for (const bad of [['chat', 'images'], 'chat', [1]]) {
+    const refused = await admin('PATCH', `/keys/${id}`, { endpoints: bad });
+    expect(refused.status).toBe(400);
+    expect(refused.json().error.param).toBe('endpoints');
+  }
+});

@@ -11,6 +11,7 @@ export function keyRecord(rateLimit: KeyLimits = NO_OWN_LIMITS): KeyRecord {
     revokedAt: null,
     expiresAt: null,
     models: [],
+    endpoints: [],
     lastUsedAt: null,
     rateLimit,
     usage: NO_USAGE,

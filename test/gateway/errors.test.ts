@@ -141,7 +141,7 @@ describe('body', () => {
   test.each([
     ['not an object', '[1,2]', null],
     ['model missing', JSON.stringify({ messages: [{ role: 'user', content: 'x' }] }), 'model'],
-    ['model without provider', chatBody({ model: 'gpt-4o' }), 'model'],
+    ['model with an empty provider', chatBody({ model: '/echo' }), 'model'],
     ['messages empty', chatBody({ messages: [] }), 'messages'],
     ['a bad role', chatBody({ messages: [{ role: 'user', content: 'a' }, { role: 'user', content: 'b' }, { role: 'wizard', content: 'c' }] }), 'messages[2].role'],
     ['content missing', chatBody({ messages: [{ role: 'user' }] }), 'messages[0].content'],
@@ -153,6 +153,7 @@ describe('body', () => {
 
   test('unknown provider: 404 model_not_found', async () => {
     expectError(await send(chatBody({ model: 'nosuch/model' })), 404, 'model_not_found', 'model');
+    expectError(await send(chatBody({ model: 'gpt-4o' })), 404, 'model_not_found', 'model'); // no alias of that name
     await expectNothingProxied();
   });
 

@@ -1,5 +1,5 @@
 import { GatewayError } from '../../src/errors';
-import { ROLES, splitModel, validateChatRequest } from '../../src/pipeline/validate';
+import { ROLES, splitModel, validateChatRequest, validateModelRequest } from '../../src/pipeline/validate';
 
 const user = { role: 'user', content: 'hi' };
 const valid = (extra: Record<string, unknown> = {}) => ({ model: 'mock/echo', messages: [user], ...extra });
@@ -12,7 +12,11 @@ function rejection(body: unknown): { status: number; type: string; code: string;
 
 describe('validateChatRequest accepts', () => {
   test('the minimal request', () => {
-    expect(validateChatRequest(valid())).toStrictEqual({ model: 'mock/echo', provider: 'mock', modelName: 'echo', stream: false, streamOptions: undefined });
+    expect(validateChatRequest(valid())).toStrictEqual({ endpoint: 'chat', model: 'mock/echo', provider: 'mock', modelName: 'echo', stream: false, streamOptions: undefined });
+  });
+
+  test('a model without a slash: a name for the route stage to find among the aliases', () => {
+    expect(validateChatRequest(valid({ model: 'gpt-4o' }))).toStrictEqual({ endpoint: 'chat', model: 'gpt-4o', provider: undefined, modelName: undefined, stream: false, streamOptions: undefined });
   });
 
   test('a model of exactly 256 characters is taken', () => {
@@ -75,6 +79,7 @@ describe('validateChatRequest accepts', () => {
       { role: 'assistant', content: 'done' },
     ];
     expect(validateChatRequest({ model: 'p/m', messages, temperature: 0.2, tools: [], max_tokens: 5 })).toStrictEqual({
+      endpoint: 'chat',
       model: 'p/m',
       provider: 'p',
       modelName: 'm',
@@ -97,7 +102,6 @@ describe('validateChatRequest rejects with 400 invalid_body, naming the field', 
     ['model not a string', valid({ model: 7 }), 'model'],
     ['model an array', valid({ model: ['mock/echo'] }), 'model'],
     ['model empty', valid({ model: '' }), 'model'],
-    ['model without a slash', valid({ model: 'gpt-4o' }), 'model'],
     ['model with a leading slash', valid({ model: '/echo' }), 'model'],
     ['model with a trailing slash', valid({ model: 'mock/' }), 'model'],
     ['model a lone slash', valid({ model: '/' }), 'model'],
@@ -143,7 +147,7 @@ describe('validateChatRequest rejects with 400 invalid_body, naming the field', 
     const error = validateChatRequest(valid({ messages: [user, { role: 'wizard', content: 'x' }] })) as GatewayError;
     expect(error.message).toContain('messages[1].role');
     for (const role of ROLES) expect(error.message).toContain(role);
-    expect((validateChatRequest(valid({ model: 'gpt-4o' })) as GatewayError).message).toContain('<provider>/<model_name>');
+    expect((validateChatRequest(valid({ model: '/echo' })) as GatewayError).message).toContain('<provider>/<model_name>');
   });
 });
 
@@ -190,9 +194,54 @@ describe('splitModel', () => {
     expect(splitModel('a//b')).toEqual({ model: 'a//b', provider: 'a', modelName: '/b' });
   });
 
-  test.each(['', 'a', '/a', 'a/', '/', 42, null, undefined, {}, ['a/b']])('refuses %p, naming model', (model) => {
+  test('a name without a slash is kept whole, for the aliases', () => {
+    expect(splitModel('a')).toEqual({ model: 'a', provider: undefined, modelName: undefined });
+  });
+
+  test.each(['', '/a', 'a/', '/', 42, null, undefined, {}, ['a/b']])('refuses %p, naming model', (model) => {
     const result = splitModel(model);
     expect(result).toBeInstanceOf(GatewayError);
     expect(result).toMatchObject({ status: 400, code: 'invalid_body', param: 'model' });
+  });
+});
+
+describe('validateModelRequest, per endpoint', () => {
+  const accepted = (endpoint: Parameters<typeof validateModelRequest>[0], body: Record<string, unknown>) => {
+    const result = validateModelRequest(endpoint, body);
+    if (result instanceof GatewayError) throw new Error(`expected acceptance, got ${result.message}`);
+    return result;
+  };
+  const refusedAt = (endpoint: Parameters<typeof validateModelRequest>[0], body: unknown) => {
+    const result = validateModelRequest(endpoint, body);
+    if (!(result instanceof GatewayError)) throw new Error(`expected a rejection, got ${JSON.stringify(result)}`);
+    expect({ status: result.status, code: result.code }).toEqual({ status: 400, code: 'invalid_body' });
+    return result.param;
+  };
+
+  test('completions need a prompt (a string, even empty, or a non-empty array); no messages', () => {
+    expect(accepted('completions', { model: 'p/m', prompt: 'Say hi', stream: true })).toMatchObject({ endpoint: 'completions', stream: true });
+    expect(accepted('completions', { model: 'p/m', prompt: '' }).endpoint).toBe('completions');
+    expect(accepted('completions', { model: 'p/m', prompt: [1, 2, 3] }).endpoint).toBe('completions');
+    expect(refusedAt('completions', { model: 'p/m' })).toBe('prompt');
+    expect(refusedAt('completions', { model: 'p/m', prompt: [] })).toBe('prompt');
+    expect(refusedAt('completions', { model: 'p/m', prompt: 7 })).toBe('prompt');
+    expect(refusedAt('completions', { model: 'p/m', messages: [user] })).toBe('prompt');
+  });
+
+  test('embeddings need an input; they never stream', () => {
+    expect(accepted('embeddings', { model: 'p/m', input: ['a', 'b'], stream: true })).toMatchObject({ endpoint: 'embeddings', stream: false });
+    expect(refusedAt('embeddings', { model: 'p/m', input: '' })).toBe('input');
+    expect(refusedAt('embeddings', { model: 'p/m', input: null })).toBe('input');
+    expect(refusedAt('embeddings', { model: 'p/m', input: { text: 'a' } })).toBe('input');
+  });
+
+  test('responses need an input: a string or items; every other field passes', () => {
+    expect(accepted('responses', { model: 'p/m', input: [{ role: 'user', content: 'hi' }], tools: [{ type: 'web_search' }], stream: true })).toMatchObject({ endpoint: 'responses', stream: true });
+    expect(refusedAt('responses', { model: 'p/m', messages: [user] })).toBe('input');
+    expect(refusedAt('responses', { model: 'p/m', input: 'x', stream: 'yes' })).toBe('stream');
+  });
+
+  test('model comes first on every endpoint', () => {
+    for (const endpoint of ['chat', 'completions', 'embeddings', 'responses'] as const) expect(refusedAt(endpoint, { input: 1, prompt: 1, messages: 1 })).toBe('model');
   });
 });

@@ -86,7 +86,7 @@ test('1,000 requests over two processes: the primary counts exactly 1,000, none 
   expect(answeredBy.size).toBe(2);
   expect([...answeredBy.values()].every((count) => count >= 300)).toBe(true); // both processes serve
   const metrics = await scrape(gateway.adminUrl);
-  expect(sample(metrics, 'chatgate_requests_total{provider="mock",status="200"}')).toBe(1000);
+  expect(sample(metrics, 'chatgate_requests_total{endpoint="chat",provider="mock",status="200"}')).toBe(1000);
   expect(sample(metrics, `chatgate_worker_up{provider="mock",worker="127.0.0.1:${worker.port}"}`)).toBe(1);
   const readiness = (await (await fetch(`${gateway.adminUrl}/readyz`)).json()) as { checks: { processes: unknown } };
   expect(readiness.checks.processes).toEqual({ wanted: 2, running: 2, ready: 2 });

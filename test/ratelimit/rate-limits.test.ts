@@ -96,7 +96,7 @@ describe('one gateway, limits in memory', () => {
     const client = openaiClient(gw.url, key, gw.ca);
     for await (const chunk of await client.chat.completions.create({ model: 'mock/echo', stream: true, messages: [{ role: 'user', content: 'count me' }] })) void chunk;
     const after = await scrape(gw.adminUrl);
-    const completion = 'chatgate_tokens_total{provider="mock",model="echo",kind="completion"}';
+    const completion = 'chatgate_tokens_total{endpoint="chat",provider="mock",model="echo",alias="none",kind="completion"}';
     expect(sample(after, completion) - sample(before, completion)).toBe(32);
     const usage = await eventually(async () => {
       const view = (await request(gw.adminUrl, { method: 'GET', path: `/admin/api/keys/${id}`, headers: { authorization: `Bearer ${TOKEN}` } })).json<{ usage: { requests: number; completionTokens: number } }>();
@@ -105,7 +105,7 @@ describe('one gateway, limits in memory', () => {
     expect(usage.requests).toBe(2);
     // A model name the worker does not list is counted as "other": labels stay bounded.
     await send(gw, key, { model: 'mock/some-unlisted-name' });
-    expect(sample(await scrape(gw.adminUrl), 'chatgate_tokens_total{provider="mock",model="other",kind="completion"}')).toBe(16);
+    expect(sample(await scrape(gw.adminUrl), 'chatgate_tokens_total{endpoint="chat",provider="mock",model="other",alias="none",kind="completion"}')).toBe(16);
   });
 
   test('at most N requests at once per key: the next gets 429 (concurrency) until one finishes', async () => {

@@ -25,8 +25,8 @@ test('request, auth and cache metrics count what happened', async () => {
   const after = await scrapeGateway();
 
   const delta = (series: string) => sample(after, series) - sample(before, series);
-  expect(delta('chatgate_requests_total{provider="mock",status="200"}')).toBe(3);
-  expect(delta('chatgate_requests_total{provider="none",status="401"}')).toBe(2);
+  expect(delta('chatgate_requests_total{endpoint="chat",provider="mock",status="200"}')).toBe(3);
+  expect(delta('chatgate_requests_total{endpoint="chat",provider="none",status="401"}')).toBe(2);
   expect(delta('chatgate_auth_failures_total{reason="missing"}')).toBe(1);
   expect(delta('chatgate_auth_failures_total{reason="unknown"}')).toBe(1);
   expect(delta('chatgate_errors_total{code="invalid_api_key"}')).toBe(1);
@@ -34,7 +34,7 @@ test('request, auth and cache metrics count what happened', async () => {
   expect(delta('chatgate_key_cache_hits_total')).toBeGreaterThanOrEqual(2);
   expect(delta('chatgate_upstream_time_to_first_byte_seconds_count{provider="mock"}')).toBe(3);
   expect(delta('chatgate_gateway_overhead_seconds_count{provider="mock"}')).toBe(3);
-  expect(delta('chatgate_request_duration_seconds_count{provider="mock"}')).toBe(3);
+  expect(delta('chatgate_request_duration_seconds_count{endpoint="chat",provider="mock"}')).toBe(3);
   expect(sample(after, 'chatgate_requests_in_flight')).toBe(0);
   expect(after).toMatch(/^process_cpu_seconds_total /m);
   expect(after).not.toContain(f.key);

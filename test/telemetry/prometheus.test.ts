@@ -64,7 +64,7 @@ test('Prometheus scrapes the gateway: request counts match the traffic sent, and
   const seconds = Number(median!.value[1]);
   expect(seconds).toBeGreaterThan(WORKER_LATENCY_MS / 1000); // no answer can be faster than the worker
   // And it is the median of what the gateway itself exposes (no traffic since), by Prometheus's own interpolation.
-  expect(seconds).toBeCloseTo(medianOfBuckets(await scrape(gw.adminUrl), 'chatgate_request_duration_seconds_bucket{le="', ',provider="mock"}'), 6);
+  expect(seconds).toBeCloseTo(medianOfBuckets(await scrape(gw.adminUrl), 'chatgate_request_duration_seconds_bucket{le="', ',endpoint="chat",provider="mock"}'), 6);
 }, 40_000);
 
 /** histogram_quantile(0.5, ...) over one series' cumulative buckets: linear within the bucket holding the rank. */

@@ -1,4 +1,5 @@
 import http from 'node:http';
+import { ENDPOINT_PATHS, ENDPOINTS } from '../../src/common/endpoints';
 import { GatewayError } from '../../src/errors';
 import { Pool, type WorkerState } from '../../src/upstream/pool';
 import type { Worker } from '../../src/upstream/worker';
@@ -7,7 +8,7 @@ const fakeWorker = (label: string, maxConcurrent?: number): Worker => ({
   label,
   base: `http://${label}`,
   chatCompletionsUrl: `http://${label}/v1/chat/completions`,
-  proxyTarget: { protocol: 'http:', host: label, hostname: label, port: '80', path: '/v1/chat/completions' },
+  proxyTargets: Object.fromEntries(ENDPOINTS.map((endpoint) => [endpoint, { protocol: 'http:', host: label, hostname: label, port: '80', path: ENDPOINT_PATHS[endpoint] }])) as Worker['proxyTargets'],
   agent: new http.Agent(),
   weight: 1,
   maxConcurrent,

@@ -33,7 +33,7 @@ afterAll(async () => {
   await new Promise((resolve) => worker.close(resolve));
 });
 
-const completionTokens = async () => sample(await scrape(gw.adminUrl), 'chatgate_tokens_total{provider="cut",model="m",kind="completion"}');
+const completionTokens = async () => sample(await scrape(gw.adminUrl), 'chatgate_tokens_total{endpoint="chat",provider="cut",model="m",alias="none",kind="completion"}');
 
 function streamUntilThirdChunk(key: string, headers: Record<string, string> = {}): Promise<http.IncomingMessage> {
   return new Promise((resolve, reject) => {

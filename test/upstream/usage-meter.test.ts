@@ -123,3 +123,22 @@ test('a usage listener that throws does not break the answer', () => {
   json.relay(Buffer.from(JSON.stringify({ choices: [], usage: { prompt_tokens: 1, completion_tokens: 1 } })));
   expect(() => json.end()).not.toThrow();
 });
+
+test("each endpoint's usage shape: embeddings have prompt tokens only, responses input and output tokens", () => {
+  expect(usageOf({ prompt_tokens: 7, total_tokens: 7 })).toEqual({ promptTokens: 7, completionTokens: 0 });
+  expect(usageOf({ input_tokens: 4, input_tokens_details: { cached_tokens: 0 }, output_tokens: 9, total_tokens: 13 })).toEqual({ promptTokens: 4, completionTokens: 9 });
+  expect(usageOf({ input_tokens: 4 })).toBeUndefined();
+  expect(usageOf({ total_tokens: 4 })).toBeUndefined();
+  // A responses answer as JSON: the usage at its end, nested details and all.
+  expect(usageInTail(Buffer.from('{"object":"response","output":[{"content":[{"text":"usage"}]}],"usage":{"input_tokens":3,"input_tokens_details":{"cached_tokens":0},"output_tokens":5}}'))).toEqual({ promptTokens: 3, completionTokens: 5 });
+});
+
+test('a responses stream: the usage of response.completed is charged, and the event is passed on', () => {
+  const charged: unknown[] = [];
+  const meter = new SseUsageMeter(false, (usage) => charged.push(usage));
+  const created = 'event: response.created\ndata: {"type":"response.created","response":{"usage":null}}\n\n';
+  const completed = 'event: response.completed\ndata: {"type":"response.completed","response":{"status":"completed","usage":{"input_tokens":2,"output_tokens":6}}}\n\n';
+  expect(meter.relay(Buffer.from(created + completed))).toBe(created + completed);
+  meter.end();
+  expect(charged).toEqual([{ promptTokens: 2, completionTokens: 6 }]);
+});
