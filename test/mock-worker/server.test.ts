@@ -133,3 +133,18 @@ describe('pacing, with the global setTimeout under a fake clock', () => {
     }
   });
 });
+
+test('embeddings: a unit vector per input, the same for the same text; base64 float32 when asked; prompt tokens only', async () => {
+  const embed = async (body: object) => (await fetch(`${worker.url}/v1/embeddings`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })).json() as Promise<{ data: Array<{ embedding: number[] | string; index: number }>; usage: Record<string, number> }>;
+  const floats = await embed({ model: 'echo', input: ['one two', 'three', 'one two'] });
+  expect(floats.data.map((d) => d.index)).toEqual([0, 1, 2]);
+  const first = floats.data[0]!.embedding as number[];
+  expect(Math.hypot(...first)).toBeCloseTo(1, 5);
+  expect(floats.data[2]!.embedding).toEqual(first);
+  expect(floats.data[1]!.embedding).not.toEqual(first);
+  expect(floats.usage).toEqual({ prompt_tokens: 5, total_tokens: 5 });
+  const encoded = await embed({ model: 'echo', input: 'one two', encoding_format: 'base64' });
+  const bytes = Buffer.from(encoded.data[0]!.embedding as string, 'base64');
+  const decoded = Array.from(new Float32Array(bytes.buffer, bytes.byteOffset, bytes.length / 4));
+  decoded.forEach((value, i) => expect(value).toBeCloseTo(first[i]!, 5));
+});
