@@ -98,6 +98,10 @@ export const errors = {
       'Retry-After': String(seconds),
     });
   },
+  tooManySignIns: (retryAfterMs: number) => {
+    const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
+    return new GatewayError(429, 'rate_limit_error', 'too_many_sign_ins', `Too many sign-ins started from this address; try again in ${seconds}s.`, null, { 'Retry-After': String(seconds) });
+  },
   hostNotAllowed: () =>
     new GatewayError(403, 'permission_error', 'host_not_allowed', 'This listener does not answer to that Host name; use its address, or add the name to admin.allowedHosts.'),
   adminApiDisabled: () =>

@@ -24,9 +24,11 @@
  */
 import { randomBytes } from 'node:crypto';
 import { pathToFileURL } from 'node:url';
-import express, { type Router } from 'express';
+import express, { type NextFunction, type Request, type Response, type Router } from 'express';
+import { LRUCache } from 'lru-cache';
 import type * as OpenIdClient from 'openid-client';
 import type { Config } from '../config';
+import { findContext } from '../context';
 import { errors, GatewayError } from '../errors';
 import type { Logger } from '../telemetry/log';
 import type { PersonRecord, Role, Store } from '../store/types';
@@ -52,6 +54,15 @@ export interface OidcDeps {
 export const OIDC_PATH = '/console/api/oidc';
 /** A sign-in under way is good for this long, once. */
 const TRANSACTION_TTL_MS = 10 * 60_000;
+/**
+ * Sign-ins one client address may start per minute: each keeps a transaction in the store for ten
+ * minutes, and /login needs no session, so without a bound anyone could fill the store.
+ */
+const SIGN_INS_PER_MINUTE = 30;
+/** Addresses whose starts are counted at once (the least recent are forgotten first). */
+const COUNTED_ADDRESSES = 10_000;
+/** Where a refused sign-in sends a browser: the page says why (console.js reads the code). */
+const REFUSED_PAGE = '/console/#sign-in-error=';
 /** Binds a sign-in under way to the browser that started it. */
 const BROWSER_COOKIE = 'chatgate_oidc';
 /** Each request to the provider (discovery, token, JWKS) gives up after this long. */
@@ -88,15 +99,23 @@ export function createOidcRoutes(settings: OidcSettings, deps: OidcDeps): Router
   const provider = new IdentityProvider(settings, clientSecret, log);
   const scope = (settings.scopes.includes('openid') ? settings.scopes : ['openid', ...settings.scopes]).join(' ');
   const routes = express.Router();
+  const started = new LRUCache<string, { count: number; since: number }>({ max: COUNTED_ADDRESSES });
 
   routes.get('/login', async (req, res) => {
+    const now = Date.now();
+    const address = req.ip ?? 'unknown';
+    const recent = started.get(address);
+    if (recent && now - recent.since < 60_000) {
+      if (++recent.count > SIGN_INS_PER_MINUTE) throw errors.tooManySignIns(recent.since + 60_000 - now);
+    } else {
+      started.set(address, { count: 1, since: now });
+    }
     const redirectUri = `${deps.publicOrigin ?? `https://${req.headers.host ?? ''}`}${OIDC_PATH}/callback`;
     const { lib, config } = await provider.connected();
     const state = lib.randomState();
     const nonce = lib.randomNonce();
     const verifier = lib.randomPKCECodeVerifier();
     const browser = browserOf(req.headers.cookie) ?? randomBytes(32).toString('base64url');
-    const now = Date.now();
     await store.createToken({
       digest: tokenDigest(state),
       kind: 'oidc',
@@ -160,6 +179,18 @@ export function createOidcRoutes(settings: OidcSettings, deps: OidcDeps): Router
     res.setHeader('Set-Cookie', [sessionCookie(token, sessions.settings.absoluteMs / 1000), browserCookie('', 0)]);
     res.setHeader('Cache-Control', 'no-store');
     res.redirect(302, '/console/');
+  });
+
+  // Both routes are navigations of the whole page: a browser that is refused is sent back to the
+  // console, which says why, rather than left on an error body at the callback URL. A client that
+  // does not ask for a page (scripts, the tests' HTTP client) gets the error body as everywhere.
+  routes.use((err: unknown, req: Request, res: Response, next: NextFunction) => {
+    if (!(err instanceof GatewayError) || !wantsPage(req) || res.headersSent) return next(err);
+    const context = findContext(res);
+    if (context) context.errorCode = err.code;
+    res.setHeader('Cache-Control', 'no-store');
+    if (err.code === 'oidc_sign_in_expired' || err.code === 'oidc_sign_in_failed') res.setHeader('Set-Cookie', browserCookie('', 0));
+    res.redirect(303, REFUSED_PAGE + encodeURIComponent(err.code));
   });
 
   /**
@@ -284,6 +315,11 @@ function browserOf(cookieHeader: string | undefined): string | undefined {
 
 function browserCookie(value: string, maxAgeSeconds: number): string {
   return `${BROWSER_COOKIE}=${value}; Path=${OIDC_PATH}; Max-Age=${Math.floor(maxAgeSeconds)}; HttpOnly; Secure; SameSite=Lax`;
+}
+
+/** A browser navigating (Accept: text/html), as opposed to a script asking for JSON. */
+function wantsPage(req: Request): boolean {
+  return /\btext\/html\b/.test(req.headers.accept ?? '');
 }
 
 /** Whether the provider could not be reached at all (no answer, or a timeout), as opposed to refusing. */

@@ -229,6 +229,12 @@ test('a wrong state is refused with no session: changed, missing, or the sign-in
   expect((await refusalOf(refused)).reason).toBe('the sign-in was started in another browser');
   expect(await victim.sessionStatus()).toBe(401);
   expectRefused(await attacker.get(attackersCallback), UNKNOWN_STATE);
+
+  // A browser navigating (Accept: text/html) is sent back to the console, which says why.
+  const navigating = await new Browser().get(changed, { accept: 'text/html,application/xhtml+xml,*/*;q=0.8' });
+  expect(navigating.status).toBe(303);
+  expect(navigating.headers.location).toBe('/console/#sign-in-error=oidc_sign_in_expired');
+  expect(String(navigating.headers['set-cookie'])).not.toMatch(/chatgate_session=[A-Za-z0-9_-]/);
 });
 
 test('a replayed code is refused with no session: the same callback again, or its code with a new sign-in’s state', async () => {
@@ -505,3 +511,23 @@ function startProvider(certFile: string, keyFile: string, ca: string): Promise<P
     });
   });
 }
+
+test('one address may start 30 sign-ins a minute: past that, 429 too_many_sign_ins and nothing is written', async () => {
+  // Runs last: the other tests' sign-ins count towards this address's minute too.
+  const browser = new Browser();
+  let refused: RawResponse | undefined;
+  let started = 0;
+  for (let i = 0; i < 40 && !refused; i++) {
+    const response = await browser.get(new URL(`${gw.url}/console/api/oidc/login`));
+    if (response.status === 429) refused = response;
+    else {
+      expect(response.status).toBe(302);
+      started++;
+    }
+  }
+  expect(refused).toBeDefined();
+  expect(started).toBeLessThanOrEqual(30);
+  expect(refused!.json().error.code).toBe('too_many_sign_ins');
+  expect(Number(refused!.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+  expect(Number(refused!.headers['retry-after'])).toBeLessThanOrEqual(60);
+});

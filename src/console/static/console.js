@@ -12,6 +12,15 @@
 (function consolePage() {
   const API = '/console/api';
   const SET_PASSWORD = '#set-password=';
+  /** Where the identity provider's sign-in sends a browser it refused, with the error code. */
+  const SIGN_IN_ERROR = '#sign-in-error=';
+  const SIGN_IN_ERRORS = {
+    oidc_sign_in_expired: 'That sign-in had expired or was already used. Sign in again.',
+    oidc_sign_in_failed: 'The identity provider did not sign you in. Try again, or ask your administrator.',
+    permission_denied: 'Your identity provider account is not given an account here. Ask an account owner to add you.',
+    identity_provider_unavailable: 'The identity provider cannot be reached just now. Try again in a moment.',
+    too_many_sign_ins: 'Too many sign-ins were started from here. Wait a minute and try again.',
+  };
   const MIN_PASSWORD_LENGTH = 12;
   const USAGE_DAYS = 30;
   const DAY_MS = 86_400_000;
@@ -1027,6 +1036,13 @@
     loadConfig();
     if (passwordToken()) {
       showSetPassword();
+      return;
+    }
+    if (location.hash.startsWith(SIGN_IN_ERROR)) {
+      const code = decodeURIComponent(location.hash.slice(SIGN_IN_ERROR.length));
+      clearHash();
+      showSignIn();
+      setError($('signin-error'), Object.hasOwn(SIGN_IN_ERRORS, code) ? SIGN_IN_ERRORS[code] : 'The sign-in did not succeed. Try again.');
       return;
     }
     try {
