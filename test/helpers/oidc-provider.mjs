@@ -16,10 +16,13 @@
  * Each command is answered {"id":N,"ok":true} (or "error"); a replaced token is reported as
  * {"event":"id-token-replaced","how":"swap"|"tamper","clientId":...}.
  *
- * Sign-in has no pages: GET /interaction/<uid>?login=<email> (the URL the provider sends the browser
- * to, with login= added by the test) signs that person in; consent is implied for every client
- * (loadExistingGrant makes the grant), as for a company's first-party apps. Its signing key (RSA) and
- * cookie keys are made at start. The people it knows are in PEOPLE below.
+ * Sign-in: GET /interaction/<uid>?login=<email> (the URL the provider sends the browser to, with
+ * login= added by the test) signs that person in. Without login=, the same URL answers a minimal HTML
+ * page (no script) whose form, an email field and a submit button, GETs that URL with ?login=<email>:
+ * a person in a browser signs in by typing their email. Consent is implied for every client
+ * (loadExistingGrant makes the grant), as for a company's first-party apps; a consent prompt, should
+ * one come, is granted by the same GET. Its signing key (RSA) and cookie keys are made at start. The
+ * people it knows are in PEOPLE below.
  */
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -110,11 +113,12 @@ function configure(clients) {
   return issuer;
 }
 
-/** The provider's sign-in step, done by the test: ?login=<email> signs that person in. */
+/** The provider's sign-in step: ?login=<email> signs that person in; without login=, the page that asks for it. */
 async function interact(req, res, url) {
   const details = await provider.interactionDetails(req, res);
   const email = url.searchParams.get('login');
   if (details.prompt.name === 'login') {
+    if (email === null) return signInPage(res, url.pathname);
     if (!email || !PEOPLE[email]) throw new Error(`no such person: ${email}`);
     return provider.interactionFinished(req, res, { login: { accountId: email } }, { mergeWithLastSubmission: false });
   }
@@ -126,6 +130,34 @@ async function interact(req, res, url) {
     return provider.interactionFinished(req, res, { consent: { grantId: await grant.save() } }, { mergeWithLastSubmission: true });
   }
   throw new Error(`unexpected prompt ${details.prompt.name}`);
+}
+
+/** The sign-in page a browser is shown: its form GETs this same interaction URL with ?login=<email>. */
+function signInPage(res, pathname) {
+  const action = pathname.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+  res.statusCode = 200;
+  res.setHeader('content-type', 'text/html; charset=utf-8');
+  res.setHeader('cache-control', 'no-store');
+  res.end(`<!doctype html>
+<html lang="en">
+<head>
+  <meta charset="utf-8">
+  <meta name="viewport" content="width=device-width, initial-scale=1">
+  <link rel="icon" href="data:,">
+  <title>Sign in - test OpenID Provider</title>
+</head>
+<body>
+  <main>
+    <h1>Sign in to the test OpenID Provider</h1>
+    <form method="get" action="${action}">
+      <label for="login">Email</label>
+      <input id="login" name="login" type="email" autocomplete="username" required>
+      <button type="submit">Sign in</button>
+    </form>
+  </main>
+</body>
+</html>
+`);
 }
 
 function fail(res, err) {
