@@ -3,7 +3,11 @@
  * objects are well formed, the pods meet the Pod Security "restricted" level, only the monitoring
  * namespace reaches the admin port, no Secret is shipped, rollouts drain within the grace period,
  * readiness does not hang on the key store, and the Prometheus Operator objects find the pods.
+ * Every object is also validated against its kind's schema: kubernetes-models (the Kubernetes 1.27
+ * OpenAPI schemas) and @kubernetes-models/prometheus-operator (the Prometheus Operator's CRDs).
  */
+import * as prometheusOperatorModels from '@kubernetes-models/prometheus-operator';
+import * as kubernetesModels from 'kubernetes-models';
 import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import YAML from 'yaml';
@@ -29,6 +33,61 @@ const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
 /** Volume types the restricted level allows. */
 const RESTRICTED_VOLUMES = ['configMap', 'csi', 'downwardAPI', 'emptyDir', 'ephemeral', 'persistentVolumeClaim', 'projected', 'secret'];
+
+/** A kubernetes-models class: built from an object, its validate() checks it against the kind's schema. */
+interface ModelClass {
+  apiVersion: string;
+  kind: string;
+  new (data: object): { validate(): void };
+}
+/** Every kind the two packages have a schema for, by "apiVersion kind". */
+const MODELS = new Map<string, ModelClass>();
+(function collect(namespace: object, depth: number) {
+  for (const value of Object.values(namespace)) {
+    if (typeof value === 'function' && typeof value.apiVersion === 'string' && typeof value.kind === 'string') MODELS.set(`${value.apiVersion} ${value.kind}`, value as ModelClass);
+    else if (value !== null && typeof value === 'object' && depth < 3) collect(value, depth + 1); // group, then version, namespaces
+  }
+})({ kubernetesModels, prometheusOperatorModels }, 0);
+
+/**
+ * What is wrong with an object by its kind's schema: a missing required field, a wrong type, format or
+ * enum value, and (as `kubectl apply`'s default strict validation would refuse them) fields the schema
+ * does not have. The schemas leave unknown fields open, so these are found by recording which fields the
+ * validator reads: one it never reads, in an object it does not walk as a map, is not in the schema.
+ * A kind with no schema here is an error too.
+ */
+function schemaErrors(object: K8sObject): string[] {
+  const Model = MODELS.get(`${object.apiVersion} ${object.kind}`);
+  if (!Model) return [`no schema for ${object.apiVersion} ${object.kind}`];
+  const model = new Model(object);
+  const errors: string[] = [];
+  try {
+    model.validate();
+  } catch (error) {
+    errors.push((error as Error).message);
+  }
+  const visited = new Map<object, { path: string; read: Set<string>; walked: boolean }>();
+  const record = (value: unknown, at: string): unknown => {
+    if (value === null || typeof value !== 'object') return value;
+    const entry = visited.get(value) ?? { path: at, read: new Set<string>(), walked: false };
+    visited.set(value, entry);
+    return new Proxy(value, {
+      get: (target, key) => (typeof key === 'string' ? (entry.read.add(key), record(Reflect.get(target, key), `${at}/${key}`)) : Reflect.get(target, key)),
+      has: (target, key) => (typeof key === 'string' && entry.read.add(key), Reflect.has(target, key)),
+      ownKeys: (target) => ((entry.walked = true), Reflect.ownKeys(target)),
+    });
+  };
+  try {
+    model.validate.call(record(structuredClone(object), ''));
+  } catch {
+    // reported above
+  }
+  const unknown = [...visited]
+    .filter(([value, v]) => !Array.isArray(value) && !v.walked)
+    .flatMap(([value, v]) => Object.keys(value).filter((key) => !v.read.has(key)).map((key) => `${v.path}/${key}`));
+  if (unknown.length > 0) errors.push(`fields not in the schema: ${unknown.join(', ')}`);
+  return errors;
+}
 
 let overlay: K8sObject[];
 let base: K8sObject[];
@@ -75,6 +134,34 @@ test('the base, the monitoring objects and the example overlay render, with the 
       expect({ file: path.join(dir, file), listed: listed.has(path.join(dir, file)) }).toEqual({ file: path.join(dir, file), listed: true });
     }
   }
+});
+
+test("every object validates against its kind's schema (Kubernetes 1.27 OpenAPI, Prometheus Operator CRDs)", () => {
+  for (const [dir, objects] of [['base', base], ['monitoring', monitoring], ['overlays/example', overlay]] as const) {
+    for (const object of objects) {
+      const { kind, metadata } = object;
+      expect({ dir, kind, name: metadata.name, errors: schemaErrors(object) }).toEqual({ dir, kind, name: metadata.name, errors: [] });
+    }
+  }
+  // The validation bites: on copies broken in one place each.
+  const broken = (kind: string, breakIt: (o: K8sObject) => void): string[] => {
+    const copy = structuredClone(one(overlay, kind));
+    breakIt(copy);
+    return schemaErrors(copy);
+  };
+  expect(broken('Deployment', (d) => (d.spec.template.spec.containers[0].ports[0].containerPort = '8443'))).toEqual([expect.stringContaining('containerPort must be integer')]);
+  expect(broken('Deployment', (d) => delete d.spec.selector)).toEqual([expect.stringContaining('data/spec must have required property selector')]);
+  expect(broken('Deployment', (d) => (d.spec.template.spec.containers[0].resources.requests.cpu = 'lots'))).toEqual([expect.stringContaining('must match format "quantity"')]);
+  expect(broken('Deployment', (d) => (d.spec.replicaCount = 3))).toEqual(['fields not in the schema: /spec/replicaCount']);
+  expect(broken('Deployment', (d) => (d.spec.template.spec.containers[0].securityContext.runAsNonroot = true))).toEqual([
+    'fields not in the schema: /spec/template/spec/containers/0/securityContext/runAsNonroot',
+  ]);
+  expect(broken('ServiceMonitor', (m) => (m.spec.endpoints[0].scheme = 'tcp'))).toEqual([expect.stringContaining('scheme must be equal to one of the allowed values')]);
+  expect(broken('PrometheusRule', (r) => (r.spec.groups[0].rules[0].expression = r.spec.groups[0].rules[0].expr))).toEqual([
+    'fields not in the schema: /spec/groups/0/rules/0/expression',
+  ]);
+  expect(schemaErrors({ apiVersion: 'example.com/v1', kind: 'Widget', metadata: { name: 'w' } })).toEqual(['no schema for example.com/v1 Widget']);
+  expect(schemaErrors({ apiVersion: 'networking.k8s.io/v1', kind: 'Widget', metadata: { name: 'w' } })).toEqual(['no schema for networking.k8s.io/v1 Widget']);
 });
 
 test('the objects are well formed: selectors match, named ports and volumes exist, the config is a valid chatgate config', () => {
