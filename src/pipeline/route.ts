@@ -14,6 +14,8 @@ import { pickByWeight, type Alias, type AliasTable, type AliasTarget } from '../
 import type { ProviderTable } from '../upstream/providers';
 import { rewriteModel, setTopLevelMember } from './json-members';
 
+const MODEL_SHAPE = "'model' must be '<provider>/<model_name>', for example 'mock/echo', or the name of a configured model alias.";
+
 /** Where a request may go, in the order to try: the chosen target, then the fallbacks. */
 interface Destination {
   readonly provider: string;
@@ -39,6 +41,8 @@ export function route(providers: ProviderTable, aliases: AliasTable, random: () 
   }
 
   function directDestination(request: ModelRequest, key: CallerKey): Destination {
+    // A name without a provider that is no alias is a malformed model, as before aliases existed.
+    if (request.provider === undefined) throw errors.invalidBody('model', MODEL_SHAPE);
     if (!modelAllowed(key.models, request.model)) throw errors.modelNotAllowed(request.model);
     const provider = request.provider === undefined ? undefined : providers.get(request.provider);
     if (!provider || request.modelName === undefined) throw errors.modelNotFound(request.model);

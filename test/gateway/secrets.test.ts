@@ -65,7 +65,7 @@ test('no key and no digest in logs, metrics, error bodies, admin answers or what
   await send('a key sent under another scheme', 401, { headers: { authorization: `Token ${key}` } });
   await send('a key only in the query string', 401, { path: `/v1/chat/completions?api_key=${key}` });
   await send('a key in a body that is not JSON', 400, { headers: bearer(key), body: `{"model":"mock/echo","api_key":"${key}"` });
-  await send('a key as the model', 404, { headers: bearer(key), body: JSON.stringify({ model: key, messages: [{ role: 'user', content: 'x' }] }) });
+  await send('a key as the model', 400, { headers: bearer(key), body: JSON.stringify({ model: key, messages: [{ role: 'user', content: 'x' }] }) });
   await send('a key in the URL path', 404, { headers: bearer(key), path: `/v1/${key}` });
   await send('a key as the model of a key restricted to other models', 403, { headers: bearer(restrictedKey), body: JSON.stringify({ model: `mock/${key}`, messages: [{ role: 'user', content: 'x' }] }) });
   await send('a key as a provider', 404, { headers: bearer(key), body: JSON.stringify({ model: `${key}/m`, messages: [{ role: 'user', content: 'x' }] }) });

@@ -96,8 +96,9 @@ test('endpoints: a key limited to some is refused the others first; a provider t
   expect(routed('embeddings', { model: 'text-embedding-3-small', input: 'a' })).toMatchObject({ provider: 'embed', modelName: 'bge' });
 });
 
-test('an unknown name, or an unknown provider: 404 model_not_found (after the allow-list)', () => {
-  expect((routed('chat', chat('gpt-5')) as GatewayError).code).toBe('model_not_found');
+test('an unknown provider: 404 model_not_found (after the allow-list); a name that is neither <provider>/<model> nor an alias: 400', () => {
+  const malformed = routed('chat', chat('gpt-5'), key(['vllm/*'])) as GatewayError;
+  expect({ status: malformed.status, code: malformed.code, param: malformed.param }).toEqual({ status: 400, code: 'invalid_body', param: 'model' });
   expect((routed('chat', chat('nowhere/m')) as GatewayError).code).toBe('model_not_found');
   expect((routed('chat', chat('nowhere/m'), key(['vllm/*'])) as GatewayError).code).toBe('model_not_allowed');
 });

@@ -116,10 +116,11 @@ describe('in one gateway', () => {
     expect((await request(gw.url, { ca: gw.ca, method: 'GET', path: '/v1/models/gpt-4o', headers: bearer(key) })).json()).toMatchObject({ id: 'gpt-4o', object: 'model' });
   });
 
-  test('an unknown name without a provider is 404 model_not_found', async () => {
+  test('a name without a provider that is no alias is a malformed model: 400 invalid_body', async () => {
     const response = await request(gw.url, { ca: gw.ca, headers: bearer(key), body: chatBody({ model: 'gpt-5' }) });
-    expect(response.status).toBe(404);
-    expect(response.json().error).toMatchObject({ code: 'model_not_found', param: 'model' });
+    expect(response.status).toBe(400);
+    expect(response.json().error).toMatchObject({ code: 'invalid_body', param: 'model' });
+    expect(response.json().error.message).toContain('<provider>/<model_name>');
   });
 
   test('the first pool down: its requests go to the fallback, and not one fails', async () => {
