@@ -80,8 +80,15 @@ export class Accounts {
     const person = await this.store.putPerson({ email, admin: existing?.admin ?? false, passwordHash, createdAt: existing?.createdAt ?? this.now().toISOString() });
     const previous = (await this.store.listMembers(accountId)).find((m) => m.email === email);
     if (previous?.role === 'owner' && role === 'member') await this.keepAnOwner(accountId, email);
-    const member = await this.store.putMember({ accountId, email, role, addedAt: this.now().toISOString(), addedBy: actorName(by) });
-    await this.auditor.record({ accountId, actor: actorName(by), action: previous ? 'member.role_changed' : 'member.added', target: email, client, details: { role } });
+    // Adding someone already in the account with the role they hold changes nothing (and says
+    // nothing in the audit trail); a new role keeps when and by whom they were first added.
+    let member: MembershipRecord;
+    if (previous && previous.role === role) {
+      member = previous;
+    } else {
+      member = await this.store.putMember({ accountId, email, role, addedAt: previous?.addedAt ?? this.now().toISOString(), addedBy: previous?.addedBy ?? actorName(by) });
+      await this.auditor.record({ accountId, actor: actorName(by), action: previous ? 'member.role_changed' : 'member.added', target: email, client, details: previous ? { from: previous.role, role } : { role } });
+    }
     if (input.password !== undefined) await this.auditor.record({ accountId, actor: actorName(by), action: 'password.set', target: email, client });
     return { member, person, created: !existing };
   }

@@ -124,6 +124,22 @@ test('the store unreadable: the admin API answers 503 key_store_unavailable, wit
   }
 });
 
+test('adding a member again with the same role changes nothing and says nothing; a new role is one audit event', async () => {
+  const account = (await admin('POST', '/accounts', { name: 'members-again' })).json<{ id: string }>().id;
+  const first = await admin('POST', `/accounts/${account}/members`, { email: 'dev@example.com', role: 'member' });
+  expect(first.status).toBe(201);
+  const again = await admin('POST', `/accounts/${account}/members`, { email: 'dev@example.com', role: 'member' });
+  expect(again.status).toBe(201);
+  expect(again.json<{ addedAt: string }>().addedAt).toBe(first.json<{ addedAt: string }>().addedAt);
+  expect((await admin('POST', `/accounts/${account}/members`, { email: 'dev@example.com', role: 'owner' })).json()).toMatchObject({ role: 'owner', addedAt: first.json<{ addedAt: string }>().addedAt });
+  const audit = (await admin('GET', `/accounts/${account}/audit`)).json<{ data: { action: string; target: string; details?: unknown }[] }>().data;
+  const events = audit.filter((event) => event.target === 'dev@example.com' && event.action.startsWith('member.'));
+  expect(events.map((event) => [event.action, event.details]).sort()).toEqual([
+    ['member.added', { role: 'member' }],
+    ['member.role_changed', { from: 'member', role: 'owner' }],
+  ]);
+});
+
 test("making a person a platform admin keeps their password (and their sign-in)", async () => {
   const account = (await admin('POST', '/accounts', { name: 'admins-test' })).json<{ id: string }>().id;
   const password = 'a password long enough';
