@@ -13,6 +13,7 @@ import { createLogger } from './telemetry/log';
 import { openKeyStore } from './store/open';
 import { configFileFrom, ConfigError, loadConfig } from './config';
 import { turnOffPretenuring } from './tuning/pretenuring';
+import { ENDPOINTS, type Endpoint } from './common/endpoints';
 import type { Gateway } from './process/startup';
 
 // Each command loads only what it needs: `keys` and `mock-worker` start fast without the gateway's stack.
@@ -20,7 +21,7 @@ const gateway = () => import('./main');
 
 const USAGE = `Usage:
   chatgate serve [--config FILE]
-  chatgate keys create --name NAME [--account ID] [--models GLOB]... [--expires ISO-8601] [--rpm N] [--tpm N] [--max-concurrent N] [--json] [--config FILE]
+  chatgate keys create --name NAME [--account ID] [--models GLOB]... [--endpoints chat|completions|embeddings|responses]... [--expires ISO-8601] [--rpm N] [--tpm N] [--max-concurrent N] [--json] [--config FILE]
   chatgate keys list [--account ID] [--json] [--config FILE]
   chatgate keys revoke ID [--config FILE]
   chatgate keys rotate ID [--json] [--config FILE]
@@ -92,6 +93,7 @@ async function keys(args: string[]): Promise<number> {
       name: { type: 'string' },
       account: { type: 'string' },
       models: { type: 'string', multiple: true },
+      endpoints: { type: 'string', multiple: true },
       expires: { type: 'string' },
       rpm: { type: 'string' },
       tpm: { type: 'string' },
@@ -114,7 +116,8 @@ async function keys(args: string[]): Promise<number> {
         maxConcurrent: limit('--max-concurrent', values['max-concurrent']),
       };
       if (values.account !== undefined && !(await store.getAccount(values.account))) throw new UsageError(`no account has the id ${values.account} (chatgate accounts list)`);
-      const { key, record } = await issueKey(store, { name: values.name, models: values.models ?? [], expiresAt, rateLimit, accountId: values.account });
+      const endpoints = endpointList(values.endpoints ?? []);
+      const { key, record } = await issueKey(store, { name: values.name, models: values.models ?? [], endpoints, expiresAt, rateLimit, accountId: values.account });
       if (values.json) process.stdout.write(JSON.stringify({ ...publicView(record), key }) + '\n');
       else process.stdout.write(`${key}\n(id ${record.id}; this key is shown once: the store keeps only its digest)\n`);
       return 0;
@@ -184,6 +187,15 @@ function parseExpiry(text: string): Date {
   const at = new Date(text);
   if (Number.isNaN(at.getTime())) throw new UsageError(`--expires '${text}' is not an ISO-8601 date, e.g. 2027-01-31 or 2027-01-31T12:00:00Z`);
   return at;
+}
+
+/** `--endpoints chat --endpoints embeddings`, or `--endpoints chat,embeddings`: none means every one. */
+function endpointList(values: string[]): Endpoint[] {
+  const names = values.flatMap((value) => value.split(',')).map((name) => name.trim()).filter((name) => name !== '');
+  for (const name of names) {
+    if (!(ENDPOINTS as readonly string[]).includes(name)) throw new UsageError(`--endpoints takes ${ENDPOINTS.join(', ')}, not '${name}'`);
+  }
+  return [...new Set(names)] as Endpoint[];
 }
 
 function wholeNumber(flag: string, text: string): number {

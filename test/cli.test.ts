@@ -2,7 +2,7 @@
  * The `chatgate` command as an operator runs it (the built CLI, real processes): key management on
  * the gateway's own store, and config errors that name the field.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -33,8 +33,29 @@ function chatgate(args: string[], env: NodeJS.ProcessEnv = {}) {
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
-test('keys create --json prints the key once; the store keeps only its digest', () => {
-  const created = chatgate(['keys', 'create', '--name', 'ci-bot', '--models', 'mock/*', '--models', 'vllm/llama-*', '--expires', '2099-01-31T00:00:00Z', '--json', '--config', configFile]);
+/**
+ * The CLI on the running gateway's key store. Not spawnSync: the gateway runs in this process, and a
+ * blocked event loop would hold the store's lock file (a usage flush half done) for as long as the
+ * CLI waits for it.
+ */
+function cli(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 20000);
+    child.once('error', reject);
+    child.once('close', (status) => {
+      clearTimeout(timer);
+      resolve({ status, stdout, stderr });
+    });
+  });
+}
+
+test('keys create --json prints the key once; the store keeps only its digest', async () => {
+  const created = await cli(['keys', 'create', '--name', 'ci-bot', '--models', 'mock/*', '--models', 'vllm/llama-*', '--expires', '2099-01-31T00:00:00Z', '--json', '--config', configFile]);
   expect(created.status).toBe(0);
   const record = JSON.parse(created.stdout);
   expect(record).toEqual(
@@ -48,23 +69,35 @@ test('keys create --json prints the key once; the store keeps only its digest', 
   expect(file).toContain(record.id);
 });
 
-test('keys list shows ids and names, never keys or digests', () => {
-  const created = JSON.parse(chatgate(['keys', 'create', '--name', 'listed', '--json', '--config', configFile]).stdout);
-  const listed = chatgate(['keys', 'list', '--json', '--config', configFile]);
+test('keys create --endpoints limits the key to those endpoints on the running gateway', async () => {
+  const created = await cli(['keys', 'create', '--name', 'embedder', '--endpoints', 'embeddings', '--endpoints', 'completions,embeddings', '--json', '--config', configFile]);
+  expect(created.status).toBe(0);
+  const record = JSON.parse(created.stdout) as { key: string; endpoints: string[] };
+  expect(record.endpoints).toEqual(['embeddings', 'completions']);
+  const embeddings = await request(gw.url, { ca: gw.ca, path: '/v1/embeddings', headers: bearer(record.key), body: JSON.stringify({ model: 'mock/echo', input: 'hello' }) });
+  expect(embeddings.status).toBe(200);
+  const chat = await request(gw.url, { ca: gw.ca, headers: bearer(record.key), body: chatBody() });
+  expect(chat.status).toBe(403);
+  expect(chat.json<{ error: { code: string } }>().error.code).toBe('endpoint_not_allowed');
+});
+
+test('keys list shows ids and names, never keys or digests', async () => {
+  const created = JSON.parse((await cli(['keys', 'create', '--name', 'listed', '--json', '--config', configFile])).stdout);
+  const listed = await cli(['keys', 'list', '--json', '--config', configFile]);
   expect(listed.status).toBe(0);
   const records = JSON.parse(listed.stdout) as Array<Record<string, unknown>>;
   expect(records.map((r) => r.id)).toContain(created.id);
   expect(listed.stdout).not.toContain(created.key);
   expect(records.every((r) => r.digest === undefined && r.key === undefined)).toBe(true);
-  const table = chatgate(['keys', 'list', '--config', configFile]);
+  const table = await cli(['keys', 'list', '--config', configFile]);
   expect(table.stdout).toMatch(new RegExp(`${created.id}\\s+cgk_\\S+…\\s+listed\\s+active`));
 });
 
 test('a key revoked with the CLI is refused by the running gateway within about a second, whatever the cache TTL', async () => {
-  const { id, key } = JSON.parse(chatgate(['keys', 'create', '--name', 'short-lived', '--json', '--config', configFile]).stdout);
+  const { id, key } = JSON.parse((await cli(['keys', 'create', '--name', 'short-lived', '--json', '--config', configFile])).stdout);
   expect((await request(gw.url, { ca: gw.ca, headers: bearer(key), body: chatBody() })).status).toBe(200);
 
-  const revoked = chatgate(['keys', 'revoke', id, '--config', configFile]);
+  const revoked = await cli(['keys', 'revoke', id, '--config', configFile]);
   expect(revoked.status).toBe(0);
   expect(revoked.stdout).toContain(`revoked ${id}`);
   const revokedAt = performance.now();
@@ -80,53 +113,56 @@ test('keys list writes a name with control characters (from a file edited by han
   const { FileKeyStore } = await import('../src/store/file');
   const { issueKey } = await import('../src/auth/issue');
   await issueKey(new FileKeyStore(gw.keyFile), { name: 'x\nkey_forged\tcgk_0000\tadmin\tactive' });
-  const listed = chatgate(['keys', 'list', '--config', configFile]);
+  const listed = await cli(['keys', 'list', '--config', configFile]);
   expect(listed.status).toBe(0);
   expect(listed.stdout).toContain('x\\u000akey_forged\\u0009cgk_0000');
   expect(listed.stdout.split('\n').some((line) => line.startsWith('key_forged'))).toBe(false);
 });
 
-test('accounts and members from the CLI: made, listed, and a key made in the account; the same refusals as the admin API', () => {
+test('accounts and members from the CLI: made, listed, and a key made in the account; the same refusals as the admin API', async () => {
   const config = ['--config', configFile];
-  const created = chatgate(['accounts', 'create', '--name', 'team-cli', '--tokens-per-day', '50000', '--json', ...config]);
+  const created = await cli(['accounts', 'create', '--name', 'team-cli', '--tokens-per-day', '50000', '--json', ...config]);
   expect(created.status).toBe(0);
   const account = JSON.parse(created.stdout) as { id: string; name: string; quota: unknown };
   expect(account).toMatchObject({ name: 'team-cli', quota: { tokensPerDay: 50000, tokensPerMonth: null } });
-  const again = chatgate(['accounts', 'create', '--name', 'team-cli', ...config]);
+  const again = await cli(['accounts', 'create', '--name', 'team-cli', ...config]);
   expect(again.status).toBe(1);
   expect(again.stderr).toContain("An account is already named 'team-cli'");
-  expect(chatgate(['accounts', 'list', ...config]).stdout).toContain(`${account.id}\tteam-cli\tquota per day 50000, per month none`);
+  expect((await cli(['accounts', 'list', ...config])).stdout).toContain(`${account.id}\tteam-cli\tquota per day 50000, per month none`);
 
-  const added = chatgate(['members', 'add', '--account', account.id, '--email', 'Lead@Example.com', '--role', 'owner', '--json', ...config]);
+  const added = await cli(['members', 'add', '--account', account.id, '--email', 'Lead@Example.com', '--role', 'owner', '--json', ...config]);
   expect(added.status).toBe(0);
   expect(JSON.parse(added.stdout)).toMatchObject({ accountId: account.id, email: 'lead@example.com', role: 'owner', addedBy: 'admin-token', passwordLink: expect.stringMatching(/^\/console\/#set-password=[A-Za-z0-9_-]{43}$/) });
-  expect(chatgate(['members', 'list', '--account', account.id, ...config]).stdout).toMatch(/^lead@example\.com\towner\tadded .* by admin-token$/m);
-  const lastOwner = chatgate(['members', 'remove', '--account', account.id, '--email', 'lead@example.com', ...config]);
+  expect((await cli(['members', 'list', '--account', account.id, ...config])).stdout).toMatch(/^lead@example\.com\towner\tadded .* by admin-token$/m);
+  const lastOwner = await cli(['members', 'remove', '--account', account.id, '--email', 'lead@example.com', ...config]);
   expect(lastOwner.status).toBe(1);
   expect(lastOwner.stderr).toContain('at least one owner');
 
-  const key = JSON.parse(chatgate(['keys', 'create', '--name', 'in-team', '--account', account.id, '--json', ...config]).stdout) as { accountId: string };
+  const key = JSON.parse((await cli(['keys', 'create', '--name', 'in-team', '--account', account.id, '--json', ...config])).stdout) as { accountId: string };
   expect(key.accountId).toBe(account.id);
-  expect(chatgate(['keys', 'create', '--name', 'nowhere', '--account', 'acc_nope', ...config]).status).toBe(2);
+  expect((await cli(['keys', 'create', '--name', 'nowhere', '--account', 'acc_nope', ...config])).status).toBe(2);
 });
 
-test('usage errors exit 2 and say what is wrong; an unknown id exits 1', () => {
-  const noName = chatgate(['keys', 'create', '--config', configFile]);
+test('usage errors exit 2 and say what is wrong; an unknown id exits 1', async () => {
+  const noName = await cli(['keys', 'create', '--config', configFile]);
   expect(noName.status).toBe(2);
   expect(noName.stderr).toContain('--name');
-  const badDate = chatgate(['keys', 'create', '--name', 'x', '--expires', 'next tuesday', '--config', configFile]);
+  const badDate = await cli(['keys', 'create', '--name', 'x', '--expires', 'next tuesday', '--config', configFile]);
   expect(badDate.status).toBe(2);
   expect(badDate.stderr).toContain('ISO-8601');
-  const forged = chatgate(['keys', 'create', '--name', 'ok\nkey_forged\tactive', '--config', configFile]);
+  const forged = await cli(['keys', 'create', '--name', 'ok\nkey_forged\tactive', '--config', configFile]);
   expect(forged.status).toBe(2);
   expect(forged.stderr).toContain('--name must not hold control characters');
-  const huge = chatgate(['keys', 'create', '--name', 'x', '--rpm', '99999999999', '--config', configFile]);
+  const huge = await cli(['keys', 'create', '--name', 'x', '--rpm', '99999999999', '--config', configFile]);
   expect(huge.status).toBe(2);
   expect(huge.stderr).toContain('--rpm must be a whole number from 0 (no limit) to 2147483647');
-  const unknown = chatgate(['keys', 'revoke', 'key_nope', '--config', configFile]);
+  const badEndpoint = await cli(['keys', 'create', '--name', 'x', '--endpoints', 'chat,images', '--config', configFile]);
+  expect(badEndpoint.status).toBe(2);
+  expect(badEndpoint.stderr).toContain("--endpoints takes chat, completions, embeddings, responses, not 'images'");
+  const unknown = await cli(['keys', 'revoke', 'key_nope', '--config', configFile]);
   expect(unknown.status).toBe(1);
   expect(unknown.stderr).toContain('key_nope');
-  expect(chatgate(['frobnicate']).status).toBe(2);
+  expect((await cli(['frobnicate'])).status).toBe(2);
 });
 
 describe('a bad config fails at start with the field named', () => {
