@@ -110,9 +110,11 @@ test('with no admin token configured, the admin API and console are off, not ope
 });
 
 test('the store unreadable: the admin API answers 503 key_store_unavailable, with a request id', async () => {
-  const { writeFileSync, readFileSync } = await import('node:fs');
+  const { mkdirSync, readFileSync, rmSync, writeFileSync } = await import('node:fs');
   const kept = readFileSync(f.gw.keyFile, 'utf8');
-  writeFileSync(f.gw.keyFile, 'not a key file');
+  // A directory where the key file was: unreadable even if a usage flush renames its copy into place meanwhile.
+  rmSync(f.gw.keyFile);
+  mkdirSync(f.gw.keyFile);
   try {
     const response = await admin('GET', '/keys');
     expect(response.status).toBe(503);
@@ -120,6 +122,7 @@ test('the store unreadable: the admin API answers 503 key_store_unavailable, wit
     expect(response.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
     expect(response.headers['retry-after']).toBe('1');
   } finally {
+    rmSync(f.gw.keyFile, { recursive: true });
     writeFileSync(f.gw.keyFile, kept);
   }
 });

@@ -5,7 +5,7 @@
  * log line, any /metrics series, any error body, any admin answer other than the one that hands a new
  * key out, or anything the worker received (headers, URL, body).
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { digestKey } from '../../src/auth/keys';
@@ -79,7 +79,9 @@ test('no key and no digest in logs, metrics, error bodies, admin answers or what
   await send('a rotated-away key', 401, { headers: bearer(key) });
   await send('the rotated key', 200, { headers: bearer(newKey) });
   // A 5xx is logged with its cause (the error log, not only the access line): the path must be redacted there too.
-  writeFileSync(gw.keyFile, 'the key store cannot be read now');
+  // A directory where the key file was: unreadable even if a usage flush renames its copy into place meanwhile.
+  rmSync(gw.keyFile);
+  mkdirSync(gw.keyFile);
   await send('a key in the path while the key store is down', 503, { method: 'GET', headers: bearer(`cgk_${'D'.repeat(43)}`), path: `/v1/models/${newKey}`, body: undefined });
 
   const metrics = await scrape(gw.adminUrl);

@@ -3,7 +3,7 @@
  * liveness and readiness.
  */
 import { spawnSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
 import { gatewayWithWorker } from '../helpers/fixture';
 import { bearer, chatBody, request } from '../helpers/http';
 import { sample, scrape } from '../helpers/metrics';
@@ -73,7 +73,10 @@ test('/healthz says alive; /readyz says ready, and degraded (still 200) when the
   expect(await ready.json()).toEqual({ status: 'ready', checks: { accepting: true, keyStore: 'up', cachedKeys: 1, providers: { mock: true } } });
   expect(sample(await scrapeGateway(), 'chatgate_dependency_up{dependency="key_store"}')).toBe(1);
 
-  writeFileSync(f.gw.keyFile, 'this is not a key file');
+  // A directory where the key file was: unreadable, and unlike bad contents it stays so even if a
+  // usage flush that read the file before this line renames its new copy into place after it.
+  rmSync(f.gw.keyFile);
+  mkdirSync(f.gw.keyFile);
   const broken = await fetch(`${f.gw.adminUrl}/readyz`);
   expect(broken.status).toBe(200);
   expect(await broken.json()).toEqual({ status: 'degraded', checks: { accepting: true, keyStore: 'degraded', cachedKeys: 1, providers: { mock: true } } });
