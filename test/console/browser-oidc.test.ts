@@ -17,10 +17,11 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { chromium, type Browser, type Page } from 'playwright-core';
 import { displayPrefix } from '../../src/auth/keys';
 import { loadOrCreateDevCertificate } from '../../src/process/dev-certificate';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
+import { openConsoleWindow, type ConsoleWindow } from '../helpers/console-window';
 import { bearer, chatBody, request } from '../helpers/http';
 import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
 
@@ -102,45 +103,8 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-/** A browser window for one person: its own cookies, the clipboard allowed, every problem it logs kept. */
-interface Window {
-  context: BrowserContext;
-  page: Page;
-  /** Console errors (CSP violations are logged as errors), page errors, failed loads, answers of 400 and above from anything but the console API. */
-  problems: string[];
-  /** Console API answers of 400 and above, as "METHOD /path status", to compare with the ones expected. */
-  refusals: string[];
-}
-
-async function openWindow(viewport: { width: number; height: number }): Promise<Window> {
-  // Both certificates (the gateway's and the provider's) are self-signed.
-  const context = await browser.newContext({ viewport, ignoreHTTPSErrors: true, locale: 'en-US', timezoneId: 'UTC' });
-  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: gw.url });
-  context.setDefaultTimeout(10_000);
-  context.setDefaultNavigationTimeout(10_000);
-  const page = await context.newPage();
-  const problems: string[] = [];
-  const refusals: string[] = [];
-  await page.addInitScript(() => {
-    document.addEventListener('securitypolicyviolation', (event) => console.error(`CSP violation: ${event.violatedDirective} blocked ${event.blockedURI}`));
-  });
-  page.on('console', (message) => {
-    if (message.type() !== 'error') return;
-    const url = message.location().url;
-    // The browser logs every API answer of 400 and above as an error: those are checked as refusals.
-    if (/^Failed to load resource: the server responded with a status of 4\d\d/.test(message.text()) && url.startsWith(`${gw.url}/console/api/`)) return;
-    problems.push(`${message.text()} (${url})`);
-  });
-  page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
-  page.on('response', (response) => {
-    const url = new URL(response.url());
-    if (response.status() < 400) return;
-    if (url.origin === gw.url && url.pathname.startsWith('/console/api/')) refusals.push(`${response.request().method()} ${url.pathname} ${response.status()}`);
-    else problems.push(`${response.status()} for ${url.origin}${url.pathname}`);
-  });
-  page.on('requestfailed', (failed) => problems.push(`request failed: ${failed.url()} ${failed.failure()?.errorText}`));
-  return { context, page, problems, refusals };
-}
+type Window = ConsoleWindow;
+const openWindow = (viewport: { width: number; height: number }) => openConsoleWindow(browser, gw.url, viewport);
 
 const SIZES = [
   { size: 'desktop', viewport: { width: 1280, height: 800 } },

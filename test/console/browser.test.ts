@@ -10,9 +10,10 @@
  */
 import { mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { chromium, type Browser, type BrowserContext, type Locator, type Page } from 'playwright-core';
+import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
 import { displayPrefix } from '../../src/auth/keys';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
+import { openConsoleWindow, type ConsoleWindow } from '../helpers/console-window';
 import { bearer, chatBody, request } from '../helpers/http';
 import { startWorker, type WorkerProcess } from '../helpers/processes';
 
@@ -87,48 +88,10 @@ afterAll(async () => {
 });
 
 /** A browser window for one person: its own cookies, the clipboard allowed, every problem it logs kept. */
-interface Window {
-  context: BrowserContext;
-  page: Page;
-  /** Console errors (CSP violations are logged as errors), page errors, failed loads of the page's own files. */
-  problems: string[];
-  /** API answers of 400 and above, as "METHOD /path status", to compare with the ones the steps expect. */
-  refusals: string[];
-}
+type Window = ConsoleWindow;
 
-async function openWindow(viewport: { width: number; height: number }): Promise<Window> {
-  const context = await browser.newContext({ viewport, ignoreHTTPSErrors: true, permissions: ['clipboard-read', 'clipboard-write'], locale: 'en-US', timezoneId: 'UTC' });
-  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: gw.url });
-  context.setDefaultTimeout(10_000);
-  const page = await context.newPage();
-  const problems: string[] = [];
-  const refusals: string[] = [];
-  // Reported besides Chromium's own console message, in case a violation is ever not logged.
-  await page.addInitScript(() => {
-    document.addEventListener('securitypolicyviolation', (event) => console.error(`CSP violation: ${event.violatedDirective} blocked ${event.blockedURI}`));
-  });
-  page.on('console', (message) => {
-    if (message.type() !== 'error') return;
-    const url = message.location().url;
-    // The browser logs every API answer of 400 and above as an error: those are checked as refusals below.
-    if (/^Failed to load resource: the server responded with a status of 4\d\d/.test(message.text()) && url.startsWith(`${gw.url}/console/api/`)) return;
-    problems.push(`${message.text()} (${url})`);
-  });
-  page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
-  page.on('response', (response) => {
-    const url = new URL(response.url());
-    if (response.status() >= 400) {
-      if (url.pathname.startsWith('/console/api/')) refusals.push(`${response.request().method()} ${url.pathname} ${response.status()}`);
-      else problems.push(`${response.status()} for ${url.pathname}`);
-    }
-  });
-  page.on('requestfailed', (failed) => {
-    const url = new URL(failed.url());
-    // A download the test does not keep reading may be cut short; nothing else should fail.
-    if (!url.pathname.endsWith('/usage.csv')) problems.push(`request failed: ${url.pathname} ${failed.failure()?.errorText}`);
-  });
-  return { context, page, problems, refusals };
-}
+// A download the test does not keep reading may be cut short; nothing else should fail.
+const openWindow = (viewport: { width: number; height: number }) => openConsoleWindow(browser, gw.url, viewport, (url) => url.pathname.endsWith('/usage.csv'));
 
 /** The locator's text once it is `text`, or its last text after a bound (the page updates after its answers come). */
 async function settledText(locator: Locator, text: string, bound = 10_000): Promise<string | null> {
