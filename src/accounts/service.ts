@@ -93,6 +93,17 @@ export class Accounts {
     return { member, person, created: !existing };
   }
 
+  /** Makes a person a platform admin, or no longer one; a change is audited (platform-wide: no account). */
+  async setAdmin(emailInput: unknown, admin: boolean, by: Actor, client: string | undefined): Promise<PersonRecord> {
+    const email = normalizeEmail(emailInput);
+    const person = email ? await this.store.getPerson(email) : undefined;
+    if (!person) throw errors.memberNotFound(String(emailInput));
+    if (person.admin === admin) return person;
+    const updated = await this.store.putPerson({ ...person, admin });
+    await this.auditor.record({ accountId: null, actor: actorName(by), action: admin ? 'admin.granted' : 'admin.revoked', target: updated.email, client });
+    return updated;
+  }
+
   async removeMember(accountId: string, emailInput: unknown, by: Actor, client: string | undefined): Promise<void> {
     await this.account(accountId);
     const email = normalizeEmail(emailInput) ?? String(emailInput);

@@ -109,10 +109,7 @@ export function adminApi(accounts: Accounts): Router {
   api.patch('/people/:email', async (req, res) => {
     const body = objectBody(req.body);
     if (typeof body.admin !== 'boolean') throw errors.invalidBody('admin', "'admin' must be true or false.");
-    const email = normalizeEmail(req.params.email);
-    const person = email ? await store.getPerson(email) : undefined;
-    if (!person) throw errors.memberNotFound(req.params.email);
-    const updated = await store.putPerson({ ...person, admin: body.admin });
+    const updated = await accounts.setAdmin(req.params.email, body.admin, ADMIN, client(req));
     res.json({ email: updated.email, admin: updated.admin, createdAt: updated.createdAt });
   });
 

@@ -1,0 +1,35 @@
+/** The accounts service on a real file store: changes to people are audited once, and only when they change something. */
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Auditor } from '../../src/accounts/audit';
+import { Accounts } from '../../src/accounts/service';
+import { FileKeyStore } from '../../src/store/file';
+import type { AuditEvent } from '../../src/store/types';
+import { createLogger } from '../../src/telemetry/log';
+
+let dir: string;
+let accounts: Accounts;
+const audited: AuditEvent[] = [];
+const ADMIN = { kind: 'admin-token' } as const;
+
+beforeAll(() => {
+  dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-accounts-'));
+  const store = new FileKeyStore(path.join(dir, 'keys.json'));
+  accounts = new Accounts(store, new Auditor({ appendAudit: async (event) => void audited.push(event) }, createLogger('silent')));
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+test('making a person a platform admin, and no longer one, is audited; setting what is already so is not', async () => {
+  const account = await accounts.createAccount('admins-audit', ADMIN, undefined);
+  await accounts.addMember(account.id, { email: 'ops@example.com', role: 'member' }, ADMIN, undefined);
+  audited.length = 0;
+  expect((await accounts.setAdmin('Ops@Example.com', true, ADMIN, '10.0.0.7')).admin).toBe(true);
+  expect((await accounts.setAdmin('ops@example.com', true, ADMIN, '10.0.0.7')).admin).toBe(true);
+  expect((await accounts.setAdmin('ops@example.com', false, ADMIN, '10.0.0.7')).admin).toBe(false);
+  expect(audited.map(({ accountId, actor, action, target, client }) => ({ accountId, actor, action, target, client }))).toEqual([
+    { accountId: null, actor: 'admin-token', action: 'admin.granted', target: 'ops@example.com', client: '10.0.0.7' },
+    { accountId: null, actor: 'admin-token', action: 'admin.revoked', target: 'ops@example.com', client: '10.0.0.7' },
+  ]);
+  await expect(accounts.setAdmin('nobody@example.com', true, ADMIN, undefined)).rejects.toMatchObject({ code: 'member_not_found' });
+});
