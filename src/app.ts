@@ -86,7 +86,14 @@ export function createPublicApp({ config, metrics, log, keyCache, providers, ali
   app.get(MODELS_PATH, ...front, authenticateKey, models.list);
   app.get(`${MODELS_PATH}/*model`, ...front, authenticateKey, models.retrieve);
   // The console is a page: a page's security headers, the same observing, ids and transport guard.
-  if (console) app.use(CONSOLE_PATH, observe, securityHeaders(CONSOLE_SECURITY_HEADERS), ...idsAndTransport, console);
+  if (console) {
+    app.use(CONSOLE_PATH, observe, securityHeaders(CONSOLE_SECURITY_HEADERS), ...idsAndTransport, console);
+  } else {
+    // Turned off (console.enabled: false): say so, rather than a 404 that reads like a wrong address.
+    app.use(CONSOLE_PATH, ...front, () => {
+      throw errors.consoleDisabled();
+    });
+  }
   app.use(...front);
   app.all(Object.values(ENDPOINT_PATHS), (req) => {
     throw errors.methodNotAllowed(req.method, 'POST');
