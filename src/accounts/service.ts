@@ -4,7 +4,8 @@
  * operation checks its input, changes the store, and leaves its audit event. Who may do it is the
  * caller's to check first (roles.ts); this module trusts its caller on that, and on nothing else.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
+import { sha256Hex } from '../common/sha256';
 import { issueKey, rotateKey } from '../auth/issue';
 import { requiredName, type KeyFields } from '../auth/key-fields';
 import { errors } from '../errors';
@@ -198,5 +199,5 @@ export const passwordPath = (token: string) => `/console/#set-password=${token}`
 
 /** One-time tokens are kept by digest, as keys are: the store never holds one that works. */
 export function tokenDigest(token: string): string {
-  return createHash('sha256').update(token).digest('hex');
+  return sha256Hex(token);
 }

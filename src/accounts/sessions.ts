@@ -9,7 +9,8 @@
  * replicas); past `maxFailures` within `windowMs`, that email gets 429 until the window has passed:
  * a guesser is slowed, and the owner is locked out for one window at most.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
+import { sha256Hex } from '../common/sha256';
 import { errors } from '../errors';
 import type { AccountRecord, MembershipRecord, PersonRecord, Role, SessionRecord, Store } from '../store/types';
 import type { Auditor } from './audit';
@@ -132,7 +133,7 @@ export class Sessions {
 }
 
 export function sessionDigest(token: string): string {
-  return createHash('sha256').update(token).digest('hex');
+  return sha256Hex(token);
 }
 
 /** The Set-Cookie value for a session (or, with an empty token, the one that clears it). */

@@ -3,9 +3,10 @@
  * A key has the shape common/key-shape.ts gives. Stores hold only the
  * SHA-256 digest; the clear key is shown once, when it is issued.
  */
-import crypto, { randomBytes, timingSafeEqual } from 'node:crypto';
+import { randomBytes, timingSafeEqual } from 'node:crypto';
 
 import { KEY_PREFIX } from '../common/key-shape';
+import { sha256Hex } from '../common/sha256';
 /** Enough of the key to recognise it in a list, far too little to guess the rest (27 chars stay secret). */
 const DISPLAY_PREFIX_LENGTH = KEY_PREFIX.length + 12;
 
@@ -16,10 +17,6 @@ export function generateKey(): string {
 export function digestKey(key: string): string {
   return sha256Hex(key);
 }
-
-/** crypto.hash, one call without a Hash object, takes a third of createHash's time; Node < 20.12 lacks it. */
-const sha256Hex: (text: string) => string =
-  typeof crypto.hash === 'function' ? (text) => crypto.hash('sha256', text, 'hex') : (text) => crypto.createHash('sha256').update(text, 'utf8').digest('hex');
 
 /** Constant time whatever the texts: their digests are compared, so neither content nor length leaks. */
 export function sameSecret(offered: string, expected: string): boolean {

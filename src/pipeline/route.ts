@@ -44,7 +44,7 @@ export function route(providers: ProviderTable, aliases: AliasTable, random: () 
     // A name without a provider that is no alias is a malformed model, as before aliases existed.
     if (request.provider === undefined) throw errors.invalidBody('model', MODEL_SHAPE);
     if (!modelAllowed(key.models, request.model)) throw errors.modelNotAllowed(request.model);
-    const provider = request.provider === undefined ? undefined : providers.get(request.provider);
+    const provider = providers.get(request.provider);
     if (!provider || request.modelName === undefined) throw errors.modelNotFound(request.model);
     if (!provider.endpoints.has(request.endpoint)) throw errors.modelNotServedHere(request.model, ENDPOINT_PATHS[request.endpoint]);
     return { provider: provider.name, modelName: request.modelName };
