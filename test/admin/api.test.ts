@@ -179,3 +179,16 @@ test('a key limited to some endpoints: 403 endpoint_not_allowed elsewhere; the f
     expect(refused.json().error.param).toBe('endpoints');
   }
 });
+
+test('an account name is one account: creating or renaming to a taken name is 409 account_name_taken and changes nothing', async () => {
+  const first = (await admin('POST', '/accounts', { name: 'named-once' })).json<{ id: string }>().id;
+  const second = (await admin('POST', '/accounts', { name: 'named-twice' })).json<{ id: string }>().id;
+  const again = await admin('POST', '/accounts', { name: 'named-once' });
+  expect(again.status).toBe(409);
+  expect(again.json<{ error: { code: string } }>().error.code).toBe('account_name_taken');
+  const renamed = await admin('PATCH', `/accounts/${second}`, { name: 'named-once' });
+  expect(renamed.status).toBe(409);
+  expect(renamed.json<{ error: { code: string } }>().error.code).toBe('account_name_taken');
+  const names = (await admin('GET', '/accounts')).json<{ data: { id: string; name: string }[] }>().data.filter((a) => a.id === first || a.id === second);
+  expect(names.map((a) => a.name).sort()).toEqual(['named-once', 'named-twice']);
+});

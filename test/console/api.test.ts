@@ -243,3 +243,16 @@ test('the console page is served with a strict Content-Security-Policy', async (
   expect(csp).not.toContain('unsafe-inline');
   expect((await request(f.gw.url, { ca: f.gw.ca, method: 'GET', path: '/console' })).status).toBe(301);
 });
+
+test('a made-up password link is refused as invalid_link, and sets nothing', async () => {
+  const refused = await consoleCall(undefined, 'POST', '/password', { token: 'A'.repeat(43), password: 'a password long enough' });
+  expect(refused.status).toBe(400);
+  expect(refused.json<{ error: { code: string; param: string } }>().error).toMatchObject({ code: 'invalid_link', param: 'token' });
+});
+
+test("switching to an account one is not a member of is 404, as if it did not exist; one's own stays current", async () => {
+  const refused = await ownerA.call('PUT', '/session/account', { account: teamB });
+  expect(refused.status).toBe(404);
+  expect(refused.json<{ error: { code: string } }>().error.code).toBe('account_not_found');
+  expect((await ownerA.call('GET', '/session')).json<{ account: { id: string } }>().account.id).toBe(teamA);
+});
