@@ -21,6 +21,7 @@ import {
   type AccountChanges,
   type AccountRecord,
   type AuditEvent,
+  type IdentityRecord,
   type KeyChanges,
   type KeyRecord,
   type KeyUse,
@@ -44,7 +45,9 @@ interface Data {
   members: MembershipRecord[];
   sessions: SessionRecord[];
   tokens: OneTimeToken[];
-  signInFailures: Array<{ email: string; failures: number; since: string }>;
+  identities: IdentityRecord[];
+  /** Short-lived counters (sign-in attempts), each gone after its expiry. */
+  counters: Array<{ name: string; count: number; expiresAt: string }>;
   audit: AuditEvent[];
   usage: UsageDay[];
   quotaUsage: Record<string, number>;
@@ -179,8 +182,41 @@ export class FileKeyStore implements Store {
   putPerson(record: PersonRecord): Promise<PersonRecord> {
     return this.modify((data) => {
       const existing = data.people.find((p) => p.email === record.email);
-      const person = existing ? { ...existing, admin: record.admin, passwordHash: record.passwordHash ?? existing.passwordHash } : record;
+      const person = existing
+        ? { ...existing, admin: record.admin, passwordHash: record.passwordHash ?? existing.passwordHash, ...definedFields({ passwordWithOidc: record.passwordWithOidc }) }
+        : record;
       return { data: { ...data, people: [...data.people.filter((p) => p.email !== record.email), person] }, result: person };
+    });
+  }
+
+  setPassword(email: string, passwordHash: string | null): Promise<PersonRecord | undefined> {
+    return this.modify((data) => {
+      const existing = data.people.find((p) => p.email === email);
+      if (!existing) return { data, result: undefined };
+      const person = { ...existing, passwordHash };
+      return {
+        data: {
+          ...data,
+          people: data.people.map((p) => (p.email === email ? person : p)),
+          tokens: data.tokens.filter((t) => !(t.kind === 'password' && t.email === email)),
+        },
+        result: person,
+      };
+    });
+  }
+
+  async findIdentity(issuer: string, subject: string): Promise<IdentityRecord | undefined> {
+    return (await this.read()).identities.find((i) => i.issuer === issuer && i.subject === subject);
+  }
+
+  async identitiesOf(email: string): Promise<IdentityRecord[]> {
+    return (await this.read()).identities.filter((i) => i.email === email);
+  }
+
+  bindIdentity(record: IdentityRecord): Promise<boolean> {
+    return this.modify((data) => {
+      const taken = data.identities.some((i) => i.issuer === record.issuer && (i.subject === record.subject || i.email === record.email));
+      return taken ? { data, result: false } : { data: { ...data, identities: [...data.identities, record] }, result: true };
     });
   }
 
@@ -231,43 +267,47 @@ export class FileKeyStore implements Store {
     await this.modify((data) => ({ data: { ...data, sessions: data.sessions.filter((s) => s.digest !== digest) }, result: undefined }));
   }
 
+  deleteSessionsOf(email: string, exceptDigest?: string): Promise<number> {
+    return this.modify((data) => {
+      const sessions = data.sessions.filter((s) => s.email !== email || s.digest === exceptDigest);
+      return { data: { ...data, sessions }, result: data.sessions.length - sessions.length };
+    });
+  }
+
   async createToken(token: OneTimeToken): Promise<void> {
     await this.modify((data) => {
       const now = new Date().toISOString();
-      return { data: { ...data, tokens: [...data.tokens.filter((t) => t.expiresAt > now), token] }, result: undefined };
+      const kept = data.tokens.filter((t) => t.expiresAt > now && !voidedBy(token, t));
+      return { data: { ...data, tokens: [...kept, token] }, result: undefined };
     });
   }
 
   takeToken(digest: string, kind: OneTimeToken['kind'], now: Date): Promise<OneTimeToken | undefined> {
     return this.modify((data) => {
       const token = data.tokens.find((t) => t.digest === digest && t.kind === kind);
-      const tokens = data.tokens.filter((t) => t !== token);
+      const tokens = data.tokens.filter((t) => t !== token && !(token && voidedBy(token, t)));
       return { data: { ...data, tokens }, result: token && token.expiresAt > now.toISOString() ? token : undefined };
     });
   }
 
-  noteSignInFailure(email: string, now: Date, windowMs: number): Promise<{ failures: number; since: Date }> {
+  bumpCounters(counters: ReadonlyArray<{ name: string; expiresAt: Date }>, now: Date): Promise<number[]> {
     return this.modify((data) => {
-      const seen = data.signInFailures.find((f) => f.email === email);
-      const fresh = seen && now.getTime() - Date.parse(seen.since) < windowMs;
-      const entry = fresh ? { ...seen, failures: seen.failures + 1 } : { email, failures: 1, since: now.toISOString() };
-      return {
-        data: { ...data, signInFailures: [...data.signInFailures.filter((f) => f.email !== email), entry] },
-        result: { failures: entry.failures, since: new Date(entry.since) },
-      };
+      const at = now.toISOString();
+      const live = new Map(data.counters.filter((c) => c.expiresAt > at).map((c) => [c.name, c]));
+      const result = counters.map(({ name, expiresAt }) => {
+        const counter = live.get(name) ?? { name, count: 0, expiresAt: expiresAt.toISOString() };
+        const bumped = { ...counter, count: counter.count + 1 };
+        live.set(name, bumped);
+        return bumped.count;
+      });
+      return { data: { ...data, counters: [...live.values()] }, result };
     });
   }
 
-  async clearSignInFailures(email: string): Promise<void> {
+  async clearCounters(names: readonly string[]): Promise<void> {
     const data = await this.read();
-    if (!data.signInFailures.some((f) => f.email === email)) return; // nothing to write
-    await this.modify((latest) => ({ data: { ...latest, signInFailures: latest.signInFailures.filter((f) => f.email !== email) }, result: undefined }));
-  }
-
-  async signInFailures(email: string, now: Date, windowMs: number): Promise<{ failures: number; since: Date }> {
-    const seen = (await this.read()).signInFailures.find((f) => f.email === email);
-    if (!seen || now.getTime() - Date.parse(seen.since) >= windowMs) return { failures: 0, since: now };
-    return { failures: seen.failures, since: new Date(seen.since) };
+    if (!data.counters.some((c) => names.includes(c.name))) return; // nothing to write
+    await this.modify((latest) => ({ data: { ...latest, counters: latest.counters.filter((c) => !names.includes(c.name)) }, result: undefined }));
   }
 
   async appendAudit(event: AuditEvent): Promise<void> {
@@ -399,7 +439,12 @@ export class FileKeyStore implements Store {
 }
 
 function emptyData(): Data {
-  return { keys: [], accounts: [], people: [], members: [], sessions: [], tokens: [], signInFailures: [], audit: [], usage: [], quotaUsage: {} };
+  return { keys: [], accounts: [], people: [], members: [], sessions: [], tokens: [], identities: [], counters: [], audit: [], usage: [], quotaUsage: {} };
+}
+
+/** A new set-password link voids the older ones for the same person (and a used one, its siblings). */
+function voidedBy(token: OneTimeToken, other: OneTimeToken): boolean {
+  return token.kind === 'password' && other.kind === 'password' && other.email !== null && other.email === token.email;
 }
 
 /** The account a file of version 1 had implicitly: every key belonged to it. */
@@ -508,7 +553,7 @@ const fileRecord = z.looseObject({
   quota,
 }) satisfies z.ZodType<KeyRecord>;
 const accountRecord = z.looseObject({ id: z.string().min(1), name: z.string().min(1), createdAt: timestamp, quota }) satisfies z.ZodType<AccountRecord>;
-const personRecord = z.looseObject({ email: z.string().min(1), admin: z.boolean().default(false), passwordHash: z.string().nullable().default(null), createdAt: timestamp }) satisfies z.ZodType<PersonRecord>;
+const personRecord = z.looseObject({ email: z.string().min(1), admin: z.boolean().default(false), passwordHash: z.string().nullable().default(null), createdAt: timestamp, passwordWithOidc: z.boolean().optional() }) satisfies z.ZodType<PersonRecord>;
 const memberRecord = z.looseObject({ accountId: z.string(), email: z.string(), role: z.enum(['owner', 'member']), addedAt: timestamp, addedBy: z.string() }) satisfies z.ZodType<MembershipRecord>;
 const sessionRecord = z.looseObject({
   digest: z.string(),
@@ -520,6 +565,7 @@ const sessionRecord = z.looseObject({
   expiresAt: timestamp,
 }) satisfies z.ZodType<SessionRecord>;
 const tokenRecord = z.looseObject({ digest: z.string(), kind: z.enum(['password', 'oidc']), email: z.string().nullable(), data: z.record(z.string(), z.string()), expiresAt: timestamp }) satisfies z.ZodType<OneTimeToken>;
+const identityRecord = z.looseObject({ issuer: z.string().min(1), subject: z.string().min(1), email: z.string().min(1), createdAt: timestamp }) satisfies z.ZodType<IdentityRecord>;
 const auditRecord = z.looseObject({
   id: z.string(),
   accountId: z.string().nullable(),
@@ -539,7 +585,8 @@ const fileShape = z.looseObject({
   members: z.array(z.unknown()).default([]),
   sessions: z.array(z.unknown()).default([]),
   tokens: z.array(z.unknown()).default([]),
-  signInFailures: z.array(z.looseObject({ email: z.string(), failures: count, since: timestamp })).default([]),
+  identities: z.array(z.unknown()).default([]),
+  counters: z.array(z.looseObject({ name: z.string(), count, expiresAt: timestamp })).default([]),
   audit: z.array(z.unknown()).default([]),
   usage: z.array(z.unknown()).default([]),
   quotaUsage: z.record(z.string(), wholeNumber).default({}),
@@ -569,7 +616,8 @@ function parseContents(text: string, file: string): Data {
     members: records('members', memberRecord, contents.members),
     sessions: records('sessions', sessionRecord, contents.sessions),
     tokens: records('tokens', tokenRecord, contents.tokens),
-    signInFailures: contents.signInFailures,
+    identities: records('identities', identityRecord, contents.identities),
+    counters: contents.counters,
     audit: records('audit', auditRecord, contents.audit),
     usage: records('usage', usageRecord, contents.usage),
     quotaUsage: contents.quotaUsage,

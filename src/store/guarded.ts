@@ -15,6 +15,7 @@ import type {
   AccountChanges,
   AccountRecord,
   AuditEvent,
+  IdentityRecord,
   KeyChanges,
   KeyRecord,
   KeyUse,
@@ -105,6 +106,18 @@ export class GuardedKeyStore implements Store {
   putPerson(record: PersonRecord): Promise<PersonRecord> {
     return this.call(() => this.inner.putPerson(record));
   }
+  setPassword(email: string, passwordHash: string | null): Promise<PersonRecord | undefined> {
+    return this.call(() => this.inner.setPassword(email, passwordHash));
+  }
+  findIdentity(issuer: string, subject: string): Promise<IdentityRecord | undefined> {
+    return this.call(() => this.inner.findIdentity(issuer, subject));
+  }
+  identitiesOf(email: string): Promise<IdentityRecord[]> {
+    return this.call(() => this.inner.identitiesOf(email));
+  }
+  bindIdentity(record: IdentityRecord): Promise<boolean> {
+    return this.call(() => this.inner.bindIdentity(record));
+  }
   putMember(record: MembershipRecord): Promise<MembershipRecord> {
     return this.call(() => this.inner.putMember(record));
   }
@@ -129,20 +142,20 @@ export class GuardedKeyStore implements Store {
   deleteSession(digest: string): Promise<void> {
     return this.call(() => this.inner.deleteSession(digest));
   }
+  deleteSessionsOf(email: string, exceptDigest?: string): Promise<number> {
+    return this.call(() => this.inner.deleteSessionsOf(email, exceptDigest));
+  }
   createToken(token: OneTimeToken): Promise<void> {
     return this.call(() => this.inner.createToken(token));
   }
   takeToken(digest: string, kind: OneTimeToken['kind'], now: Date): Promise<OneTimeToken | undefined> {
     return this.call(() => this.inner.takeToken(digest, kind, now));
   }
-  noteSignInFailure(email: string, now: Date, windowMs: number): Promise<{ failures: number; since: Date }> {
-    return this.call(() => this.inner.noteSignInFailure(email, now, windowMs));
+  bumpCounters(counters: ReadonlyArray<{ name: string; expiresAt: Date }>, now: Date): Promise<number[]> {
+    return this.call(() => this.inner.bumpCounters(counters, now));
   }
-  clearSignInFailures(email: string): Promise<void> {
-    return this.call(() => this.inner.clearSignInFailures(email));
-  }
-  signInFailures(email: string, now: Date, windowMs: number): Promise<{ failures: number; since: Date }> {
-    return this.call(() => this.inner.signInFailures(email, now, windowMs));
+  clearCounters(names: readonly string[]): Promise<void> {
+    return this.call(() => this.inner.clearCounters(names));
   }
   appendAudit(event: AuditEvent): Promise<void> {
     return this.call(() => this.inner.appendAudit(event));

@@ -14,6 +14,7 @@ import {
   type AccountChanges,
   type AccountRecord,
   type AuditEvent,
+  type IdentityRecord,
   type KeyChanges,
   type KeyRecord,
   type KeyUse,
@@ -178,7 +179,30 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
         on chatgate_keys for each row execute function chatgate_keys_notify();
     `,
   },
+  {
+    // People bound to OpenID Connect identities by issuer and subject (never by email alone); short-
+    // lived counters (sign-in attempts per window) replace the per-email failure rows.
+    version: 5,
+    sql: `
+      create table chatgate_identities (
+        issuer text not null,
+        subject text not null,
+        email text not null references chatgate_people (email) on delete cascade,
+        created_at timestamptz not null,
+        primary key (issuer, subject),
+        unique (issuer, email)
+      );
+      create index chatgate_identities_email on chatgate_identities (email);
+      alter table chatgate_people add column password_with_oidc boolean not null default false;
+      create table chatgate_counters (name text primary key, count integer not null, expires_at timestamptz not null);
+      create index chatgate_counters_expiry on chatgate_counters (expires_at);
+      drop table chatgate_sign_in_failures;
+    `,
+  },
 ];
+
+/** Expired counters are deleted at most this often by each process. */
+const PRUNE_COUNTERS_EVERY_MS = 60_000;
 
 interface KeyRow {
   id: string;
@@ -215,6 +239,7 @@ export class PostgresKeyStore implements Store {
   private closed = false;
   private reconnectAttempt = 0;
   private reconnectTimer: NodeJS.Timeout | undefined;
+  private countersPrunedAt = 0;
 
   private constructor(
     private readonly url: string,
@@ -298,6 +323,7 @@ export class PostgresKeyStore implements Store {
     if (changes.rateLimit?.maxConcurrent !== undefined) columns.push(['max_concurrent', changes.rateLimit.maxConcurrent]);
     if (changes.quota?.tokensPerDay !== undefined) columns.push(['tokens_per_day', changes.quota.tokensPerDay]);
     if (changes.quota?.tokensPerMonth !== undefined) columns.push(['tokens_per_month', changes.quota.tokensPerMonth]);
+    if (changes.createdBy !== undefined) columns.push(['created_by', changes.createdBy]);
     if (columns.length === 0) return this.get(id);
     const assignments = columns.map(([column], i) => `${column} = $${i + 2}`).join(', ');
     return this.one(`update chatgate_keys set ${assignments} where id = $1 returning *`, [id, ...columns.map(([, value]) => value)]);
@@ -399,12 +425,45 @@ export class PostgresKeyStore implements Store {
 
   async putPerson(record: PersonRecord): Promise<PersonRecord> {
     const { rows } = await this.query<PersonRow>(
-      `insert into chatgate_people (email, admin, password_hash, created_at) values ($1, $2, $3, $4)
-       on conflict (email) do update set admin = excluded.admin, password_hash = coalesce(excluded.password_hash, chatgate_people.password_hash)
+      `insert into chatgate_people (email, admin, password_hash, created_at, password_with_oidc) values ($1, $2, $3, $4, coalesce($5, false))
+       on conflict (email) do update set admin = excluded.admin, password_hash = coalesce(excluded.password_hash, chatgate_people.password_hash),
+         password_with_oidc = coalesce($5, chatgate_people.password_with_oidc)
        returning *`,
-      [record.email, record.admin, record.passwordHash, record.createdAt],
+      [record.email, record.admin, record.passwordHash, record.createdAt, record.passwordWithOidc ?? null],
     );
     return toPerson(rows[0]!);
+  }
+
+  async setPassword(email: string, passwordHash: string | null): Promise<PersonRecord | undefined> {
+    // One statement: the new password and the end of every link that could set another.
+    const { rows } = await this.query<PersonRow>(
+      `with person as (update chatgate_people set password_hash = $2 where email = $1 returning *),
+            voided as (delete from chatgate_tokens where kind = 'password' and email = $1)
+       select * from person`,
+      [email, passwordHash],
+    );
+    return rows[0] && toPerson(rows[0]);
+  }
+
+  async findIdentity(issuer: string, subject: string): Promise<IdentityRecord | undefined> {
+    const { rows } = await this.query<IdentityRow>('select * from chatgate_identities where issuer = $1 and subject = $2', [issuer, subject]);
+    return rows[0] && toIdentity(rows[0]);
+  }
+
+  async identitiesOf(email: string): Promise<IdentityRecord[]> {
+    const { rows } = await this.query<IdentityRow>('select * from chatgate_identities where email = $1 order by created_at', [email]);
+    return rows.map(toIdentity);
+  }
+
+  async bindIdentity(record: IdentityRecord): Promise<boolean> {
+    // Both unique constraints (issuer + subject, issuer + email) decide: of two binds at once, one wins.
+    const { rowCount } = await this.query('insert into chatgate_identities (issuer, subject, email, created_at) values ($1, $2, $3, $4) on conflict do nothing', [
+      record.issuer,
+      record.subject,
+      record.email,
+      record.createdAt,
+    ]);
+    return (rowCount ?? 0) > 0;
   }
 
   async putMember(record: MembershipRecord): Promise<MembershipRecord> {
@@ -461,40 +520,59 @@ export class PostgresKeyStore implements Store {
     await this.query('delete from chatgate_sessions where digest = $1', [digest]);
   }
 
+  async deleteSessionsOf(email: string, exceptDigest?: string): Promise<number> {
+    const { rowCount } = await this.query('delete from chatgate_sessions where email = $1 and digest is distinct from $2', [email, exceptDigest ?? null]);
+    return rowCount ?? 0;
+  }
+
   async createToken(token: OneTimeToken): Promise<void> {
-    await this.query('delete from chatgate_tokens where expires_at < now()');
-    await this.query('insert into chatgate_tokens (digest, kind, email, data, expires_at) values ($1, $2, $3, $4, $5)', [token.digest, token.kind, token.email, token.data, token.expiresAt]);
+    // One statement: the expired tokens and, for a set-password link, the person's older links go
+    // as the new one comes (of two links made at once, both may stay: the first used voids the other).
+    await this.query(
+      `with gone as (delete from chatgate_tokens where expires_at < now() or (kind = 'password' and $2 = 'password' and email = $3))
+       insert into chatgate_tokens (digest, kind, email, data, expires_at) values ($1, $2, $3, $4, $5)`,
+      [token.digest, token.kind, token.email, token.data, token.expiresAt],
+    );
   }
 
   async takeToken(digest: string, kind: OneTimeToken['kind'], now: Date): Promise<OneTimeToken | undefined> {
-    // Deleted as it is read: of two uses at once, one gets it.
-    const { rows } = await this.query<TokenRow>('delete from chatgate_tokens where digest = $1 and kind = $2 returning *', [digest, kind]);
+    // Deleted as it is read: of two uses at once, one gets it; a set-password link takes its siblings with it.
+    const { rows } = await this.query<TokenRow>(
+      `with taken as (delete from chatgate_tokens where digest = $1 and kind = $2 returning *),
+            siblings as (delete from chatgate_tokens t using taken where taken.kind = 'password' and t.kind = 'password' and t.email = taken.email and t.digest <> taken.digest)
+       select * from taken`,
+      [digest, kind],
+    );
     const row = rows[0];
     if (!row || row.expires_at <= now) return undefined;
     return { digest: row.digest, kind: row.kind as OneTimeToken['kind'], email: row.email, data: row.data, expiresAt: row.expires_at.toISOString() };
   }
 
-  async noteSignInFailure(email: string, now: Date, windowMs: number): Promise<{ failures: number; since: Date }> {
-    const { rows } = await this.query<{ failures: number; since: Date }>(
-      `insert into chatgate_sign_in_failures as f (email, failures, since) values ($1, 1, $2)
-       on conflict (email) do update set
-         failures = case when f.since > $2::timestamptz - make_interval(secs => $3::double precision / 1000) then f.failures + 1 else 1 end,
-         since = case when f.since > $2::timestamptz - make_interval(secs => $3::double precision / 1000) then f.since else $2 end
-       returning failures, since`,
-      [email, now, windowMs],
+  async bumpCounters(counters: ReadonlyArray<{ name: string; expiresAt: Date }>, now: Date): Promise<number[]> {
+    if (counters.length === 0) return [];
+    if (new Set(counters.map((c) => c.name)).size !== counters.length) throw new Error('bumpCounters: a counter is named twice');
+    // Sorted, so that concurrent bumps of the same counters lock their rows in one order (no deadlock).
+    const sorted = [...counters].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    const { rows } = await this.query<{ name: string; count: number }>(
+      `insert into chatgate_counters as c (name, count, expires_at)
+         select name, 1, expires_at from unnest($1::text[], $2::timestamptz[]) as t(name, expires_at)
+       on conflict (name) do update set
+         count = case when c.expires_at > $3 then c.count + 1 else 1 end,
+         expires_at = case when c.expires_at > $3 then c.expires_at else excluded.expires_at end
+       returning name, count`,
+      [sorted.map((c) => c.name), sorted.map((c) => c.expiresAt), now],
     );
-    return { failures: rows[0]!.failures, since: rows[0]!.since };
+    if (Date.now() - this.countersPrunedAt > PRUNE_COUNTERS_EVERY_MS) {
+      this.countersPrunedAt = Date.now();
+      await this.query('delete from chatgate_counters where expires_at < $1', [now]);
+    }
+    const counts = new Map(rows.map((row) => [row.name, row.count]));
+    return counters.map((c) => counts.get(c.name)!);
   }
 
-  async clearSignInFailures(email: string): Promise<void> {
-    await this.query('delete from chatgate_sign_in_failures where email = $1', [email]);
-  }
-
-  async signInFailures(email: string, now: Date, windowMs: number): Promise<{ failures: number; since: Date }> {
-    const { rows } = await this.query<{ failures: number; since: Date }>('select failures, since from chatgate_sign_in_failures where email = $1', [email]);
-    const seen = rows[0];
-    if (!seen || now.getTime() - seen.since.getTime() >= windowMs) return { failures: 0, since: now };
-    return { failures: seen.failures, since: seen.since };
+  async clearCounters(names: readonly string[]): Promise<void> {
+    if (names.length === 0) return;
+    await this.query('delete from chatgate_counters where name = any($1::text[])', [names]);
   }
 
   async appendAudit(event: AuditEvent): Promise<void> {
@@ -695,6 +773,13 @@ interface PersonRow {
   admin: boolean;
   password_hash: string | null;
   created_at: Date;
+  password_with_oidc: boolean;
+}
+interface IdentityRow {
+  issuer: string;
+  subject: string;
+  email: string;
+  created_at: Date;
 }
 interface MemberRow {
   account_id: string;
@@ -736,7 +821,14 @@ const toAccount = (row: AccountRow): AccountRecord => ({
   createdAt: row.created_at.toISOString(),
   quota: { tokensPerDay: nullableNumber(row.tokens_per_day), tokensPerMonth: nullableNumber(row.tokens_per_month) },
 });
-const toPerson = (row: PersonRow): PersonRecord => ({ email: row.email, admin: row.admin, passwordHash: row.password_hash, createdAt: row.created_at.toISOString() });
+const toPerson = (row: PersonRow): PersonRecord => ({
+  email: row.email,
+  admin: row.admin,
+  passwordHash: row.password_hash,
+  createdAt: row.created_at.toISOString(),
+  passwordWithOidc: row.password_with_oidc,
+});
+const toIdentity = (row: IdentityRow): IdentityRecord => ({ issuer: row.issuer, subject: row.subject, email: row.email, createdAt: row.created_at.toISOString() });
 const toMember = (row: MemberRow): MembershipRecord => ({ accountId: row.account_id, email: row.email, role: row.role, addedAt: row.added_at.toISOString(), addedBy: row.added_by });
 const toSession = (row: SessionRow): SessionRecord => ({
   digest: row.digest,

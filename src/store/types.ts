@@ -69,6 +69,8 @@ export interface KeyChanges {
   expiresAt?: string | null;
   rateLimit?: Partial<KeyLimits>;
   quota?: Partial<Quota>;
+  /** A member's keys handed to another person when the member leaves. */
+  createdBy?: string;
 }
 
 export interface KeyStore {
@@ -115,6 +117,20 @@ export interface PersonRecord {
   admin: boolean;
   /** scrypt, salted (accounts/passwords.ts); null: no password (OIDC only, or not set yet). */
   passwordHash: string | null;
+  createdAt: string;
+  /**
+   * Whether a person bound to an identity provider may still sign in with a password (an admin turns
+   * it on). A person with no binding signs in with their password whatever this says.
+   */
+  passwordWithOidc?: boolean;
+}
+
+/** An OpenID Connect identity bound to a person: the issuer and subject identify them, never the email. */
+export interface IdentityRecord {
+  issuer: string;
+  subject: string;
+  /** The person it signs in as. */
+  email: string;
   createdAt: string;
 }
 
@@ -187,8 +203,26 @@ export interface AccountStore {
   updateAccount(id: string, changes: AccountChanges): Promise<AccountRecord | undefined>;
 
   getPerson(email: string): Promise<PersonRecord | undefined>;
-  /** Creates the person, or changes `admin` and (when given) the password hash of one that exists. */
+  /**
+   * Creates the person, or changes `admin`, `passwordWithOidc` (when given) and (when given) the
+   * password hash of one that exists.
+   */
   putPerson(record: PersonRecord): Promise<PersonRecord>;
+  /**
+   * Sets (or, with null, removes) the person's password, and in the same step voids every set-password
+   * link made for them. Undefined when there is no such person.
+   */
+  setPassword(email: string, passwordHash: string | null): Promise<PersonRecord | undefined>;
+
+  /** The identity with this issuer and subject, if one is bound. */
+  findIdentity(issuer: string, subject: string): Promise<IdentityRecord | undefined>;
+  /** The person's identities, of every issuer. */
+  identitiesOf(email: string): Promise<IdentityRecord[]>;
+  /**
+   * Binds an identity to a person, unless that issuer and subject are bound already, or the person
+   * has another identity from that issuer (two sign-ins at once: one wins). True when this call bound it.
+   */
+  bindIdentity(record: IdentityRecord): Promise<boolean>;
   /** Adds a member, or changes the role of one. */
   putMember(record: MembershipRecord): Promise<MembershipRecord>;
   removeMember(accountId: string, email: string): Promise<boolean>;
@@ -199,16 +233,29 @@ export interface AccountStore {
   findSession(digest: string): Promise<SessionRecord | undefined>;
   updateSession(digest: string, changes: { lastSeenAt?: string; accountId?: string | null }): Promise<void>;
   deleteSession(digest: string): Promise<void>;
+  /** Ends every session of the person but the one named (none: every one); how many ended. */
+  deleteSessionsOf(email: string, exceptDigest?: string): Promise<number>;
 
+  /**
+   * Keeps a one-time token. A set-password link voids every older link for the same person, in the
+   * same step: only the newest one works.
+   */
   createToken(token: OneTimeToken): Promise<void>;
-  /** The token, once: it is gone after this call, and an expired one is never returned. */
+  /**
+   * The token, once: it is gone after this call, and an expired one is never returned. Taking a
+   * set-password link voids every other link for the same person.
+   */
   takeToken(digest: string, kind: OneTimeToken['kind'], now: Date): Promise<OneTimeToken | undefined>;
 
-  /** Counts a failed sign-in for the email within the window (an older count starts over): the count so far. */
-  noteSignInFailure(email: string, now: Date, windowMs: number): Promise<{ failures: number; since: Date }>;
-  clearSignInFailures(email: string): Promise<void>;
-  /** Failed sign-ins counted for the email within the window that ends now. */
-  signInFailures(email: string, now: Date, windowMs: number): Promise<{ failures: number; since: Date }>;
+  /**
+   * Adds one to each named counter, atomically (one store operation, so concurrent callers each see
+   * their own count) and returns the new counts in order. A counter is made at 1 with its expiry, and
+   * is gone after it; expired counters are pruned as new ones come. What the counters mean (sign-in
+   * failures per email and address, per window) is the caller's rule, kept above the stores.
+   */
+  bumpCounters(counters: ReadonlyArray<{ name: string; expiresAt: Date }>, now: Date): Promise<number[]>;
+  /** Forgets the named counters. */
+  clearCounters(names: readonly string[]): Promise<void>;
 
   /** Append-only. */
   appendAudit(event: AuditEvent): Promise<void>;

@@ -3,7 +3,7 @@
  * real backends pass the same contract in test/store/contract.test.ts). Records are copied in and out,
  * as a real store's are.
  */
-import { AccountNameTaken, type AccountChanges, type AccountRecord, type AccountStore, type AuditEvent, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type UsageDay } from '../../src/store/types';
+import { AccountNameTaken, type AccountChanges, type AccountRecord, type AccountStore, type AuditEvent, type IdentityRecord, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type UsageDay } from '../../src/store/types';
 
 const copy = <T>(value: T): T => (value === undefined ? value : structuredClone(value));
 
@@ -13,7 +13,8 @@ export class MemoryAccountStore implements AccountStore {
   protected members: MembershipRecord[] = [];
   protected readonly sessions = new Map<string, SessionRecord>();
   protected readonly tokens = new Map<string, OneTimeToken>();
-  protected readonly failures = new Map<string, { failures: number; since: Date }>();
+  protected readonly counters = new Map<string, { count: number; expiresAt: Date }>();
+  protected readonly identities: IdentityRecord[] = [];
   protected readonly audit: AuditEvent[] = [];
   readonly usageDays: UsageDay[] = [];
   protected readonly quota = new Map<string, number>();
@@ -43,9 +44,29 @@ export class MemoryAccountStore implements AccountStore {
   }
   async putPerson(record: PersonRecord) {
     const existing = this.people.get(record.email);
-    const person = existing ? { ...existing, admin: record.admin, passwordHash: record.passwordHash ?? existing.passwordHash } : copy(record);
+    const person = existing
+      ? { ...existing, admin: record.admin, passwordHash: record.passwordHash ?? existing.passwordHash, ...(record.passwordWithOidc !== undefined ? { passwordWithOidc: record.passwordWithOidc } : {}) }
+      : copy(record);
     this.people.set(record.email, person);
     return copy(person);
+  }
+  async setPassword(email: string, passwordHash: string | null) {
+    const person = this.people.get(email);
+    if (!person) return undefined;
+    person.passwordHash = passwordHash;
+    for (const [digest, token] of this.tokens) if (token.kind === 'password' && token.email === email) this.tokens.delete(digest);
+    return copy(person);
+  }
+  async findIdentity(issuer: string, subject: string) {
+    return copy(this.identities.find((i) => i.issuer === issuer && i.subject === subject));
+  }
+  async identitiesOf(email: string) {
+    return this.identities.filter((i) => i.email === email).map(copy);
+  }
+  async bindIdentity(record: IdentityRecord) {
+    if (this.identities.some((i) => i.issuer === record.issuer && (i.subject === record.subject || i.email === record.email))) return false;
+    this.identities.push(copy(record));
+    return true;
   }
   async putMember(record: MembershipRecord) {
     const existing = this.members.find((m) => m.accountId === record.accountId && m.email === record.email);
@@ -77,27 +98,37 @@ export class MemoryAccountStore implements AccountStore {
   async deleteSession(digest: string) {
     this.sessions.delete(digest);
   }
+  async deleteSessionsOf(email: string, exceptDigest?: string) {
+    let ended = 0;
+    for (const [digest, session] of this.sessions) {
+      if (session.email === email && digest !== exceptDigest) {
+        this.sessions.delete(digest);
+        ended++;
+      }
+    }
+    return ended;
+  }
   async createToken(token: OneTimeToken) {
+    for (const [digest, other] of this.tokens) if (voidedBy(token, other)) this.tokens.delete(digest);
     this.tokens.set(token.digest, copy(token));
   }
   async takeToken(digest: string, kind: OneTimeToken['kind'], now: Date) {
     const token = this.tokens.get(digest);
     if (!token || token.kind !== kind) return undefined;
     this.tokens.delete(digest);
+    for (const [other, sibling] of this.tokens) if (voidedBy(token, sibling)) this.tokens.delete(other);
     return token.expiresAt > now.toISOString() ? token : undefined;
   }
-  async noteSignInFailure(email: string, now: Date, windowMs: number) {
-    const seen = this.failures.get(email);
-    const entry = seen && now.getTime() - seen.since.getTime() < windowMs ? { failures: seen.failures + 1, since: seen.since } : { failures: 1, since: now };
-    this.failures.set(email, entry);
-    return { ...entry };
+  async bumpCounters(counters: ReadonlyArray<{ name: string; expiresAt: Date }>, now: Date) {
+    return counters.map(({ name, expiresAt }) => {
+      const seen = this.counters.get(name);
+      const counter = seen && seen.expiresAt > now ? { count: seen.count + 1, expiresAt: seen.expiresAt } : { count: 1, expiresAt };
+      this.counters.set(name, counter);
+      return counter.count;
+    });
   }
-  async clearSignInFailures(email: string) {
-    this.failures.delete(email);
-  }
-  async signInFailures(email: string, now: Date, windowMs: number) {
-    const seen = this.failures.get(email);
-    return seen && now.getTime() - seen.since.getTime() < windowMs ? { ...seen } : { failures: 0, since: now };
+  async clearCounters(names: readonly string[]) {
+    for (const name of names) this.counters.delete(name);
   }
   async appendAudit(event: AuditEvent) {
     this.audit.push(copy(event));
@@ -118,4 +149,9 @@ export class MemoryAccountStore implements AccountStore {
   async quotaUsage(scopes: readonly string[]) {
     return new Map(scopes.map((scope) => [scope, this.quota.get(scope) ?? 0]));
   }
+}
+
+/** A new set-password link voids the older ones for the same person (and a used one, its siblings). */
+function voidedBy(token: OneTimeToken, other: OneTimeToken): boolean {
+  return token.kind === 'password' && other.kind === 'password' && other.email !== null && other.email === token.email;
 }

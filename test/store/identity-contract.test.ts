@@ -1,0 +1,162 @@
+/**
+ * The parts of the account store that sign-in's safety rests on, on every backend (the file store,
+ * PostgreSQL, and the memory fake the unit tests use): identities bound by issuer and subject (one per
+ * issuer and person, two binds at once: one wins), set-password links that die when a newer one is
+ * made or one is used, a password change that voids every link, ending a person's sessions, and
+ * counters that count every concurrent bump exactly once.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { FileKeyStore } from '../../src/store/file';
+import { PostgresKeyStore } from '../../src/store/postgres';
+import type { AccountStore, OneTimeToken, SessionRecord } from '../../src/store/types';
+import { MemoryAccountStore } from '../fakes/memory-account-store';
+import { createTestDatabase } from '../helpers/postgres';
+
+interface Backend {
+  /** Two handles on one store, as two processes or replicas would have. */
+  pair: [AccountStore, AccountStore];
+  cleanup(): Promise<void>;
+}
+
+const backends: Array<[string, () => Promise<Backend>]> = [
+  [
+    'file',
+    async () => {
+      const dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-identity-'));
+      const file = path.join(dir, 'keys.json');
+      const pair: [FileKeyStore, FileKeyStore] = [new FileKeyStore(file), new FileKeyStore(file)];
+      return { pair, cleanup: async () => (await Promise.all(pair.map((s) => s.close())), rmSync(dir, { recursive: true, force: true })) };
+    },
+  ],
+  [
+    'postgres',
+    async () => {
+      const database = await createTestDatabase();
+      const pair = (await Promise.all([PostgresKeyStore.open(database.url), PostgresKeyStore.open(database.url)])) as [PostgresKeyStore, PostgresKeyStore];
+      return { pair, cleanup: async () => (await Promise.all(pair.map((s) => s.close())), await database.drop()) };
+    },
+  ],
+  [
+    'memory',
+    async () => {
+      const store = new MemoryAccountStore();
+      return { pair: [store, store], cleanup: async () => undefined };
+    },
+  ],
+];
+
+const NOW = new Date('2026-11-28T12:00:00Z');
+const later = (ms: number) => new Date(NOW.getTime() + ms).toISOString();
+const person = (email: string) => ({ email, admin: false, passwordHash: null, createdAt: NOW.toISOString() });
+const link = (digest: string, email: string): OneTimeToken => ({ digest, kind: 'password', email, data: {}, expiresAt: later(3600_000) });
+const session = (digest: string, email: string): SessionRecord => ({
+  digest,
+  email,
+  accountId: null,
+  via: 'password',
+  createdAt: NOW.toISOString(),
+  lastSeenAt: NOW.toISOString(),
+  expiresAt: later(3600_000),
+});
+
+describe.each(backends)('%s account store: identities, links, sessions, counters', (_kind, makeBackend) => {
+  let backend: Backend;
+  let store: AccountStore;
+  let other: AccountStore;
+
+  beforeAll(async () => {
+    backend = await makeBackend();
+    [store, other] = backend.pair;
+    for (const email of ['kim@x.test', 'lee@x.test', 'max@x.test', 'ned@x.test']) await store.putPerson(person(email));
+  });
+  afterAll(() => backend?.cleanup());
+
+  test('an identity is found by issuer and subject only, and one person has one identity per issuer', async () => {
+    const issuer = 'https://idp.test';
+    expect(await store.bindIdentity({ issuer, subject: 'sub-1', email: 'kim@x.test', createdAt: NOW.toISOString() })).toBe(true);
+    // The same subject again, or another subject for the same person from this issuer: refused.
+    expect(await other.bindIdentity({ issuer, subject: 'sub-1', email: 'lee@x.test', createdAt: NOW.toISOString() })).toBe(false);
+    expect(await other.bindIdentity({ issuer, subject: 'sub-2', email: 'kim@x.test', createdAt: NOW.toISOString() })).toBe(false);
+    // The same subject at another issuer is another identity.
+    expect(await other.bindIdentity({ issuer: 'https://other.test', subject: 'sub-1', email: 'kim@x.test', createdAt: NOW.toISOString() })).toBe(true);
+
+    expect((await other.findIdentity(issuer, 'sub-1'))?.email).toBe('kim@x.test');
+    expect(await other.findIdentity(issuer, 'sub-2')).toBeUndefined();
+    expect(await other.findIdentity('https://idp.test/', 'sub-1')).toBeUndefined(); // no look-alike issuer
+    expect((await store.identitiesOf('kim@x.test')).map((i) => i.issuer).sort()).toEqual(['https://idp.test', 'https://other.test']);
+    expect(await store.identitiesOf('lee@x.test')).toEqual([]);
+  });
+
+  test('two first sign-ins at once with different subjects for one person: exactly one binds', async () => {
+    const issuer = 'https://race.test';
+    const results = await Promise.all(Array.from({ length: 8 }, (_, i) => (i % 2 ? store : other).bindIdentity({ issuer, subject: `s${i}`, email: 'max@x.test', createdAt: NOW.toISOString() })));
+    expect(results.filter(Boolean)).toHaveLength(1);
+    expect(await store.identitiesOf('max@x.test')).toHaveLength(1);
+  });
+
+  test('a newer set-password link voids the older one; using a link voids its siblings', async () => {
+    await store.createToken(link('old', 'lee@x.test'));
+    await store.createToken(link('unrelated', 'kim@x.test'));
+    await other.createToken(link('new', 'lee@x.test'));
+    expect(await store.takeToken('old', 'password', NOW)).toBeUndefined();
+    expect((await store.takeToken('new', 'password', NOW))?.email).toBe('lee@x.test');
+    expect(await other.takeToken('new', 'password', NOW)).toBeUndefined(); // once
+
+    // Two links made at once may both be kept; the first used takes the other with it.
+    await Promise.all([store.createToken(link('a', 'ned@x.test')), other.createToken(link('b', 'ned@x.test'))]);
+    const first = (await store.takeToken('a', 'password', NOW)) ?? (await store.takeToken('b', 'password', NOW));
+    expect(first?.email).toBe('ned@x.test');
+    expect(await other.takeToken('a', 'password', NOW)).toBeUndefined();
+    expect(await other.takeToken('b', 'password', NOW)).toBeUndefined();
+    // Another person's link is untouched.
+    expect((await other.takeToken('unrelated', 'password', NOW))?.email).toBe('kim@x.test');
+  });
+
+  test("setting a password voids the person's links; null removes the password", async () => {
+    await store.createToken(link('pending', 'lee@x.test'));
+    const set = await other.setPassword('lee@x.test', 'scrypt$hash');
+    expect(set?.passwordHash).toBe('scrypt$hash');
+    expect(await store.takeToken('pending', 'password', NOW)).toBeUndefined();
+    expect((await store.getPerson('lee@x.test'))?.passwordHash).toBe('scrypt$hash');
+    expect((await store.setPassword('lee@x.test', null))?.passwordHash).toBeNull();
+    expect((await other.getPerson('lee@x.test'))?.passwordHash).toBeNull();
+    expect(await store.setPassword('nobody@x.test', 'x')).toBeUndefined();
+  });
+
+  test('passwordWithOidc is kept by putPerson when not given, and changed when given', async () => {
+    await store.putPerson({ ...person('kim@x.test'), passwordWithOidc: true });
+    expect((await other.getPerson('kim@x.test'))?.passwordWithOidc).toBe(true);
+    await store.putPerson({ ...person('kim@x.test'), admin: true });
+    expect(await other.getPerson('kim@x.test')).toMatchObject({ admin: true, passwordWithOidc: true });
+    await store.putPerson({ ...person('kim@x.test'), passwordWithOidc: false });
+    expect((await other.getPerson('kim@x.test'))?.passwordWithOidc).toBe(false);
+  });
+
+  test("ending a person's sessions ends all of theirs but the one kept, and nobody else's", async () => {
+    for (const [digest, email] of [['k1', 'kim@x.test'], ['k2', 'kim@x.test'], ['k3', 'kim@x.test'], ['l1', 'lee@x.test']] as const) await store.createSession(session(digest, email));
+    expect(await other.deleteSessionsOf('kim@x.test', 'k2')).toBe(2);
+    expect(await store.findSession('k1')).toBeUndefined();
+    expect(await store.findSession('k3')).toBeUndefined();
+    expect((await store.findSession('k2'))?.email).toBe('kim@x.test');
+    expect((await store.findSession('l1'))?.email).toBe('lee@x.test');
+    expect(await other.deleteSessionsOf('kim@x.test')).toBe(1);
+    expect(await store.findSession('k2')).toBeUndefined();
+  });
+
+  test('counters: 60 concurrent bumps through two handles each get their own count; expiry restarts; clear forgets', async () => {
+    const expiresAt = new Date(NOW.getTime() + 60_000);
+    const counts = await Promise.all(Array.from({ length: 60 }, (_, i) => (i % 2 ? store : other).bumpCounters([{ name: 'pair', expiresAt }, { name: 'email', expiresAt }], NOW)));
+    expect(counts.map(([pair]) => pair).sort((a, b) => a! - b!)).toEqual(Array.from({ length: 60 }, (_, i) => i + 1));
+    expect(counts.map(([, email]) => email).sort((a, b) => a! - b!)).toEqual(Array.from({ length: 60 }, (_, i) => i + 1));
+    // The order of the answer is the order asked, whatever the names sort to.
+    expect(await store.bumpCounters([{ name: 'zz-new', expiresAt }, { name: 'pair', expiresAt }], NOW)).toEqual([1, 61]);
+    // After its expiry, a counter starts again at 1 with the new expiry.
+    const afterExpiry = new Date(NOW.getTime() + 61_000);
+    expect(await other.bumpCounters([{ name: 'pair', expiresAt: new Date(afterExpiry.getTime() + 60_000) }], afterExpiry)).toEqual([1]);
+    expect(await other.bumpCounters([{ name: 'pair', expiresAt: new Date(afterExpiry.getTime() + 60_000) }], afterExpiry)).toEqual([2]);
+    await store.clearCounters(['pair', 'email']);
+    expect(await other.bumpCounters([{ name: 'pair', expiresAt }, { name: 'email', expiresAt }], NOW)).toEqual([1, 1]);
+  });
+});
