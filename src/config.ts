@@ -243,8 +243,15 @@ const schema = z.strictObject({
       /** The console's origin as people reach it (behind a proxy that changes the host); absent: https:// and the request's Host. */
       publicUrl: z.url({ protocol: /^https$/, error: 'must be an https:// URL' }).optional(),
       session: z.strictObject({ idleMs: milliseconds.default(3_600_000), absoluteMs: milliseconds.default(43_200_000) }).prefault({}),
-      /** Failed password sign-ins for one email within windowMs past maxFailures: 429 until the window has passed. */
-      signIn: z.strictObject({ maxFailures: count.default(5), windowMs: milliseconds.default(900_000) }).prefault({}),
+      /**
+       * Password sign-ins per fixed window of windowMs: past maxFailures for one email from one client
+       * address, 429 from that address until the window ends; past emailMaxFailures for one email from
+       * every address together, one sign-in per windowMs / emailMaxFailures (slowed, never locked).
+       */
+      signIn: z
+        .strictObject({ maxFailures: count.default(5), emailMaxFailures: count.default(20), windowMs: milliseconds.default(900_000) })
+        .prefault({})
+        .refine((signIn) => signIn.windowMs / signIn.emailMaxFailures >= 1_000, { message: 'windowMs / emailMaxFailures must be at least 1000 (a second per slowed sign-in)', path: ['emailMaxFailures'] }),
       /** Sign-in with the company's OpenID Connect provider (Keycloak, Okta, Entra ID, Google, Dex...). */
       oidc: z
         .strictObject({

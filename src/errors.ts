@@ -102,6 +102,21 @@ export const errors = {
     const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
     return new GatewayError(429, 'rate_limit_error', 'too_many_sign_ins', `Too many sign-ins started from this address; try again in ${seconds}s.`, null, { 'Retry-After': String(seconds) });
   },
+  /** One email's sign-ins from every address together passed console.signIn.emailMaxFailures: slowed, never locked. */
+  signInSlowed: (retryAfterMs: number) => {
+    const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
+    return new GatewayError(
+      429,
+      'rate_limit_error',
+      'sign_in_slowed',
+      `Someone is guessing at this account's password from many addresses, so its sign-ins are slowed to one at a time; try again in ${seconds}s.`,
+      null,
+      { 'Retry-After': String(seconds) },
+    );
+  },
+  /** Password checks are bounded per process (accounts/passwords.ts): past the queue, refused at once. */
+  signInBusy: () =>
+    new GatewayError(429, 'rate_limit_error', 'sign_in_busy', 'Too many sign-ins are being checked right now; try again in a second.', null, { 'Retry-After': '1' }),
   hostNotAllowed: () =>
     new GatewayError(403, 'permission_error', 'host_not_allowed', 'This listener does not answer to that Host name; use its address, or add the name to admin.allowedHosts.'),
   adminApiDisabled: () =>

@@ -36,6 +36,8 @@ const catalogue: Record<Factory, Expected> = {
   methodNotAllowed: entry(errors.methodNotAllowed('GET', 'POST'), 405, 'invalid_request_error', 'method_not_allowed', null, { Allow: 'POST' }),
   tooManyFailedAttempts: entry(errors.tooManyFailedAttempts(30_000), 429, 'rate_limit_error', 'too_many_failed_attempts', null, { 'Retry-After': '30' }),
   tooManySignIns: entry(errors.tooManySignIns(1_500), 429, 'rate_limit_error', 'too_many_sign_ins', null, { 'Retry-After': '2' }),
+  signInSlowed: entry(errors.signInSlowed(44_200), 429, 'rate_limit_error', 'sign_in_slowed', null, { 'Retry-After': '45' }),
+  signInBusy: entry(errors.signInBusy(), 429, 'rate_limit_error', 'sign_in_busy', null, { 'Retry-After': '1' }),
   hostNotAllowed: entry(errors.hostNotAllowed(), 403, 'permission_error', 'host_not_allowed'),
   accountNotFound: entry(errors.accountNotFound('acc_x'), 404, 'invalid_request_error', 'account_not_found', 'id'),
   accountNameTaken: entry(errors.accountNameTaken('team-a'), 409, 'invalid_request_error', 'account_name_taken', 'name'),

@@ -125,7 +125,10 @@ export class Accounts {
     return token;
   }
 
-  /** Sets the password of the person a one-time link was made for; the link is spent. */
+  /**
+   * Sets the password of the person a one-time link was made for: the link is spent, every other link
+   * of theirs is void, and every session of theirs ends.
+   */
   async setPasswordWithLink(token: unknown, password: unknown, client: string | undefined): Promise<string> {
     const problem = passwordProblem(password);
     if (problem) throw errors.invalidBody('password', `'password' ${problem}.`);
@@ -133,10 +136,12 @@ export class Accounts {
     if (!spent?.email) throw errors.invalidLink();
     const person = await this.store.getPerson(spent.email);
     if (!person) throw errors.invalidLink();
-    await this.store.putPerson({ ...person, passwordHash: await hashPassword(password as string) });
-    await this.store.clearSignInFailures(person.email);
+    // setPassword voids the person's other links in the same step; whoever held a session (someone
+    // who knew the old password, say) is signed out: the link's holder signs in afresh.
+    if (!(await this.store.setPassword(person.email, await hashPassword(password as string)))) throw errors.invalidLink();
+    const sessionsEnded = await this.store.deleteSessionsOf(person.email);
     for (const membership of await this.store.membershipsOf(person.email)) {
-      await this.auditor.record({ accountId: membership.accountId, actor: person.email, action: 'password.set', target: person.email, client });
+      await this.auditor.record({ accountId: membership.accountId, actor: person.email, action: 'password.set', target: person.email, client, details: { sessionsEnded } });
     }
     return person.email;
   }

@@ -87,7 +87,7 @@ async function firstOwnerLink(config: Config, log: Logger, store: GuardedKeyStor
 export function accountParts(config: Config, log: Logger, store: GuardedKeyStore) {
   const auditor = new Auditor(store, log);
   const accounts = new Accounts(store, auditor);
-  const sessions = new Sessions(store, auditor, { ...config.console.session, signIn: config.console.signIn });
+  const sessions = new Sessions(store, auditor, { ...config.console.session, signIn: config.console.signIn }, log);
   return { auditor, accounts, sessions };
 }
 
