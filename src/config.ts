@@ -4,6 +4,7 @@
  * resolved against the working directory.
  */
 import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import proxyAddr from 'proxy-addr';
@@ -15,6 +16,13 @@ export const DEFAULT_CONFIG_FILE = path.join(__dirname, '..', 'config', 'default
 
 const port = z.number().int().min(0).max(65535);
 const host = z.string().min(1);
+/** A host name or IP address as the Host header names it (no port, scheme or path), kept in lower case without a final dot. */
+const hostName = z
+  .string()
+  .transform((name) => name.trim().toLowerCase().replace(/\.$/, ''))
+  .refine((name) => /^[a-z0-9]([a-z0-9-]{0,62})(\.[a-z0-9]([a-z0-9-]{0,62}))*$/.test(name) || isIP(name) !== 0, {
+    message: 'must be a host name or an IP address, without a port, scheme or path',
+  });
 const milliseconds = z.number().int().positive();
 const count = z.number().int().positive();
 
@@ -242,6 +250,11 @@ const schema = z.strictObject({
       enabled: z.boolean().default(true),
       /** The console's origin as people reach it (behind a proxy that changes the host); absent: https:// and the request's Host. */
       publicUrl: z.url({ protocol: /^https$/, error: 'must be an https:// URL' }).optional(),
+      /**
+       * Without publicUrl, the host names (any port) whose Host header may make the OIDC redirect
+       * address, besides `localhost` and listen.host; any other Host gets 400 and no redirect.
+       */
+      allowedHosts: z.array(hostName).default([]),
       session: z.strictObject({ idleMs: milliseconds.default(3_600_000), absoluteMs: milliseconds.default(43_200_000) }).prefault({}),
       /**
        * Password sign-ins per fixed window of windowMs: past maxFailures for one email from one client
@@ -255,7 +268,11 @@ const schema = z.strictObject({
       /** Sign-in with the company's OpenID Connect provider (Keycloak, Okta, Entra ID, Google, Dex...). */
       oidc: z
         .strictObject({
-          issuer: z.url(),
+          issuer: z.url().refine((url) => new URL(url).protocol === 'https:', {
+            message:
+              'must be an https:// URL: OpenID Connect needs HTTPS to the identity provider, so with http:// every sign-in would fail. ' +
+              'For a provider whose certificate a private CA signed, keep https:// and trust that CA: start chatgate with NODE_EXTRA_CA_CERTS=/path/ca.pem',
+          }),
           clientId: z.string().min(1),
           /** The environment variable holding the client secret (never the secret itself in this file). */
           clientSecretEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name'),

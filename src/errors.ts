@@ -135,6 +135,15 @@ export const errors = {
     invalid(400, 'oidc_sign_in_expired', 'This sign-in is not under way in this browser: it was used already, it expired, or it was started elsewhere. Sign in again.'),
   oidcSignInFailed: () =>
     invalid(401, 'oidc_sign_in_failed', 'Signing in with the identity provider did not succeed: its answer failed a check, or it gave no verified email. Sign in again.'),
+  oidcIdentityConflict: () =>
+    new GatewayError(
+      403,
+      'permission_error',
+      'oidc_identity_conflict',
+      'Someone here with this email signs in through another account at the identity provider: this one is not let in as them. Ask an admin.',
+    ),
+  signInHostNotAllowed: () =>
+    invalid(400, 'sign_in_host_not_allowed', "Signing in does not start through this Host name: use the console's own address (the operator lists names in console.allowedHosts, or sets console.publicUrl)."),
   identityProviderUnavailable: () =>
     new GatewayError(503, 'api_error', 'identity_provider_unavailable', 'The identity provider cannot be reached right now; try again shortly.', null, { 'Retry-After': '5' }),
   consoleDisabled: () => invalid(404, 'console_disabled', 'The console is off on this gateway (console.enabled: false).'),

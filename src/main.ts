@@ -163,7 +163,7 @@ async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, 
   const spans = await createSpanExport(config.tracing);
   const publicOrigin = config.console.publicUrl ? new URL(config.console.publicUrl).origin : undefined;
   const oidc = config.console.oidc;
-  const oidcRoutes = oidc ? createOidcRoutes(oidc, { accounts: people.accounts, sessions: people.sessions, store: keyStore, publicOrigin, log }) : undefined;
+  const oidcRoutes = oidc ? createOidcRoutes(oidc, { accounts: people.accounts, sessions: people.sessions, store: keyStore, publicOrigin, allowedHosts: [...config.console.allowedHosts, config.listen.host], log }) : undefined;
   const quota = new QuotaTracker(await openQuotaCounters(config, keyStore), {
     // One read for every account in use, each sync: not one per account (a thousand teams would be
     // two thousand queries a second on the database at the default syncMs).

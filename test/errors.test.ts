@@ -50,6 +50,8 @@ const catalogue: Record<Factory, Expected> = {
   permissionDenied: entry(errors.permissionDenied('manage members'), 403, 'permission_error', 'permission_denied'),
   oidcSignInExpired: entry(errors.oidcSignInExpired(), 400, 'invalid_request_error', 'oidc_sign_in_expired'),
   oidcSignInFailed: entry(errors.oidcSignInFailed(), 401, 'invalid_request_error', 'oidc_sign_in_failed'),
+  oidcIdentityConflict: entry(errors.oidcIdentityConflict(), 403, 'permission_error', 'oidc_identity_conflict'),
+  signInHostNotAllowed: entry(errors.signInHostNotAllowed(), 400, 'invalid_request_error', 'sign_in_host_not_allowed'),
   identityProviderUnavailable: entry(errors.identityProviderUnavailable(), 503, 'api_error', 'identity_provider_unavailable', null, { 'Retry-After': '5' }),
   consoleDisabled: entry(errors.consoleDisabled(), 404, 'invalid_request_error', 'console_disabled'),
   insufficientQuota: entry(errors.insufficientQuota('account', 'day', 3600), 429, 'insufficient_quota', 'insufficient_quota', null, { 'Retry-After': '3600' }),

@@ -11,18 +11,36 @@
  * a cross-site navigation), whose digest the transaction keeps. So a callback URL cannot be replayed,
  * nor handed to someone else's browser to sign them in as another person (login CSRF).
  *
- * GET /callback takes the transaction (once), exchanges the code, and reads the ID token's claims:
- * the email (required, not marked unverified) and the configured claim (e.g. groups), whose values
- * the mappings turn into accounts (made when missing) and roles, applied on each sign-in; a mapping
- * with admin: true makes a platform admin. Someone no mapping matches signs in only if they are known
- * already (added by an account owner). Every refusal is logged at warn and audited (`session.failed`,
- * actor `oidc`); neither the code, the tokens nor the client secret are ever logged.
+ * The redirect address comes from console.publicUrl or, without it, from the request's Host only when
+ * its name is localhost, listen.host or in console.allowedHosts: another Host (a page that points a
+ * name of its own at the gateway) gets 400 and nothing stored, so a provider never sends a code to an
+ * address the operator did not name.
+ *
+ * GET /callback takes the transaction (once), exchanges the code, and reads the claims: the ID
+ * token's, and the userinfo endpoint's when the ID token lacks the email or the mapped claim (as
+ * oidc-provider's default, Entra ID or Okta set-ups do). A person is who the provider's issuer and
+ * subject (`iss`, `sub`) are bound to (OpenID Connect Core 5.7), never an email alone:
+ * - bound already: that person signs in, with the email the gateway keeps (the token's may change);
+ * - not bound, and a person here has the token's email: linked only when the provider says
+ *   `email_verified: true` (the boolean; a missing claim, null, "no" or the string "true" do not
+ *   count), the email is not a look-alike (unchanged by NFKC: a Kelvin sign never links to a `k`),
+ *   and that person has no other subject of this issuer (else 403 oidc_identity_conflict). A person
+ *   first bound loses the password an inviter may have set through their link (unless an admin turned
+ *   on passwordWithOidc) and every session open until then;
+ * - nobody has that email: made, and bound, when a mapping matches (and the provider does not say
+ *   the email is unverified: a provider that never sends email_verified, as Entra ID, still works).
+ * The mappings turn the claim's values (e.g. groups) into accounts (made when missing) and roles,
+ * applied on each sign-in; a mapping with admin: true makes a platform admin. Someone no mapping
+ * matches signs in only if they are known already (added by an account owner). Every refusal is logged
+ * at warn and audited (`session.failed`, actor `oidc`), a binding is audited (`identity.bound`);
+ * neither the code, the tokens nor the client secret are ever logged.
  *
  * openid-client is ESM only and this project is CommonJS: it is loaded, only when OIDC is configured,
  * with a real import() (TypeScript would turn a written one into require()). Only types come from it
  * at compile time.
  */
 import { randomBytes } from 'node:crypto';
+import { isIP } from 'node:net';
 import { pathToFileURL } from 'node:url';
 import express, { type NextFunction, type Request, type Response, type Router } from 'express';
 import { LRUCache } from 'lru-cache';
@@ -31,9 +49,9 @@ import type { Config } from '../config';
 import { findContext } from '../context';
 import { errors, GatewayError } from '../errors';
 import type { Logger } from '../telemetry/log';
-import type { PersonRecord, Role, Store } from '../store/types';
+import type { IdentityRecord, PersonRecord, Role, Store } from '../store/types';
 import { Auditor } from './audit';
-import { normalizeEmail } from './emails';
+import { isNfkcStable, normalizeEmail } from './emails';
 import type { Actor } from './roles';
 import { tokenDigest, type Accounts } from './service';
 import { sessionCookie, type Sessions } from './sessions';
@@ -44,8 +62,13 @@ export interface OidcDeps {
   accounts: Accounts;
   sessions: Sessions;
   store: Store;
-  /** The console's origin as people reach it; absent: https:// and the request's Host. */
+  /** The console's origin as people reach it; absent: https:// and the request's Host, if allowed. */
   publicOrigin: string | undefined;
+  /**
+   * Without publicOrigin, the host names (any port) whose Host may make the redirect address:
+   * console.allowedHosts and listen.host (localhost always is).
+   */
+  allowedHosts: readonly string[];
   log: Logger;
   env?: NodeJS.ProcessEnv;
 }
@@ -76,9 +99,22 @@ const refusals = {
   notSignedIn: () => errors.oidcSignInFailed(),
   /** A person the mappings do not let in and the gateway does not know. */
   notMapped: () => errors.permissionDenied('sign in to this console: no group of yours at the identity provider is given an account here, ask an account owner to add you'),
-  /** The provider could not be reached (discovery, the token exchange, its keys). */
+  /** The provider could not be reached (discovery, the token exchange, its keys, userinfo). */
   unavailable: () => errors.identityProviderUnavailable(),
+  /** The email is a person's here who is bound to another subject of this issuer. */
+  otherSubject: () => errors.oidcIdentityConflict(),
 };
+
+/** What the provider says about the person: from the ID token and, for what it lacks, userinfo. */
+export interface Said {
+  issuer: string;
+  subject: string;
+  email: unknown;
+  /** As sent, next to the email it speaks of (both from the ID token, or both from userinfo). */
+  emailVerified: unknown;
+  /** The mapped claim's values. */
+  values: string[];
+}
 
 type Library = typeof OpenIdClient;
 interface Connected {
@@ -100,8 +136,14 @@ export function createOidcRoutes(settings: OidcSettings, deps: OidcDeps): Router
   const scope = (settings.scopes.includes('openid') ? settings.scopes : ['openid', ...settings.scopes]).join(' ');
   const routes = express.Router();
   const started = new LRUCache<string, { count: number; since: number }>({ max: COUNTED_ADDRESSES });
+  const allowedHosts = new Set(['localhost', ...deps.allowedHosts.map((name) => name.toLowerCase().replace(/\.$/, ''))]);
 
   routes.get('/login', async (req, res) => {
+    const origin = redirectOrigin(deps.publicOrigin, req.headers.host, allowedHosts);
+    if (!origin) {
+      log.warn({ host: String(req.headers.host ?? '').slice(0, 100), client: req.ip }, 'OIDC sign-in not started: the Host is not a name of this console (console.allowedHosts)');
+      throw errors.signInHostNotAllowed();
+    }
     const now = Date.now();
     const address = req.ip ?? 'unknown';
     const recent = started.get(address);
@@ -110,7 +152,7 @@ export function createOidcRoutes(settings: OidcSettings, deps: OidcDeps): Router
     } else {
       started.set(address, { count: 1, since: now });
     }
-    const redirectUri = `${deps.publicOrigin ?? `https://${req.headers.host ?? ''}`}${OIDC_PATH}/callback`;
+    const redirectUri = `${origin}${OIDC_PATH}/callback`;
     const { lib, config } = await provider.connected();
     const state = lib.randomState();
     const nonce = lib.randomNonce();
@@ -157,10 +199,10 @@ export function createOidcRoutes(settings: OidcSettings, deps: OidcDeps): Router
     const { lib, config } = await provider.connected();
     const currentUrl = new URL(redirectUri!);
     currentUrl.search = new URL(req.originalUrl, 'https://callback.invalid').search;
-    let claims: OpenIdClient.IDToken;
+    let said: Said;
     try {
       const tokens = await lib.authorizationCodeGrant(config, currentUrl, { pkceCodeVerifier: verifier, expectedState: state, expectedNonce: nonce, idTokenExpected: true });
-      claims = tokens.claims()!;
+      said = await claimsOf(lib, config, tokens, settings.claim);
     } catch (err) {
       if (unreachable(err)) {
         log.warn({ requestId, reason: reasonOf(err), client }, 'OIDC sign-in failed: the identity provider could not be reached');
@@ -169,11 +211,7 @@ export function createOidcRoutes(settings: OidcSettings, deps: OidcDeps): Router
       return refuse(reasonOf(err), refusals.notSignedIn());
     }
 
-    const email = normalizeEmail(claims.email);
-    if (!email) return refuse('the ID token carries no usable email claim', refusals.notSignedIn());
-    if (claims.email_verified === false || claims.email_verified === 'false') return refuse('the identity provider has not verified this email', refusals.notSignedIn(), email);
-    const person = await provision(email, claimValues(claims, settings.claim), client);
-    if (!person) return refuse(`no mapping matches the '${settings.claim}' claim, and the person is not known here`, refusals.notMapped(), email);
+    const person = await personFor(said, client, refuse);
 
     const { token } = await sessions.start(person, 'oidc', client);
     res.setHeader('Set-Cookie', [sessionCookie(token, sessions.settings.absoluteMs / 1000), browserCookie('', 0)]);
@@ -193,22 +231,75 @@ export function createOidcRoutes(settings: OidcSettings, deps: OidcDeps): Router
     res.redirect(303, REFUSED_PAGE + encodeURIComponent(err.code));
   });
 
+  type Refuse = (reason: string, error: GatewayError, email?: string) => Promise<never>;
+
   /**
-   * The person for this email, made on first sign-in; the mappings its claim values match give them
-   * their accounts (made if missing) and roles, and the admin role. Undefined: not let in.
+   * Who signs in: the person bound to the issuer and subject; else, bound now, the person with the
+   * email when it may be linked, or a person made for it when a mapping lets them in. The mappings
+   * are applied to them. Anything else is refused.
    */
-  async function provision(email: string, values: readonly string[], client: string | undefined): Promise<PersonRecord | undefined> {
-    const matched = settings.mappings.filter((mapping) => values.includes(mapping.value));
-    let person = await store.getPerson(email);
-    if (!person && matched.length === 0) return undefined;
-    const admin = matched.some((mapping) => mapping.admin);
-    if (!person || (admin && !person.admin)) {
-      const created = !person;
-      person = await store.putPerson({ email, admin: admin || (person?.admin ?? false), passwordHash: person?.passwordHash ?? null, createdAt: person?.createdAt ?? new Date().toISOString() });
-      if (admin) {
-        const granting = matched.filter((mapping) => mapping.admin).map((mapping) => mapping.value);
-        await auditor.record({ accountId: null, actor: 'oidc', action: 'admin.granted', target: email, client, details: { claim: settings.claim, values: granting, created } });
+  async function personFor(said: Said, client: string | undefined, refuse: Refuse): Promise<PersonRecord> {
+    const matched = settings.mappings.filter((mapping) => said.values.includes(mapping.value));
+    const bound = await store.findIdentity(said.issuer, said.subject);
+    if (bound) return provision(bound.email, matched, client, refuse);
+
+    const email = normalizeEmail(said.email);
+    if (!email) return refuse('the identity provider gives no usable email (neither in the ID token nor at userinfo)', refusals.notSignedIn());
+    if (!isNfkcStable(email)) return refuse('the email changes under Unicode NFKC normalization: it imitates another address, and is never linked to anyone', refusals.notSignedIn(), email);
+    const existing = await store.getPerson(email);
+    if (existing) {
+      const why = linkRefusal(said, await store.identitiesOf(email));
+      if (why) return refuse(why.reason, why.otherSubject ? refusals.otherSubject() : refusals.notSignedIn(), email);
+    } else {
+      if (said.emailVerified !== undefined && said.emailVerified !== true) {
+        return refuse(`the identity provider does not say this email is verified (email_verified is ${describe(said.emailVerified)})`, refusals.notSignedIn(), email);
       }
+      if (matched.length === 0) return refuse(`no mapping matches the '${settings.claim}' claim, and the person is not known here`, refusals.notMapped(), email);
+      await store.putPerson({ email, admin: false, passwordHash: null, createdAt: new Date().toISOString() });
+    }
+    await bind(said, email, !existing, client, refuse);
+    return provision(email, matched, client, refuse);
+  }
+
+  /**
+   * Binds the issuer and subject to the person. When another sign-in bound first: the same binding
+   * is taken as it is; another (this person has another subject of this issuer) is refused. A person
+   * bound now loses the password set before (an inviter may know it) unless an admin allows it, and
+   * every session of theirs open until now.
+   */
+  async function bind(said: Said, email: string, created: boolean, client: string | undefined, refuse: Refuse): Promise<void> {
+    const identity: IdentityRecord = { issuer: said.issuer, subject: said.subject, email, createdAt: new Date().toISOString() };
+    if (!(await store.bindIdentity(identity))) {
+      const winner = await store.findIdentity(said.issuer, said.subject);
+      if (winner?.email === email) return;
+      return refuse('a person with this email is bound to another subject of this identity provider (bound at the same time)', refusals.otherSubject(), email);
+    }
+    const person = await store.getPerson(email);
+    const passwordRemoved = person !== undefined && person.passwordHash !== null && person.passwordWithOidc !== true;
+    if (passwordRemoved) await store.setPassword(email, null);
+    const sessionsEnded = await store.deleteSessionsOf(email);
+    await auditor.record({
+      accountId: null,
+      actor: 'oidc',
+      action: 'identity.bound',
+      target: email,
+      client,
+      details: { issuer: said.issuer, subject: said.subject, created, passwordRemoved, sessionsEnded },
+    });
+  }
+
+  /**
+   * The mappings matched give the person their accounts (made if missing) and roles, and the admin
+   * role. The person is read again: binding may have just changed them.
+   */
+  async function provision(email: string, matched: OidcSettings['mappings'], client: string | undefined, refuse: Refuse): Promise<PersonRecord> {
+    let person = await store.getPerson(email);
+    if (!person) return refuse('the person this identity is bound to is gone', refusals.notSignedIn(), email);
+    const admin = matched.some((mapping) => mapping.admin);
+    if (admin && !person.admin) {
+      person = await store.putPerson({ ...person, admin: true });
+      const granting = matched.filter((mapping) => mapping.admin).map((mapping) => mapping.value);
+      await auditor.record({ accountId: null, actor: 'oidc', action: 'admin.granted', target: email, client, details: { claim: settings.claim, values: granting } });
     }
     // Several mappings may name one account: the higher role wins.
     const roles = new Map<string, Role>();
@@ -294,12 +385,73 @@ function loadOpenIdClient(): Promise<Library> {
   return openIdClient;
 }
 
+/**
+ * What the provider says: the ID token's claims and, when it lacks the email or the mapped claim, the
+ * userinfo endpoint's (with the access token; openid-client checks its `sub` is the ID token's). The
+ * email and email_verified are taken together from where the email is.
+ */
+async function claimsOf(lib: Library, config: OpenIdClient.Configuration, tokens: OpenIdClient.TokenEndpointResponse & OpenIdClient.TokenEndpointResponseHelpers, claim: string): Promise<Said> {
+  const idToken = tokens.claims()!;
+  let userinfo: Record<string, unknown> = {};
+  const lacking = idToken.email === undefined || claimOf(idToken, claim) === undefined;
+  if (lacking && config.serverMetadata().userinfo_endpoint && tokens.access_token) {
+    userinfo = await lib.fetchUserInfo(config, tokens.access_token, idToken.sub);
+  }
+  const emailFrom = idToken.email !== undefined ? idToken : userinfo;
+  return {
+    issuer: idToken.iss,
+    subject: idToken.sub,
+    email: emailFrom.email,
+    emailVerified: emailFrom.email_verified,
+    values: claimValues(claimOf(idToken, claim) !== undefined ? idToken : userinfo, claim),
+  };
+}
+
+/**
+ * Pure: why a first sign-in may not be linked by its email to the person here who has it, or
+ * undefined when it may. Only the boolean `email_verified: true` counts: a provider that sends a
+ * string ("true", "no") or null does not follow the standard, and is not trusted to have checked the
+ * mailbox. `otherSubject`: the person is bound to another subject of this issuer.
+ */
+export function linkRefusal(said: Pick<Said, 'issuer' | 'emailVerified'>, identities: readonly IdentityRecord[]): { reason: string; otherSubject: boolean } | undefined {
+  if (said.emailVerified !== true) {
+    return { reason: `the identity provider does not say this email is verified (email_verified is ${describe(said.emailVerified)}, not true), and a person here has it`, otherSubject: false };
+  }
+  if (identities.some((identity) => identity.issuer === said.issuer)) {
+    return { reason: 'a person with this email is bound to another subject of this identity provider', otherSubject: true };
+  }
+  return undefined;
+}
+
+/** A claim's value as it is written in the log: its JSON, short (never a token: this is email_verified). */
+function describe(value: unknown): string {
+  return value === undefined ? 'missing' : String(JSON.stringify(value)).slice(0, 40);
+}
+
+/**
+ * Pure: the origin the provider sends the browser back to: console.publicUrl's, or https:// and the
+ * Host when it is a plain host[:port] whose name (any case, without a final dot) is allowed; else
+ * undefined. A Host with anything more (user info, a path) never makes an address.
+ */
+export function redirectOrigin(publicOrigin: string | undefined, host: string | undefined, allowed: ReadonlySet<string>): string | undefined {
+  if (publicOrigin) return publicOrigin;
+  const match = /^(?:([A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9.])?)|\[([0-9A-Fa-f:.]{2,45})\])(?::(\d{1,5}))?$/.exec(host ?? '');
+  if (!match) return undefined;
+  const name = (match[1] ?? match[2]!).toLowerCase().replace(/\.$/, '');
+  if ((match[2] !== undefined && isIP(name) !== 6) || Number(match[3] ?? 0) > 65535) return undefined;
+  return allowed.has(name) ? `https://${host!.toLowerCase()}` : undefined;
+}
+
+/** The claim's value: at its name, or (a name with dots) reached into objects (realm_access.roles). */
+function claimOf(claims: Record<string, unknown>, name: string): unknown {
+  const value: unknown = claims[name];
+  if (value !== undefined || !name.includes('.')) return value;
+  return name.split('.').reduce<unknown>((at, part) => (at !== null && typeof at === 'object' && !Array.isArray(at) ? (at as Record<string, unknown>)[part] : undefined), claims);
+}
+
 /** The claim's values: a string, or the strings of a list; a name with dots may reach into objects (realm_access.roles). */
 export function claimValues(claims: Record<string, unknown>, name: string): string[] {
-  let value: unknown = claims[name];
-  if (value === undefined && name.includes('.')) {
-    value = name.split('.').reduce<unknown>((at, part) => (at !== null && typeof at === 'object' && !Array.isArray(at) ? (at as Record<string, unknown>)[part] : undefined), claims);
-  }
+  const value = claimOf(claims, name);
   if (typeof value === 'string') return [value];
   return Array.isArray(value) ? value.filter((item): item is string => typeof item === 'string') : [];
 }

@@ -28,20 +28,20 @@
  * The gateway's warn line says which check refused each (the log is also checked for codes, tokens and
  * the client secret, which must never be in it).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import type { IncomingHttpHeaders } from 'node:http';
+import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
-import readline from 'node:readline';
 import { loadOrCreateDevCertificate } from '../../src/process/dev-certificate';
 import { spawnGatewayProcess, startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import { request, type RawResponse } from '../helpers/http';
+import { attemptSignIn, Browser, expectRefused, payloadOf, refusalOf, sessionCookieOf, startProvider, stopProvider, tokensFor, type ProviderProcess } from '../helpers/oidc';
 import { eventually, stopProcess } from '../helpers/processes';
 
 jest.setTimeout(60_000);
 
-const PROVIDER_SCRIPT = path.join(__dirname, '..', 'helpers', 'oidc-provider.mjs');
 const CLIENT_ID = 'chatgate';
 const SECRET = `gateway-secret-${randomBytes(16).toString('hex')}`;
 const OTHER_CLIENT = { client_id: 'other-app', client_secret: `other-secret-${randomBytes(16).toString('hex')}`, redirect_uris: ['https://other-app.example/callback'] };
@@ -52,17 +52,8 @@ const NOT_SIGNED_IN = { status: 401, code: 'oidc_sign_in_failed' };
 const NOT_MAPPED = { status: 403, code: 'permission_denied' };
 const UNAVAILABLE = { status: 503, code: 'identity_provider_unavailable' };
 
-const SESSION_COOKIE = /^chatgate_session=[A-Za-z0-9_-]{43}; Path=\/console; Max-Age=\d+; HttpOnly; Secure; SameSite=Strict$/;
-
-interface ProviderProcess {
-  child: ChildProcess;
-  port: number;
-  issuer: string;
-  ca: string;
-  events: Array<Record<string, unknown>>;
-  send(command: Record<string, unknown>): Promise<Record<string, unknown>>;
-  stderr(): string;
-}
+/** The session cookie (scoped to /console, or, with its __Host- name, the whole site). */
+const SESSION_COOKIE = /^(?:chatgate_session=[A-Za-z0-9_-]{43}; Path=\/console|__Host-chatgate_session=[A-Za-z0-9_-]{43}; Path=\/); Max-Age=\d+; HttpOnly; Secure; SameSite=Strict$/;
 
 let dir: string;
 let provider: ProviderProcess;
@@ -83,6 +74,7 @@ beforeAll(async () => {
       providers: { mock: { workers: ['http://127.0.0.1:9'] } },
       upstream: { health: { enabled: false } },
       console: {
+        allowedHosts: ['Console.Example.TEST.'],
         oidc: {
           issuer: provider.issuer,
           clientId: CLIENT_ID,
@@ -103,10 +95,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   if (gw) await stopProcess(gw.child);
-  if (provider) {
-    provider.child.stdin!.end();
-    await stopProcess(provider.child);
-  }
+  await stopProvider(provider);
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
@@ -118,7 +107,7 @@ function configureProvider(): Promise<unknown> {
 
 test('the provider is discovered on first use: unreachable, the sign-in is refused (no session) and it is tried again on the next one', async () => {
   // The provider answers 503 until it is configured: discovery fails.
-  const browser = new Browser();
+  const browser = new Browser({ provider, gw });
   const down = await browser.get(new URL(`${gw.url}/console/api/oidc/login`));
   expectRefused(down, UNAVAILABLE);
   expect(await eventually(() => gw.log.find((line) => String(line.msg).startsWith('OIDC: the identity provider could not be discovered')))).toMatchObject({ level: 40, issuer: provider.issuer });
@@ -130,9 +119,50 @@ test('the provider is discovered on first use: unreachable, the sign-in is refus
   expect(gw.log.filter((line) => line.msg === 'OIDC: identity provider discovered')).toEqual([expect.objectContaining({ issuer: provider.issuer, clientAuth: 'client_secret_basic' })]);
 });
 
+test('without console.publicUrl, the redirect address comes only from a Host named localhost, listen.host or in console.allowedHosts: any other gets 400, no redirect and nothing stored', async () => {
+  await configureProvider();
+  const oidcTokens = () => (JSON.parse(readFileSync(path.join(dir, 'gw-store.json'), 'utf8')) as { tokens: Array<{ kind: string }> }).tokens.filter((token) => token.kind === 'oidc').length;
+  const port = new URL(gw.url).port;
+  // The certificate is checked for the name it is made for, whatever the Host header says.
+  const start = (host: string) =>
+    new Promise<{ status: number; headers: IncomingHttpHeaders; json(): { error: { code: string } } }>((resolve, reject) => {
+      const req = https.request(`${gw.url}/console/api/oidc/login`, { method: 'GET', ca: gw.ca, servername: 'localhost', agent: false, headers: { host } }, (res) => {
+        let body = '';
+        res.on('data', (chunk: Buffer) => (body += chunk.toString('utf8')));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, json: () => JSON.parse(body) }));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+
+  const before = oidcTokens();
+  for (const host of ['evil.test', `evil.test:${port}`, `localhost:1@evil.test`, `localhost.evil.test:${port}`, `127.0.0.1.evil.test`, `console.example.test.evil.test`, '[::1]', `evil.test/console`]) {
+    const refused = await start(host);
+    expect({ host, status: refused.status, code: refused.json().error.code }).toEqual({ host, status: 400, code: 'sign_in_host_not_allowed' });
+    expect(refused.headers.location).toBeUndefined();
+    expect(refused.headers['set-cookie']).toBeUndefined();
+  }
+  expect(oidcTokens()).toBe(before);
+  const notStarted = () => gw.log.filter((line) => String(line.msg).startsWith('OIDC sign-in not started: the Host is not a name of this console'));
+  expect(await eventually(() => (notStarted().length >= 8 ? notStarted() : undefined))).toHaveLength(8);
+
+  // listen.host, localhost and a listed name, on any port and in any case, make the address.
+  for (const [host, origin] of [
+    [`127.0.0.1:${port}`, `https://127.0.0.1:${port}`],
+    ['LocalHost:8443', 'https://localhost:8443'],
+    ['console.example.test', 'https://console.example.test'],
+    [`CONSOLE.example.test:${port}`, `https://console.example.test:${port}`],
+  ] as const) {
+    const started = await start(host);
+    expect(started.status).toBe(302);
+    expect(new URL(String(started.headers.location)).searchParams.get('redirect_uri')).toBe(`${origin}/console/api/oidc/callback`);
+  }
+  expect(oidcTokens()).toBe(before + 4);
+});
+
 test('a person in a mapped group signs in: provisioned on first sign-in, in the right account with the right role; the admin mapping makes a platform admin', async () => {
   await configureProvider();
-  const alice = new Browser();
+  const alice = new Browser({ provider, gw });
   const login = await alice.get(new URL(`${gw.url}/console/api/oidc/login`));
   expect(login.status).toBe(302);
   const authorize = new URL(String(login.headers.location));
@@ -180,7 +210,7 @@ test('a person in a mapped group signs in: provisioned on first sign-in, in the 
     ['alice@example.com', 'alice@example.com', 'owner'],
     ['bob@example.com', 'bob@example.com', 'member'],
   ]);
-  expect(audit.filter((line) => line.action === 'admin.granted')).toEqual([expect.objectContaining({ actor: 'oidc', target: 'carol@example.com', details: expect.objectContaining({ values: ['platform-admins'] }) })]);
+  expect(audit.filter((line) => line.action === 'admin.granted' && line.actor === 'oidc')).toEqual([expect.objectContaining({ actor: 'oidc', target: 'carol@example.com', details: expect.objectContaining({ values: ['platform-admins'] }) })]);
   expect(audit.filter((line) => line.action === 'session.created').map((line) => (line.details as { via: string }).via)).toEqual(['oidc', 'oidc', 'oidc', 'oidc']);
 });
 
@@ -188,7 +218,7 @@ test('an email the provider has not verified, and someone in no mapped group who
   await configureProvider();
   const dave = await attempt('dave@example.com');
   expectRefused(dave.response, NOT_SIGNED_IN);
-  expect((await dave.refusal).reason).toBe('the identity provider has not verified this email');
+  expect((await dave.refusal).reason).toBe('the identity provider does not say this email is verified (email_verified is false)');
 
   const erin = await attempt('erin@example.com');
   expectRefused(erin.response, NOT_MAPPED);
@@ -198,7 +228,7 @@ test('an email the provider has not verified, and someone in no mapped group who
 
 test('a wrong state is refused with no session: changed, missing, or the sign-in started in another browser', async () => {
   await configureProvider();
-  const browser = new Browser();
+  const browser = new Browser({ provider, gw });
   const login = await browser.get(new URL(`${gw.url}/console/api/oidc/login`));
   const callback = await browser.signInAtProvider(new URL(String(login.headers.location)), 'alice@example.com');
   secrets.add(callback.searchParams.get('code')!);
@@ -210,7 +240,7 @@ test('a wrong state is refused with no session: changed, missing, or the sign-in
   for (const url of [changed, missing]) {
     const refused = await browser.get(url);
     expectRefused(refused, UNKNOWN_STATE);
-    expect((await refusalOf(refused)).reason).toMatch(/state/);
+    expect((await refusalOf(gw, refused)).reason).toMatch(/state/);
   }
   expect(await browser.sessionStatus()).toBe(401);
   // The provider's genuine answer still signs in: only the state was wrong.
@@ -219,19 +249,19 @@ test('a wrong state is refused with no session: changed, missing, or the sign-in
   expect(await browser.session()).toMatchObject({ email: 'alice@example.com' });
 
   // A callback URL handed to another browser (login CSRF) is refused, and spent.
-  const victim = new Browser();
-  const attacker = new Browser();
+  const victim = new Browser({ provider, gw });
+  const attacker = new Browser({ provider, gw });
   const started = await attacker.get(new URL(`${gw.url}/console/api/oidc/login`));
   const attackersCallback = await attacker.signInAtProvider(new URL(String(started.headers.location)), 'bob@example.com');
   secrets.add(attackersCallback.searchParams.get('code')!);
   const refused = await victim.get(attackersCallback);
   expectRefused(refused, UNKNOWN_STATE);
-  expect((await refusalOf(refused)).reason).toBe('the sign-in was started in another browser');
+  expect((await refusalOf(gw, refused)).reason).toBe('the sign-in was started in another browser');
   expect(await victim.sessionStatus()).toBe(401);
   expectRefused(await attacker.get(attackersCallback), UNKNOWN_STATE);
 
   // A browser navigating (Accept: text/html) is sent back to the console, which says why.
-  const navigating = await new Browser().get(changed, { accept: 'text/html,application/xhtml+xml,*/*;q=0.8' });
+  const navigating = await new Browser({ provider, gw }).get(changed, { accept: 'text/html,application/xhtml+xml,*/*;q=0.8' });
   expect(navigating.status).toBe(303);
   expect(navigating.headers.location).toBe('/console/#sign-in-error=oidc_sign_in_expired');
   expect(String(navigating.headers['set-cookie'])).not.toMatch(/chatgate_session=[A-Za-z0-9_-]/);
@@ -239,16 +269,16 @@ test('a wrong state is refused with no session: changed, missing, or the sign-in
 
 test('a replayed code is refused with no session: the same callback again, or its code with a new sign-in’s state', async () => {
   await configureProvider();
-  const browser = new Browser();
+  const browser = new Browser({ provider, gw });
   const login = await browser.get(new URL(`${gw.url}/console/api/oidc/login`));
   const callback = await browser.signInAtProvider(new URL(String(login.headers.location)), 'bob@example.com');
   secrets.add(callback.searchParams.get('code')!);
-  const replay = new Browser(browser); // the same browser, without the session the callback gives
+  const replay = new Browser({ provider, gw }, browser); // the same browser, without the session the callback gives
   expect(sessionCookieOf(await browser.get(callback))).toMatch(SESSION_COOKIE);
 
   const again = await replay.get(callback);
   expectRefused(again, UNKNOWN_STATE);
-  expect((await refusalOf(again)).reason).toMatch(/used already/);
+  expect((await refusalOf(gw, again)).reason).toMatch(/used already/);
 
   // The same code under the state of a sign-in this browser really started: the gateway exchanges
   // it, and the provider refuses (the code was used, and its PKCE challenge is not this verifier's).
@@ -257,16 +287,16 @@ test('a replayed code is refused with no session: the same callback again, or it
   replayed.searchParams.set('state', new URL(String(next.headers.location)).searchParams.get('state')!);
   const exchanged = await replay.get(replayed);
   expectRefused(exchanged, NOT_SIGNED_IN);
-  expect((await refusalOf(exchanged)).reason).toMatch(/invalid_grant/);
+  expect((await refusalOf(gw, exchanged)).reason).toMatch(/invalid_grant/);
   expect(await replay.sessionStatus()).toBe(401);
 });
 
 test('an ID token the provider signed for another client (audience) is refused with no session', async () => {
   await configureProvider();
-  const bob = new Browser();
+  const bob = new Browser({ provider, gw });
   const login = await bob.get(new URL(`${gw.url}/console/api/oidc/login`));
   const authorize = new URL(String(login.headers.location));
-  const foreign = await otherAppIdToken('bob@example.com', authorize.searchParams.get('nonce')!);
+  const foreign = (await tokensFor({ provider, gw }, OTHER_CLIENT, 'bob@example.com', { nonce: authorize.searchParams.get('nonce')!, seen: secrets })).idToken;
   const claims = payloadOf(foreign);
   expect(claims).toMatchObject({ iss: provider.issuer, aud: OTHER_CLIENT.client_id, nonce: authorize.searchParams.get('nonce'), email: 'bob@example.com' });
   expect(claims.exp).toBeGreaterThan(Date.now() / 1000);
@@ -277,7 +307,7 @@ test('an ID token the provider signed for another client (audience) is refused w
   const refused = await bob.get(callback);
   expectRefused(refused, NOT_SIGNED_IN);
   await replaced('swap');
-  expect((await refusalOf(refused)).reason).toMatch(/"aud" \(audience\)/);
+  expect((await refusalOf(gw, refused)).reason).toMatch(/"aud" \(audience\)/);
   expect(await bob.sessionStatus()).toBe(401);
 });
 
@@ -306,12 +336,11 @@ test('an ID token whose claims were changed after the provider signed it is refu
 
 test('the provider gone between the sign-in and the callback: refused as unavailable, with no session', async () => {
   await configureProvider();
-  const browser = new Browser();
+  const browser = new Browser({ provider, gw });
   const login = await browser.get(new URL(`${gw.url}/console/api/oidc/login`));
   const callback = await browser.signInAtProvider(new URL(String(login.headers.location)), 'alice@example.com');
   secrets.add(callback.searchParams.get('code')!);
-  provider.child.stdin!.end();
-  await stopProcess(provider.child);
+  await stopProvider(provider);
   const refused = await browser.get(callback);
   expectRefused(refused, UNAVAILABLE);
   const line = await eventually(() => gw.log.find((entry) => entry.requestId === refused.headers['x-request-id'] && entry.level === 40));
@@ -345,58 +374,6 @@ test('the client secret’s variable unset: the gateway does not start, and says
   await expect(listening).rejects.toThrow(/CHATGATE_TEST_OIDC_SECRET_UNSET, which is not set/);
 });
 
-/** A browser: a cookie jar per site (the gateway's, the provider's). */
-class Browser {
-  readonly jars = new Map<string, Map<string, string>>();
-
-  constructor(copyOf?: Browser) {
-    for (const [origin, jar] of copyOf?.jars ?? []) this.jars.set(origin, new Map(jar));
-  }
-
-  async get(url: URL, headers: Record<string, string> = {}): Promise<RawResponse> {
-    const jar = this.jars.get(url.origin) ?? new Map<string, string>();
-    this.jars.set(url.origin, jar);
-    const cookie = [...jar].map(([name, value]) => `${name}=${value}`).join('; ');
-    const response = await request(url.origin, {
-      method: 'GET',
-      path: url.pathname + url.search,
-      ca: url.origin === provider.issuer ? provider.ca : gw.ca,
-      headers: { ...(cookie ? { cookie } : {}), ...headers },
-    });
-    for (const line of response.headers['set-cookie'] ?? []) {
-      const [pair, ...attributes] = line.split(';');
-      const [name, ...value] = pair!.trim().split('=');
-      if (attributes.some((attribute) => /^\s*max-age=0$/i.test(attribute)) || value.join('=') === '') jar.delete(name!);
-      else jar.set(name!, value.join('='));
-    }
-    return response;
-  }
-
-  /** At the provider: follows its redirects, signs in as `email` when asked, up to the redirect back to the client. */
-  async signInAtProvider(authorize: URL, email: string): Promise<URL> {
-    let url = authorize;
-    for (let hop = 0; hop < 10; hop++) {
-      const response = await this.get(url);
-      if (response.status !== 302 && response.status !== 303) throw new Error(`the provider answered ${response.status} at ${url.pathname}: ${response.body} ${provider.stderr()}`);
-      const next = new URL(String(response.headers.location), url);
-      if (next.origin !== provider.issuer) return next;
-      if (next.pathname.startsWith('/interaction/')) next.searchParams.set('login', email);
-      url = next;
-    }
-    throw new Error('the provider did not send the browser back');
-  }
-
-  async sessionStatus(): Promise<number> {
-    return (await this.get(new URL(`${gw.url}/console/api/session`))).status;
-  }
-
-  async session(): Promise<Record<string, unknown>> {
-    const response = await this.get(new URL(`${gw.url}/console/api/session`));
-    expect(response.status).toBe(200);
-    return response.json();
-  }
-}
-
 /** A whole sign-in that must succeed. */
 async function signIn(email: string): Promise<Browser> {
   const { response, browser } = await attempt(email);
@@ -406,21 +383,9 @@ async function signIn(email: string): Promise<Browser> {
 }
 
 /** A whole sign-in: /login, the provider, the callback; with the gateway's warn line if it refused. */
-async function attempt(email: string) {
-  const browser = new Browser();
-  const login = await browser.get(new URL(`${gw.url}/console/api/oidc/login`));
-  expect(login.status).toBe(302);
-  const callback = await browser.signInAtProvider(new URL(String(login.headers.location)), email);
-  secrets.add(callback.searchParams.get('code')!);
-  const response = await browser.get(callback);
-  return { browser, response, refusal: response.status >= 400 ? refusalOf(response) : Promise.resolve({} as Record<string, unknown>) };
-}
-
-/** The gateway's warn line for the refusal it answered with `response` (by its request id). */
-function refusalOf(response: RawResponse): Promise<Record<string, unknown>> {
-  const requestId = response.headers['x-request-id'];
-  expect(requestId).toEqual(expect.any(String));
-  return eventually(() => gw.log.find((line) => line.msg === 'OIDC sign-in refused' && line.level === 40 && line.requestId === requestId));
+async function attempt(login: string) {
+  const { browser, response } = await attemptSignIn({ provider, gw }, login, secrets);
+  return { browser, response, refusal: response.status >= 400 ? refusalOf(gw, response) : Promise.resolve({} as Record<string, unknown>) };
 }
 
 /** The provider reports it changed the ID token of its answer to the gateway (the report may trail the answer). */
@@ -428,93 +393,9 @@ function replaced(how: 'swap' | 'tamper'): Promise<unknown> {
   return eventually(() => provider.events.find((event) => event.event === 'id-token-replaced' && event.how === how && event.clientId === CLIENT_ID));
 }
 
-function expectRefused(response: RawResponse, expected: { status: number; code: string }): void {
-  expect({ status: response.status, code: response.json().error.code }).toEqual(expected);
-  expect(sessionCookieOf(response)).toBeUndefined();
-}
-
-function sessionCookieOf(response: RawResponse): string | undefined {
-  return (response.headers['set-cookie'] ?? []).find((line) => line.startsWith('chatgate_session='));
-}
-
-function payloadOf(jws: string): Record<string, unknown> {
-  return JSON.parse(Buffer.from(jws.split('.')[1]!, 'base64url').toString('utf8')) as Record<string, unknown>;
-}
-
-/** A whole code flow for the other client, with the given nonce: the ID token the provider signs for it. */
-async function otherAppIdToken(email: string, nonce: string): Promise<string> {
-  const verifier = randomBytes(32).toString('base64url');
-  const authorize = new URL(`${provider.issuer}/auth`);
-  authorize.search = new URLSearchParams({
-    client_id: OTHER_CLIENT.client_id,
-    response_type: 'code',
-    redirect_uri: OTHER_CLIENT.redirect_uris[0]!,
-    scope: 'openid email profile groups',
-    state: randomBytes(16).toString('base64url'),
-    nonce,
-    code_challenge: createHash('sha256').update(verifier).digest('base64url'),
-    code_challenge_method: 'S256',
-  }).toString();
-  const back = await new Browser().signInAtProvider(authorize, email);
-  const code = back.searchParams.get('code')!;
-  secrets.add(code);
-  const token = await request(provider.issuer, {
-    method: 'POST',
-    path: '/token',
-    ca: provider.ca,
-    headers: {
-      authorization: `Basic ${Buffer.from(`${OTHER_CLIENT.client_id}:${OTHER_CLIENT.client_secret}`).toString('base64')}`,
-      'content-type': 'application/x-www-form-urlencoded',
-    },
-    body: new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: OTHER_CLIENT.redirect_uris[0]!, code_verifier: verifier }).toString(),
-  });
-  expect(token.status).toBe(200);
-  const { id_token: idToken, access_token: accessToken } = token.json<{ id_token: string; access_token: string }>();
-  secrets.add(idToken);
-  secrets.add(accessToken);
-  return idToken;
-}
-
-/** test/helpers/oidc-provider.mjs as a process: listening at once, configured by command. */
-function startProvider(certFile: string, keyFile: string, ca: string): Promise<ProviderProcess> {
-  const child = spawn(process.execPath, [PROVIDER_SCRIPT, certFile, keyFile], { stdio: ['pipe', 'pipe', 'pipe'] });
-  let stderr = '';
-  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
-  const events: Array<Record<string, unknown>> = [];
-  const waiting = new Map<number, (answer: Record<string, unknown>) => void>();
-  let nextId = 1;
-  return new Promise((resolve, reject) => {
-    child.once('exit', (code, signal) => reject(new Error(`the OpenID Provider exited with ${code ?? signal}: ${stderr}`)));
-    readline.createInterface({ input: child.stdout! }).on('line', (line) => {
-      const message = JSON.parse(line) as Record<string, unknown>;
-      if (typeof message.id === 'number') {
-        waiting.get(message.id)?.(message);
-        waiting.delete(message.id);
-      } else events.push(message);
-      if (message.event === 'listening') {
-        const port = message.port as number;
-        resolve({
-          child,
-          port,
-          issuer: `https://127.0.0.1:${port}`,
-          ca,
-          events,
-          stderr: () => stderr,
-          send: (command) =>
-            new Promise((answered, failed) => {
-              const id = nextId++;
-              waiting.set(id, (answer) => (answer.ok ? answered(answer) : failed(new Error(String(answer.error)))));
-              child.stdin!.write(`${JSON.stringify({ id, ...command })}\n`);
-            }),
-        });
-      }
-    });
-  });
-}
-
 test('one address may start 30 sign-ins a minute: past that, 429 too_many_sign_ins and nothing is written', async () => {
   // Runs last: the other tests' sign-ins count towards this address's minute too.
-  const browser = new Browser();
+  const browser = new Browser({ provider, gw });
   let refused: RawResponse | undefined;
   let started = 0;
   for (let i = 0; i < 40 && !refused; i++) {

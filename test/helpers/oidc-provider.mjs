@@ -4,8 +4,11 @@
  *
  * It listens at once on a port the OS picks and prints {"event":"listening","port":N}; the test then
  * starts the gateway (whose issuer is this port) and sends, on stdin, one JSON command a line:
- *   {"id":1,"cmd":"configure","clients":[{client_id, client_secret, redirect_uris}]}
- *       builds the provider (issuer https://127.0.0.1:N) with these clients;
+ *   {"id":1,"cmd":"configure","clients":[{client_id, client_secret, redirect_uris}], "conformIdTokenClaims":false}
+ *       builds the provider (issuer https://127.0.0.1:N) with these clients; with conformIdTokenClaims
+ *       true (oidc-provider's own default), the ID token of a code flow carries only `sub` and the
+ *       scopes' claims (email, groups...) are at the userinfo endpoint only, as some Entra ID and Okta
+ *       set-ups do; false (the default here), they are in the ID token, as Keycloak, Dex...;
  *   {"id":2,"cmd":"clock","offsetSeconds":-7200}
  *       sets this process's clock that far off (Date.now): what the provider signs is dated by it;
  *   {"id":3,"cmd":"swap-id-token","clientId":"chatgate","idToken":"..."}
@@ -22,7 +25,9 @@
  * a person in a browser signs in by typing their email. Consent is implied for every client
  * (loadExistingGrant makes the grant), as for a company's first-party apps; a consent prompt, should
  * one come, is granted by the same GET. Its signing key (RSA) and cookie keys are made at start. The
- * people it knows are in PEOPLE below.
+ * people it knows are in PEOPLE below, by the name typed at sign-in, which is also their subject
+ * (`sub`): several subjects may say the same email, as at a real provider (an attacker's second
+ * account, a mailbox reassigned), and a provider may say email_verified oddly (missing, null, a string).
  */
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -36,6 +41,21 @@ const PEOPLE = {
   'carol@example.com': { email: 'carol@example.com', email_verified: true, name: 'Carol', groups: ['platform-admins'] },
   'dave@example.com': { email: 'dave@example.com', email_verified: false, name: 'Dave', groups: ['team-a-owners'] },
   'erin@example.com': { email: 'erin@example.com', email_verified: true, name: 'Erin', groups: ['staff'] },
+  // Kim is known to the gateway before she signs in here; Frank is invited by an owner first.
+  'kim@example.com': { email: 'Kim@Example.com', email_verified: true, name: 'Kim', groups: ['staff'] },
+  'frank@example.com': { email: 'frank@example.com', email_verified: true, name: 'Frank', groups: ['team-b-members'] },
+  // Other subjects that say Kim's email: unverified in every odd way, a look-alike, verified.
+  'mallory-missing': { email: 'kim@example.com', name: 'Mallory', groups: ['platform-admins'] },
+  'mallory-null': { email: 'kim@example.com', email_verified: null, name: 'Mallory', groups: ['platform-admins'] },
+  'mallory-no': { email: 'kim@example.com', email_verified: 'no', name: 'Mallory', groups: ['platform-admins'] },
+  'mallory-string': { email: 'kim@example.com', email_verified: 'true', name: 'Mallory', groups: ['platform-admins'] },
+  'mallory-kelvin': { email: '\u212Aim@example.com', email_verified: true, name: 'Mallory', groups: ['platform-admins'] },
+  'mallory-second': { email: 'kim@example.com', email_verified: true, name: 'Mallory', groups: ['platform-admins'] },
+  // Grace's provider never sends email_verified (as Entra ID): a person made for her on first sign-in.
+  'grace@example.com': { email: 'grace@example.com', name: 'Grace', groups: ['team-b-members'] },
+  // Two subjects with one verified email nobody has yet, signing in at once: one of them is Hana.
+  'hana@example.com': { email: 'hana@example.com', email_verified: true, name: 'Hana', groups: ['team-b-members'] },
+  'hana-twin': { email: 'hana@example.com', email_verified: true, name: 'Hana?', groups: ['team-b-members'] },
 };
 
 const [certFile, keyFile] = process.argv.slice(2);
@@ -61,7 +81,7 @@ let handler = (_req, res) => {
 const server = https.createServer({ cert: readFileSync(certFile), key: readFileSync(keyFile) }, (req, res) => handler(req, res));
 server.listen(0, '127.0.0.1', () => say({ event: 'listening', port: server.address().port }));
 
-function configure(clients) {
+function configure(clients, conformIdTokenClaims = false) {
   const issuer = `https://127.0.0.1:${server.address().port}`;
   const signingKey = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ format: 'jwk' });
   provider = new Provider(issuer, {
@@ -71,8 +91,8 @@ function configure(clients) {
     pkce: { required: () => true },
     scopes: ['openid', 'email', 'profile', 'groups', 'offline_access'],
     claims: { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name'], groups: ['groups'] },
-    // As Keycloak, Okta, Entra ID, Dex: the requested claims are in the ID token itself.
-    conformIdTokenClaims: false,
+    // false: as Keycloak, Okta, Entra ID, Dex, the requested claims are in the ID token itself.
+    conformIdTokenClaims: conformIdTokenClaims === true,
     features: { devInteractions: { enabled: false } },
     ttl: { AccessToken: 600, AuthorizationCode: 60, IdToken: 3600, Interaction: 600, Session: 3600, Grant: 3600 },
     async findAccount(_ctx, sub) {
@@ -180,7 +200,7 @@ readline.createInterface({ input: process.stdin }).on('line', (line) => {
     command = JSON.parse(line);
     switch (command.cmd) {
       case 'configure':
-        say({ id: command.id, ok: true, issuer: configure(command.clients) });
+        say({ id: command.id, ok: true, issuer: configure(command.clients, command.conformIdTokenClaims) });
         return;
       case 'clock':
         offsetMs = Number(command.offsetSeconds) * 1000;
