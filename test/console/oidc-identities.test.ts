@@ -135,6 +135,7 @@ test("Kim's first sign-in binds her subject: her password is removed and her ses
 
   // The sessions her password opened are over, and her password no longer signs in.
   expect(await sessionStatus(byPassword)).toBe(401);
+  expect(people().find((person) => person.email === 'kim@example.com')).toMatchObject({ admin: true, passwordHash: null });
   expect((await passwordSignIn('kim@example.com', KIM_PASSWORD)).status).toBe(401);
   expect(await kim.sessionStatus()).toBe(200);
 
@@ -186,10 +187,30 @@ test('the invite back door is shut: the password an inviter set through the link
 
   // Olga's session as Frank is over, and the password she set no longer signs in.
   expect(await sessionStatus(asFrank)).toBe(401);
+  expect(people().find((person) => person.email === 'frank@example.com')).toMatchObject({ passwordHash: null });
   const refused = await passwordSignIn('frank@example.com', framesPassword);
   expect(refused.status).toBe(401);
   expect(refused.json().error.code).toBe('invalid_credentials');
   expect(await frank.sessionStatus()).toBe(200);
+});
+
+test('a person an admin let keep a password (passwordWithOidc) keeps it when first bound; their sessions still end', async () => {
+  const team = await admin('POST', '/accounts', { name: 'erins-team' });
+  const password = `erin's password ${randomBytes(8).toString('hex')}`;
+  secrets.add(password);
+  expect((await admin('POST', `/accounts/${team.json<{ id: string }>().id}/members`, { email: 'erin@example.com', role: 'owner', password })).status).toBe(201);
+  expect((await admin('PATCH', '/people/erin@example.com', { passwordWithOidc: true })).json()).toMatchObject({ passwordWithOidc: true });
+  const byPassword = await passwordSignIn('erin@example.com', password);
+  expect(byPassword.status).toBe(200);
+
+  // Erin is in no mapped group, but known here: she is linked, and bound.
+  const { browser, response } = await attemptSignIn(sites(), 'erin@example.com', secrets);
+  expect(response.status).toBe(302);
+  expect(await browser.session()).toMatchObject({ email: 'erin@example.com', accounts: [{ name: 'erins-team', role: 'owner' }] });
+  const bound = await eventually(() => gw.log.find((line) => line.log === 'audit' && line.action === 'identity.bound' && line.target === 'erin@example.com'));
+  expect(bound).toMatchObject({ details: { created: false, passwordRemoved: false, sessionsEnded: 1 } });
+  expect(await sessionStatus(byPassword)).toBe(401);
+  expect((await passwordSignIn('erin@example.com', password)).status).toBe(200);
 });
 
 test('someone nobody knows, whose provider never sends email_verified (as Entra ID), is made a person and bound on first sign-in when a mapping matches', async () => {
