@@ -105,23 +105,91 @@ export class Accounts {
     return updated;
   }
 
-  async removeMember(accountId: string, emailInput: unknown, by: Actor, client: string | undefined): Promise<void> {
+  /**
+   * Removes a member. The keys they made in the account leave with them (revoked, each audited with
+   * the reason), unless `transferKeysTo` names an owner of the account who takes them over (audited
+   * `key.transferred`). Who may be named is the caller's rule: the console lets an owner name only
+   * themself. The keys are handled before the membership goes (a failure half way leaves the member,
+   * and a retry finishes the job), and again after it, for a key the member made meanwhile.
+   */
+  async removeMember(accountId: string, emailInput: unknown, by: Actor, client: string | undefined, transferKeysTo?: unknown): Promise<{ revoked: number; transferred: number }> {
     await this.account(accountId);
     const email = normalizeEmail(emailInput) ?? String(emailInput);
-    const member = (await this.store.listMembers(accountId)).find((m) => m.email === email);
+    const members = await this.store.listMembers(accountId);
+    const member = members.find((m) => m.email === email);
     if (!member) throw errors.memberNotFound(email);
+    let heir: string | undefined;
+    if (transferKeysTo !== undefined) {
+      heir = normalizeEmail(transferKeysTo);
+      if (!heir || heir === email || !members.some((m) => m.email === heir && m.role === 'owner')) {
+        throw errors.invalidBody('transferKeysTo', "'transferKeysTo' must name another owner of this account, who takes over the member's keys.");
+      }
+    }
     if (member.role === 'owner') await this.keepAnOwner(accountId, email);
+    const first = await this.keysLeave(accountId, email, heir, by, client);
     await this.store.removeMember(accountId, email);
-    await this.auditor.record({ accountId, actor: actorName(by), action: 'member.removed', target: email, client });
+    await this.auditor.record({ accountId, actor: actorName(by), action: 'member.removed', target: email, client, details: heir ? { keysTransferredTo: heir } : {} });
+    const late = await this.keysLeave(accountId, email, heir, by, client);
+    return { revoked: first.revoked + late.revoked, transferred: first.transferred + late.transferred };
   }
 
-  /** A one-time link's token for the person to set their password (good for a week, once). */
-  async passwordLink(emailInput: unknown, accountId: string | null, by: Actor, client: string | undefined): Promise<string> {
+  /** The live keys `email` made in the account: revoked, or handed to `heir`. */
+  private async keysLeave(accountId: string, email: string, heir: string | undefined, by: Actor, client: string | undefined): Promise<{ revoked: number; transferred: number }> {
+    const theirs = (await this.store.list(accountId)).filter((key) => key.createdBy === email && key.revokedAt === null);
+    let done = 0;
+    for (const key of theirs) {
+      if (heir) {
+        if (!(await this.store.update(key.id, { createdBy: heir }))) continue;
+        await this.auditor.record({ accountId, actor: actorName(by), action: 'key.transferred', target: key.id, client, details: { from: email, to: heir } });
+      } else {
+        if (!(await this.store.revoke(key.id, this.now()))) continue;
+        await this.auditor.record({ accountId, actor: actorName(by), action: 'key.revoked', target: key.id, client, details: { reason: 'member_removed', member: email } });
+      }
+      done++;
+    }
+    return heir ? { revoked: 0, transferred: done } : { revoked: done, transferred: 0 };
+  }
+
+  /**
+   * Whether a person bound to an identity provider may still sign in with a password (a platform
+   * admin's choice); a change is audited.
+   */
+  async setPasswordWithOidc(emailInput: unknown, allowed: boolean, by: Actor, client: string | undefined): Promise<PersonRecord> {
+    const email = normalizeEmail(emailInput);
+    const person = email ? await this.store.getPerson(email) : undefined;
+    if (!person) throw errors.memberNotFound(String(emailInput));
+    if ((person.passwordWithOidc ?? false) === allowed) return person;
+    const updated = await this.store.putPerson({ ...person, passwordWithOidc: allowed });
+    await this.auditor.record({ accountId: null, actor: actorName(by), action: 'password_with_oidc.changed', target: updated.email, client, details: { from: person.passwordWithOidc ?? false, to: allowed } });
+    return updated;
+  }
+
+  /**
+   * Sends the person a one-time link by `send` (email: to their own mailbox), so that it never passes
+   * through whoever asked. True when it was sent; a failure is audited and the link left to expire.
+   */
+  async sendPasswordLink(email: string, accountId: string | null, by: Actor, client: string | undefined, send: (token: string) => Promise<void>): Promise<boolean> {
+    const token = await this.passwordLink(email, accountId, by, client, { delivery: 'email' });
+    try {
+      await send(token);
+    } catch (err) {
+      await this.auditor.record({ accountId, actor: actorName(by), action: 'invite.failed', target: email, client, details: { reason: (err as Error).message.slice(0, 200) } });
+      return false;
+    }
+    await this.auditor.record({ accountId, actor: actorName(by), action: 'invite.sent', target: email, client });
+    return true;
+  }
+
+  /**
+   * A one-time link's token for the person to set their password (good for a week, once). Making it
+   * voids every older link of theirs (the store does, in the same step): only the newest works.
+   */
+  async passwordLink(emailInput: unknown, accountId: string | null, by: Actor, client: string | undefined, details: Record<string, unknown> = {}): Promise<string> {
     const email = normalizeEmail(emailInput);
     if (!email || !(await this.store.getPerson(email))) throw errors.memberNotFound(String(emailInput));
     const token = randomBytes(32).toString('base64url');
     await this.store.createToken({ digest: tokenDigest(token), kind: 'password', email, data: {}, expiresAt: new Date(this.now().getTime() + PASSWORD_LINK_TTL_MS).toISOString() });
-    await this.auditor.record({ accountId, actor: actorName(by), action: 'password.link_created', target: email, client });
+    await this.auditor.record({ accountId, actor: actorName(by), action: 'password.link_created', target: email, client, details });
     return token;
   }
 

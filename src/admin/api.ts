@@ -6,7 +6,7 @@
  */
 import express, { type Request, type Router } from 'express';
 import { publicView } from '../auth/issue';
-import { keyFields, objectBody, quota } from '../auth/key-fields';
+import { KEY_FIELDS, keyFields, noFields, objectBody, onlyFields, quota } from '../auth/key-fields';
 import { passwordPath, type Accounts } from '../accounts/service';
 import type { Actor } from '../accounts/roles';
 import { normalizeEmail } from '../accounts/emails';
@@ -30,9 +30,12 @@ export function adminApi(accounts: Accounts): Router {
   });
 
   api.post('/keys', async (req, res) => {
-    const body = objectBody(req.body);
-    const accountId = body.account === undefined ? await defaultAccountId(store) : (await accounts.account(String(body.account))).id;
-    const { key, record } = await accounts.createKey(accountId, keyFields(body, true), ADMIN, client(req));
+    const body = onlyFields(objectBody(req.body), [...KEY_FIELDS, 'account']);
+    const fields = keyFields(body, true);
+    // `account` is an account's id (acc_...), as GET /admin/api/accounts lists them; absent: `default`.
+    if (body.account !== undefined && typeof body.account !== 'string') throw errors.invalidBody('account', "'account' must be an account id (acc_...), or absent for the account 'default'.");
+    const accountId = body.account === undefined ? await defaultAccountId(store) : (await accounts.account(body.account)).id;
+    const { key, record } = await accounts.createKey(accountId, fields, ADMIN, client(req));
     res.status(201).json({ ...publicView(record), key });
   });
 
@@ -41,21 +44,23 @@ export function adminApi(accounts: Accounts): Router {
   });
 
   api.patch('/keys/:id', async (req, res) => {
-    const fields = keyFields(objectBody(req.body), false);
+    const fields = keyFields(onlyFields(objectBody(req.body), KEY_FIELDS), false);
     res.json(publicView(await accounts.editKey(await accounts.key(req.params.id, undefined), fields, ADMIN, client(req))));
   });
 
   api.post('/keys/:id/revoke', async (req, res) => {
+    noFields(req.body);
     res.json(publicView(await accounts.revokeKey(await accounts.key(req.params.id, undefined), ADMIN, client(req))));
   });
 
   api.post('/keys/:id/rotate', async (req, res) => {
+    noFields(req.body);
     const { record, key } = await accounts.rotateKey(await accounts.key(req.params.id, undefined), ADMIN, client(req));
     res.json({ ...publicView(record), key });
   });
 
   api.post('/accounts', async (req, res) => {
-    const body = objectBody(req.body);
+    const body = onlyFields(objectBody(req.body), ['name', 'quota']);
     res.status(201).json(await accounts.createAccount(body.name, ADMIN, client(req), quota(body.quota, 'quota')));
   });
 
@@ -68,7 +73,7 @@ export function adminApi(accounts: Accounts): Router {
   });
 
   api.patch('/accounts/:id', async (req, res) => {
-    const body = objectBody(req.body);
+    const body = onlyFields(objectBody(req.body), ['name', 'quota']);
     res.json(await accounts.updateAccount(req.params.id, { name: body.name, quota: quota(body.quota, 'quota') }, ADMIN, client(req)));
   });
 
@@ -78,17 +83,19 @@ export function adminApi(accounts: Accounts): Router {
   });
 
   api.post('/accounts/:id/members', async (req, res) => {
-    const body = objectBody(req.body);
+    const body = onlyFields(objectBody(req.body), ['email', 'role', 'password']);
     const { member, person } = await accounts.addMember(req.params.id, { email: body.email, role: body.role, password: body.password }, ADMIN, client(req));
     res.status(201).json({ ...memberView(member), passwordSet: person.passwordHash !== null });
   });
 
+  // The member's keys in the account are revoked, unless ?transferKeysTo= names an owner who takes them.
   api.delete('/accounts/:id/members/:email', async (req, res) => {
-    await accounts.removeMember(req.params.id, req.params.email, ADMIN, client(req));
+    await accounts.removeMember(req.params.id, req.params.email, ADMIN, client(req), req.query.transferKeysTo);
     res.status(204).end();
   });
 
   api.post('/accounts/:id/members/:email/password-link', async (req, res) => {
+    noFields(req.body);
     const email = normalizeEmail(req.params.email) ?? req.params.email;
     if (!(await store.listMembers(req.params.id)).some((m) => m.email === email)) throw errors.memberNotFound(email);
     const token = await accounts.passwordLink(email, req.params.id, ADMIN, client(req));
@@ -107,10 +114,15 @@ export function adminApi(accounts: Accounts): Router {
   });
 
   api.patch('/people/:email', async (req, res) => {
-    const body = objectBody(req.body);
-    if (typeof body.admin !== 'boolean') throw errors.invalidBody('admin', "'admin' must be true or false.");
-    const updated = await accounts.setAdmin(req.params.email, body.admin, ADMIN, client(req));
-    res.json({ email: updated.email, admin: updated.admin, createdAt: updated.createdAt });
+    const body = onlyFields(objectBody(req.body), ['admin', 'passwordWithOidc']);
+    if (body.admin === undefined && body.passwordWithOidc === undefined) throw errors.invalidBody(null, "Give 'admin' or 'passwordWithOidc' (or both).");
+    for (const field of ['admin', 'passwordWithOidc'] as const) {
+      if (body[field] !== undefined && typeof body[field] !== 'boolean') throw errors.invalidBody(field, `'${field}' must be true or false.`);
+    }
+    let person = typeof body.admin === 'boolean' ? await accounts.setAdmin(req.params.email, body.admin, ADMIN, client(req)) : undefined;
+    if (typeof body.passwordWithOidc === 'boolean') person = await accounts.setPasswordWithOidc(req.params.email, body.passwordWithOidc, ADMIN, client(req));
+    const updated = person!;
+    res.json({ email: updated.email, admin: updated.admin, passwordWithOidc: updated.passwordWithOidc ?? false, createdAt: updated.createdAt });
   });
 
   return api;

@@ -7,6 +7,7 @@
  * quota counts tokens (a bigint column): up to 10^15.
  */
 import { ENDPOINTS } from '../common/endpoints';
+import { withoutKeys } from '../common/key-shape';
 import { errors } from '../errors';
 import type { KeyChanges, KeyLimits, Quota } from '../store/types';
 
@@ -39,6 +40,29 @@ export interface KeyFields extends KeyChanges {
 export function objectBody(body: unknown): Record<string, unknown> {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) throw errors.invalidBody(null, 'The request body must be a JSON object.');
   return body as Record<string, unknown>;
+}
+
+/** What a body that creates or edits a key may hold (the admin API's create adds `account`). */
+export const KEY_FIELDS = ['name', 'models', 'endpoints', 'expiresAt', 'rateLimit', 'quota'] as const;
+
+/**
+ * The body, when every field in it is one the request takes; else 400 naming the first that is not.
+ * A misspelt field (`modles`) or one meant for another request (`accountId`) is never ignored: ignored,
+ * it would leave a key allowed on every model, or made in another account, and say nothing.
+ */
+export function onlyFields(body: Record<string, unknown>, allowed: readonly string[]): Record<string, unknown> {
+  for (const name of Object.keys(body)) {
+    if (allowed.includes(name)) continue;
+    const shown = withoutKeys(name.slice(0, 100));
+    throw errors.invalidBody(shown, `Unknown field '${shown}': this request takes ${allowed.length > 0 ? allowed.join(', ') : 'no body'}.`);
+  }
+  return body;
+}
+
+/** A request that takes no fields: no body, or an empty JSON object. */
+export function noFields(body: unknown): void {
+  if (body === undefined) return;
+  onlyFields(objectBody(body), []);
 }
 
 export function requiredName(name: unknown, field = 'name'): string {
@@ -74,6 +98,26 @@ function endpoints(value: unknown): string[] | undefined {
     throw errors.invalidBody('endpoints', `'endpoints' must be an array of ${ENDPOINTS.join(', ')} (empty: every one).`);
   }
   return [...new Set(value as string[])];
+}
+
+/** The platform's default for each limit (config `rateLimit`); absent: no limit. */
+export type LimitDefaults = { readonly [name in keyof KeyLimits]?: number | undefined };
+
+/**
+ * A key's own limits, set by someone who is not a platform admin, stay within the platform's
+ * defaults: a number at most the default, or null (the default itself). 0 means no limit, so it is
+ * refused wherever the platform has one. Where the platform has none, any value is within it.
+ */
+export function withinPlatformLimits(limits: Partial<KeyLimits> | undefined, defaults: LimitDefaults): void {
+  if (!limits) return;
+  for (const name of Object.keys(limits) as (keyof KeyLimits)[]) {
+    const value = limits[name];
+    const cap = defaults[name];
+    if (value === null || value === undefined || cap === undefined) continue;
+    if (value === 0 || value > cap) {
+      throw errors.invalidBody(`rateLimit.${name}`, `'rateLimit.${name}' must be at most the platform's limit, ${cap}, or null for it (0, no limit, is a platform admin's to set).`);
+    }
+  }
 }
 
 /** `{requestsPerMinute, tokensPerMinute, maxConcurrent}`: a whole number, 0 for no limit, null for the default. */

@@ -192,3 +192,135 @@ test('an account name is one account: creating or renaming to a taken name is 40
   const names = (await admin('GET', '/accounts')).json<{ data: { id: string; name: string }[] }>().data.filter((a) => a.id === first || a.id === second);
   expect(names.map((a) => a.name).sort()).toEqual(['named-once', 'named-twice']);
 });
+
+describe('unknown fields are refused, naming the field, and nothing changes', () => {
+  let account: string;
+  let keyId: string;
+  beforeAll(async () => {
+    account = (await admin('POST', '/accounts', { name: 'strict-bodies' })).json<{ id: string }>().id;
+    keyId = (await admin('POST', '/keys', { name: 'strict', account })).json<{ id: string }>().id;
+    expect((await admin('POST', `/accounts/${account}/members`, { email: 'strict@example.com', role: 'owner' })).status).toBe(201);
+  });
+  const keysNow = async () => (await admin('GET', '/keys')).json<{ data: { id: string; name: string; models: string[] }[] }>().data;
+
+  test("a misspelt 'models' would have made a key allowed on every model: 400, no key", async () => {
+    const before = (await keysNow()).length;
+    const refused = await admin('POST', '/keys', { name: 'x', modles: ['a/*'] });
+    expect(refused.status).toBe(400);
+    expect(refused.json().error).toMatchObject({ code: 'invalid_body', param: 'modles', type: 'invalid_request_error' });
+    expect(refused.json().error.message).toContain("'modles'");
+    expect((await keysNow()).length).toBe(before);
+  });
+
+  test("'accountId' (not the field's name) would have landed the key in default: 400, no key", async () => {
+    const before = (await keysNow()).length;
+    const refused = await admin('POST', '/keys', { name: 'x', accountId: account });
+    expect(refused.json().error).toMatchObject({ code: 'invalid_body', param: 'accountId' });
+    expect((await keysNow()).length).toBe(before);
+    // `account` is the account's id; a name, or anything not a string, is not one.
+    expect((await admin('POST', '/keys', { name: 'x', account: 'strict-bodies' })).json().error).toMatchObject({ code: 'account_not_found', param: 'id' });
+    expect((await admin('POST', '/keys', { name: 'x', account: { id: account } })).json().error).toMatchObject({ code: 'invalid_body', param: 'account' });
+    const made = await admin('POST', '/keys', { name: 'in account', account });
+    expect(made.json<{ accountId: string }>().accountId).toBe(account);
+  });
+
+  test.each([
+    ['POST', '/keys', { name: 'x', __proto__x: 1 }, '__proto__x'],
+    ['PATCH', '/keys/{key}', { models: ['mock/*'], modles: [] }, 'modles'],
+    ['PATCH', '/keys/{key}', { account: 'acc_default' }, 'account'],
+    ['POST', '/keys/{key}/rotate', { secret: 'mine' }, 'secret'],
+    ['POST', '/keys/{key}/revoke', { at: '2000-01-01' }, 'at'],
+    ['POST', '/accounts', { name: 'y', quotas: {} }, 'quotas'],
+    ['PATCH', '/accounts/{account}', { name: 'renamed', owner: 'me' }, 'owner'],
+    ['POST', '/accounts/{account}/members', { email: 'n@example.com', role: 'member', admin: true }, 'admin'],
+    ['POST', '/accounts/{account}/members/strict@example.com/password-link', { email: 'attacker@example.com' }, 'email'],
+    ['PATCH', '/people/strict@example.com', { admin: false, isAdmin: true }, 'isAdmin'],
+    ['POST', '/keys', { name: 'x', rateLimit: { requestsPerMinute: 5, rpm: 1 } }, 'rateLimit.rpm'],
+    ['PATCH', '/accounts/{account}', { quota: { tokensPerDay: 5, tokensPerWeek: 1 } }, 'quota.tokensPerWeek'],
+  ])('%s %s with an unknown field', async (method, template, body, param) => {
+    const path = template.replace('{key}', keyId).replace('{account}', account);
+    const auditBefore = (await admin('GET', `/accounts/${account}/audit`)).json<{ data: unknown[] }>().data.length;
+    const refused = await admin(method, path, body);
+    expect({ status: refused.status, code: refused.json().error.code, param: refused.json().error.param }).toEqual({ status: 400, code: 'invalid_body', param });
+    expect((await admin('GET', `/accounts/${account}/audit`)).json<{ data: unknown[] }>().data.length).toBe(auditBefore);
+    expect((await admin('GET', `/keys/${keyId}`)).json()).toMatchObject({ name: 'strict', models: [], revokedAt: null });
+  });
+
+  test('a raw __proto__ member is a field like any other: refused, and no prototype is touched', async () => {
+    const refused = await admin('POST', '/keys', '{"name":"x","__proto__":{"models":["evil/*"]}}');
+    expect(refused.json().error).toMatchObject({ code: 'invalid_body', param: '__proto__' });
+  });
+});
+
+test('PATCH /people/:email sets whether an IdP-bound person may use a password: audited, unknown fields refused', async () => {
+  const account = (await admin('POST', '/accounts', { name: 'pwd-oidc' })).json<{ id: string }>().id;
+  expect((await admin('POST', `/accounts/${account}/members`, { email: 'bound@example.com', role: 'member' })).status).toBe(201);
+  const on = await admin('PATCH', '/people/bound@example.com', { passwordWithOidc: true });
+  expect(on.json()).toMatchObject({ email: 'bound@example.com', admin: false, passwordWithOidc: true });
+  expect((await admin('PATCH', '/people/bound@example.com', { passwordWithOidc: true })).status).toBe(200); // no change: no event
+  expect((await admin('PATCH', '/people/bound@example.com', { passwordWithOidc: 'yes' })).json().error).toMatchObject({ code: 'invalid_body', param: 'passwordWithOidc' });
+  expect((await admin('PATCH', '/people/bound@example.com', {})).json().error.code).toBe('invalid_body');
+  const { FileKeyStore } = await import('../../src/store/file');
+  const events = (await new FileKeyStore(f.gw.keyFile).listAudit(null, 1000)).filter((event) => event.target === 'bound@example.com' && event.action === 'password_with_oidc.changed');
+  expect(events.map((event) => [event.actor, event.details])).toEqual([['admin-token', { from: false, to: true }]]);
+  expect((await admin('PATCH', '/people/bound@example.com', { passwordWithOidc: false })).json()).toMatchObject({ passwordWithOidc: false });
+});
+
+describe('a member who leaves: the keys they made in the account stop working at once', () => {
+  const PASSWORD = 'a leaver password, long enough';
+  const origin = () => `https://${new URL(f.gw.url).host}`;
+  async function keyMadeBy(email: string, name: string): Promise<{ id: string; key: string }> {
+    const signIn = await request(f.gw.url, { ca: f.gw.ca, path: '/console/api/session', headers: { origin: origin(), 'content-type': 'application/json' }, body: JSON.stringify({ email, password: PASSWORD }) });
+    expect(signIn.status).toBe(200);
+    const cookie = String(signIn.headers['set-cookie']).split(';')[0]!;
+    const made = await request(f.gw.url, { ca: f.gw.ca, path: '/console/api/keys', headers: { origin: origin(), cookie, 'content-type': 'application/json' }, body: JSON.stringify({ name }) });
+    expect(made.status).toBe(201);
+    return made.json<{ id: string; key: string }>();
+  }
+  let account: string;
+  beforeAll(async () => {
+    account = (await admin('POST', '/accounts', { name: 'leavers' })).json<{ id: string }>().id;
+    for (const [email, role] of [['lead@example.com', 'owner'], ['second-owner@example.com', 'owner'], ['gone@example.com', 'member'], ['moved@example.com', 'member']]) {
+      expect((await admin('POST', `/accounts/${account}/members`, { email, role, password: PASSWORD })).status).toBe(201);
+    }
+  });
+
+  test('removed: each of their keys answers 401 right after, and each revocation is audited with the reason', async () => {
+    const first = await keyMadeBy('gone@example.com', 'gone 1');
+    const second = await keyMadeBy('gone@example.com', 'gone 2');
+    const others = await keyMadeBy('lead@example.com', 'the lead keeps this');
+    for (const made of [first, second, others]) expect((await chat(made.key)).status).toBe(200); // cached as good
+    expect((await admin('DELETE', `/accounts/${account}/members/gone@example.com`)).status).toBe(204);
+    for (const made of [first, second]) {
+      const refused = await chat(made.key);
+      expect({ status: refused.status, code: refused.json().error.code }).toEqual({ status: 401, code: 'invalid_api_key' });
+    }
+    expect((await chat(others.key)).status).toBe(200);
+    const audit = (await admin('GET', `/accounts/${account}/audit`)).json<{ data: { action: string; target: string; actor: string; details: unknown }[] }>().data;
+    expect(audit.filter((event) => event.action === 'key.revoked').map((event) => [event.target, event.actor, event.details]).sort()).toEqual(
+      [first.id, second.id].sort().map((id) => [id, 'admin-token', { reason: 'member_removed', member: 'gone@example.com' }]),
+    );
+  });
+
+  test('transferKeysTo an owner: the keys keep working, now theirs (audited); a non-owner or nobody is 400 and nothing changes', async () => {
+    const made = await keyMadeBy('moved@example.com', 'moved');
+    for (const heir of ['moved@example.com', 'nobody@example.com', 'not an email', 'gone@example.com']) {
+      const refused = await admin('DELETE', `/accounts/${account}/members/moved@example.com?transferKeysTo=${encodeURIComponent(heir)}`);
+      expect({ status: refused.status, param: refused.json().error.param }).toEqual({ status: 400, param: 'transferKeysTo' });
+    }
+    const twice = await admin('DELETE', `/accounts/${account}/members/moved@example.com?transferKeysTo=lead@example.com&transferKeysTo=second-owner@example.com`);
+    expect({ status: twice.status, param: twice.json().error.param }).toEqual({ status: 400, param: 'transferKeysTo' });
+    expect((await admin('GET', `/accounts/${account}/members`)).json<{ data: { email: string }[] }>().data.map((m) => m.email)).toContain('moved@example.com');
+    expect((await chat(made.key)).status).toBe(200);
+
+    // The admin token may hand them to any owner, not only itself.
+    expect((await admin('DELETE', `/accounts/${account}/members/moved@example.com?transferKeysTo=Second-Owner@example.com`)).status).toBe(204);
+    expect((await chat(made.key)).status).toBe(200);
+    expect((await admin('GET', `/keys/${made.id}`)).json()).toMatchObject({ createdBy: 'second-owner@example.com', revokedAt: null });
+    const audit = (await admin('GET', `/accounts/${account}/audit`)).json<{ data: { action: string; target: string; details: unknown }[] }>().data;
+    expect(audit.filter((event) => event.target === made.id).map((event) => [event.action, event.details])).toEqual([
+      ['key.transferred', { from: 'moved@example.com', to: 'second-owner@example.com' }],
+      ['key.created', { name: 'moved' }],
+    ]);
+  });
+});
