@@ -1,17 +1,20 @@
 #!/usr/bin/env node
 /**
  * `chatgate`: serve | keys | accounts | members | mock-worker. Exit codes: 0 done, 1 failed, 2 usage.
- * The key, account and member commands work on the store of the same config as the gateway, with the
- * admin token's rights, and leave the same audit events as the admin API (actor `admin-token`).
+ * The key, account and member commands work on the store of the same config as the gateway, with a
+ * platform admin's rights, through the same service as the admin API: every change leaves the same
+ * audit event, by the actor `cli`.
  */
 import { parseArgs } from 'node:util';
-import { issueKey, publicView, rotateKey } from './auth/issue';
+import { publicView } from './auth/issue';
 import { limitAllowed, MAX_LIMIT, MAX_QUOTA, nameProblem } from './auth/key-fields';
 import { Auditor } from './accounts/audit';
 import { Accounts, passwordPath } from './accounts/service';
+import { normalizeEmail } from './accounts/emails';
 import { createLogger } from './telemetry/log';
 import { openKeyStore } from './store/open';
-import { configFileFrom, ConfigError, loadConfig } from './config';
+import { configFileFrom, ConfigError, loadConfig, type Config } from './config';
+import { defaultAccountId } from './store/default-account';
 import { turnOffPretenuring } from './tuning/pretenuring';
 import { ENDPOINTS, type Endpoint } from './common/endpoints';
 import type { Gateway } from './process/startup';
@@ -29,7 +32,8 @@ const USAGE = `Usage:
   chatgate accounts list [--json] [--config FILE]
   chatgate members add --account ID --email EMAIL --role owner|member [--json] [--config FILE]
   chatgate members list --account ID [--json] [--config FILE]
-  chatgate members remove --account ID --email EMAIL [--config FILE]
+  chatgate members remove --account ID --email EMAIL [--transfer-keys-to OWNER_EMAIL] [--config FILE]
+  chatgate members password-link --email EMAIL [--account ID] [--json] [--config FILE]
   chatgate mock-worker [--host H] [--port N] [--latency-ms N] [--tokens-per-second N] [--log-requests]
 
 The config file is --config, else $CHATGATE_CONFIG, else the embedded config/default.yaml.
@@ -102,13 +106,13 @@ async function keys(args: string[]): Promise<number> {
     },
     true,
   );
-  const store = await openKeyStore(loadConfig(configFileFrom(values.config)));
-  try {
+  return withAccounts(values.config, async (accounts) => {
+    const store = accounts.store;
     if (action === 'create') {
       if (!values.name) throw new UsageError('keys create needs --name NAME');
       const problem = nameProblem(values.name);
       if (problem) throw new UsageError(`--name ${problem}`);
-      const expiresAt = values.expires === undefined ? null : parseExpiry(values.expires);
+      const expiresAt = values.expires === undefined ? null : parseExpiry(values.expires).toISOString();
       const limit = (flag: string, text: string | undefined) => (text === undefined ? null : limitValue(flag, text));
       const rateLimit = {
         requestsPerMinute: limit('--rpm', values.rpm),
@@ -117,7 +121,8 @@ async function keys(args: string[]): Promise<number> {
       };
       if (values.account !== undefined && !(await store.getAccount(values.account))) throw new UsageError(`no account has the id ${values.account} (chatgate accounts list)`);
       const endpoints = endpointList(values.endpoints ?? []);
-      const { key, record } = await issueKey(store, { name: values.name, models: values.models ?? [], endpoints, expiresAt, rateLimit, accountId: values.account });
+      const accountId = values.account ?? (await defaultAccountId(store));
+      const { key, record } = await accounts.createKey(accountId, { name: values.name, models: values.models ?? [], endpoints, expiresAt, rateLimit }, OPERATOR, undefined);
       if (values.json) process.stdout.write(JSON.stringify({ ...publicView(record), key }) + '\n');
       else process.stdout.write(`${key}\n(id ${record.id}; this key is shown once: the store keeps only its digest)\n`);
       return 0;
@@ -131,30 +136,20 @@ async function keys(args: string[]): Promise<number> {
     if (action === 'revoke') {
       const id = positionals[0];
       if (!id) throw new UsageError('keys revoke needs the key id');
-      const revoked = await store.revoke(id, new Date());
-      if (!revoked) {
-        process.stderr.write(`chatgate: no key with id ${id}\n`);
-        return 1;
-      }
+      const revoked = await accounts.revokeKey(await accounts.key(id, undefined), OPERATOR, undefined);
       process.stdout.write(`revoked ${revoked.id} (${printable(revoked.name)}); running gateways refuse it within a second (PostgreSQL: at once)\n`);
       return 0;
     }
     if (action === 'rotate') {
       const id = positionals[0];
       if (!id) throw new UsageError('keys rotate needs the key id');
-      const rotated = await rotateKey(store, id);
-      if (!rotated) {
-        process.stderr.write(`chatgate: no key with id ${id}\n`);
-        return 1;
-      }
+      const rotated = await accounts.rotateKey(await accounts.key(id, undefined), OPERATOR, undefined);
       if (values.json) process.stdout.write(JSON.stringify({ ...publicView(rotated.record), key: rotated.key }) + '\n');
       else process.stdout.write(`${rotated.key}\n(id ${id}: same settings, new secret; the old one stops working)\n`);
       return 0;
     }
     throw new UsageError(`unknown keys action '${action ?? ''}'`);
-  } finally {
-    await store.close();
-  }
+  });
 }
 
 async function mockWorker(args: string[]): Promise<number> {
@@ -204,17 +199,18 @@ function wholeNumber(flag: string, text: string): number {
   return value;
 }
 
-/** The account and member commands act through the same service as the admin API, audited as `admin-token`. */
-async function withAccounts<T>(configFile: string | undefined, act: (accounts: Accounts) => Promise<T>): Promise<T> {
-  const store = await openKeyStore(loadConfig(configFileFrom(configFile)));
+/** The key, account and member commands act through the same service as the admin API, audited as `cli`. */
+async function withAccounts<T>(configFile: string | undefined, act: (accounts: Accounts, config: Config) => Promise<T>): Promise<T> {
+  const config = loadConfig(configFileFrom(configFile));
+  const store = await openKeyStore(config);
   try {
-    return await act(new Accounts(store, new Auditor(store, createLogger('silent'))));
+    return await act(new Accounts(store, new Auditor(store, createLogger('silent'))), config);
   } finally {
     await store.close();
   }
 }
 
-const OPERATOR = { kind: 'admin-token' } as const;
+const OPERATOR = { kind: 'cli' } as const;
 
 async function accountsCommand(args: string[]): Promise<number> {
   const [action, ...rest] = args;
@@ -239,7 +235,8 @@ async function accountsCommand(args: string[]): Promise<number> {
 
 async function membersCommand(args: string[]): Promise<number> {
   const [action, ...rest] = args;
-  const { values } = parse(rest, { config: { type: 'string' }, account: { type: 'string' }, email: { type: 'string' }, role: { type: 'string' }, json: { type: 'boolean' } });
+  const { values } = parse(rest, { config: { type: 'string' }, account: { type: 'string' }, email: { type: 'string' }, role: { type: 'string' }, 'transfer-keys-to': { type: 'string' }, json: { type: 'boolean' } });
+  if (action === 'password-link') return passwordLinkCommand(values);
   if (!values.account) throw new UsageError(`members ${action ?? ''} needs --account ID`);
   const account = values.account;
   return withAccounts(values.config, async (accounts) => {
@@ -261,12 +258,41 @@ async function membersCommand(args: string[]): Promise<number> {
     }
     if (action === 'remove') {
       if (!values.email) throw new UsageError('members remove needs --email EMAIL');
-      await accounts.removeMember(account, values.email, OPERATOR, undefined);
-      process.stdout.write(`${values.email} removed from ${account}\n`);
+      const heir = values['transfer-keys-to'];
+      const { revoked, transferred } = await accounts.removeMember(account, values.email, OPERATOR, undefined, heir);
+      process.stdout.write(`${values.email} removed from ${account}; ${heir ? `${transferred} of their keys now belong to ${heir}` : `${revoked} of their keys revoked`}\n`);
       return 0;
     }
     throw new UsageError(`unknown members action '${action ?? ''}'`);
   });
+}
+
+/**
+ * A one-time link for a person to set their password (the first owner, admin@localhost, whose link a
+ * start no longer prints twice; anyone whose link was lost). It voids every older link of theirs.
+ */
+async function passwordLinkCommand(values: { config?: string; email?: string; account?: string; json?: boolean }): Promise<number> {
+  if (!values.email) throw new UsageError('members password-link needs --email EMAIL');
+  const email = normalizeEmail(values.email);
+  if (!email) throw new UsageError(`--email ${printable(values.email)} is not an email address`);
+  return withAccounts(values.config, async (accounts, config) => {
+    if (values.account !== undefined) {
+      await accounts.account(values.account);
+      if (!(await accounts.store.listMembers(values.account)).some((m) => m.email === email)) throw new UsageError(`${email} is not a member of ${values.account}`);
+    }
+    const token = await accounts.passwordLink(email, values.account ?? null, OPERATOR, undefined);
+    const link = `${consoleOrigin(config)}${passwordPath(token)}`;
+    if (values.json) process.stdout.write(JSON.stringify({ email, path: passwordPath(token), url: link }) + '\n');
+    else process.stdout.write(`${link}\n(a one-time link for ${email} to set their password: it works once, for a week, and voids older links)\n`);
+    return 0;
+  });
+}
+
+/** The console's origin as people reach it: console.publicUrl, else https:// and the listen address. */
+function consoleOrigin(config: Config): string {
+  if (config.console.publicUrl) return new URL(config.console.publicUrl).origin;
+  const host = ['0.0.0.0', '::'].includes(config.listen.host) ? 'localhost' : config.listen.host;
+  return `https://${host.includes(':') ? `[${host}]` : host}:${config.listen.port}`;
 }
 
 function quotaValue(flag: string, text: string | undefined): number | null {

@@ -132,8 +132,8 @@ test('accounts and members from the CLI: made, listed, and a key made in the acc
 
   const added = await cli(['members', 'add', '--account', account.id, '--email', 'Lead@Example.com', '--role', 'owner', '--json', ...config]);
   expect(added.status).toBe(0);
-  expect(JSON.parse(added.stdout)).toMatchObject({ accountId: account.id, email: 'lead@example.com', role: 'owner', addedBy: 'admin-token', passwordLink: expect.stringMatching(/^\/console\/#set-password=[A-Za-z0-9_-]{43}$/) });
-  expect((await cli(['members', 'list', '--account', account.id, ...config])).stdout).toMatch(/^lead@example\.com\towner\tadded .* by admin-token$/m);
+  expect(JSON.parse(added.stdout)).toMatchObject({ accountId: account.id, email: 'lead@example.com', role: 'owner', addedBy: 'cli', passwordLink: expect.stringMatching(/^\/console\/#set-password=[A-Za-z0-9_-]{43}$/) });
+  expect((await cli(['members', 'list', '--account', account.id, ...config])).stdout).toMatch(/^lead@example\.com\towner\tadded .* by cli$/m);
   const lastOwner = await cli(['members', 'remove', '--account', account.id, '--email', 'lead@example.com', ...config]);
   expect(lastOwner.status).toBe(1);
   expect(lastOwner.stderr).toContain('at least one owner');
@@ -141,6 +141,80 @@ test('accounts and members from the CLI: made, listed, and a key made in the acc
   const key = JSON.parse((await cli(['keys', 'create', '--name', 'in-team', '--account', account.id, '--json', ...config])).stdout) as { accountId: string };
   expect(key.accountId).toBe(account.id);
   expect((await cli(['keys', 'create', '--name', 'nowhere', '--account', 'acc_nope', ...config])).status).toBe(2);
+});
+
+test('every change the CLI makes is audited, by `cli`: keys create, rotate and revoke', async () => {
+  const { FileKeyStore } = await import('../src/store/file');
+  const { id } = JSON.parse((await cli(['keys', 'create', '--name', 'audited', '--json', '--config', configFile])).stdout) as { id: string };
+  expect((await cli(['keys', 'rotate', id, '--config', configFile])).status).toBe(0);
+  expect((await cli(['keys', 'revoke', id, '--config', configFile])).status).toBe(0);
+  const store = new FileKeyStore(gw.keyFile);
+  const events = (await store.listAudit(null, 1000)).filter((event) => event.target === id);
+  expect(events.map((event) => [event.action, event.actor]).sort()).toEqual([
+    ['key.created', 'cli'],
+    ['key.revoked', 'cli'],
+    ['key.rotated', 'cli'],
+  ]);
+  expect((await store.get(id))?.createdBy).toBe('cli');
+});
+
+test('members password-link: a one-time link that works once, voids the older one, and is audited by `cli`', async () => {
+  const { FileKeyStore } = await import('../src/store/file');
+  const origin = `https://${new URL(gw.url).host}`;
+  const setPassword = (token: string) =>
+    request(gw.url, { ca: gw.ca, path: '/console/api/password', headers: { origin, 'content-type': 'application/json' }, body: JSON.stringify({ token, password: 'the first owner password' }) });
+  // The gateway's first start made admin@localhost; their link is lost (the banner was not kept).
+  const older = await cli(['members', 'password-link', '--email', 'admin@localhost', '--config', configFile]);
+  expect(older.status).toBe(0);
+  const olderToken = /^https:\/\/\S+\/console\/#set-password=([A-Za-z0-9_-]{43})$/m.exec(older.stdout)![1]!;
+  const newer = await cli(['members', 'password-link', '--email', 'Admin@localhost', '--json', '--config', configFile]);
+  expect(newer.status).toBe(0);
+  const answer = JSON.parse(newer.stdout) as { email: string; path: string; url: string };
+  expect(answer).toEqual({ email: 'admin@localhost', path: expect.stringMatching(/^\/console\/#set-password=[A-Za-z0-9_-]{43}$/), url: expect.stringMatching(/^https:\/\//) });
+  expect(answer.url.endsWith(answer.path)).toBe(true);
+  expect((await setPassword(olderToken)).json().error.code).toBe('invalid_link'); // the newer one voided it
+  const newerToken = answer.path.split('#set-password=')[1]!;
+  expect((await setPassword(newerToken)).json()).toEqual({ email: 'admin@localhost' });
+  expect((await setPassword(newerToken)).status).toBe(400); // once
+
+  const events = (await new FileKeyStore(gw.keyFile).listAudit(null, 1000)).filter((event) => event.action === 'password.link_created' && event.actor === 'cli' && event.target === 'admin@localhost');
+  expect(events).toHaveLength(2);
+  expect(JSON.stringify(events)).not.toContain(newerToken);
+
+  const nobody = await cli(['members', 'password-link', '--email', 'nobody@example.com', '--config', configFile]);
+  expect(nobody.status).toBe(1);
+  expect(nobody.stdout).toBe('');
+});
+
+test("members remove revokes the keys the member made in the account; --transfer-keys-to hands them to an owner", async () => {
+  const { FileKeyStore } = await import('../src/store/file');
+  const { issueKey } = await import('../src/auth/issue');
+  const config = ['--config', configFile];
+  const account = (JSON.parse((await cli(['accounts', 'create', '--name', 'team-leavers', '--json', ...config])).stdout) as { id: string }).id;
+  for (const [email, role] of [['boss@example.com', 'owner'], ['leaver@example.com', 'member'], ['stayer@example.com', 'member']]) {
+    expect((await cli(['members', 'add', '--account', account, '--email', email!, '--role', role!, ...config])).status).toBe(0);
+  }
+  const store = new FileKeyStore(gw.keyFile);
+  const leavers = await issueKey(store, { name: 'leaver key', accountId: account, createdBy: 'leaver@example.com' });
+  const stayers = await issueKey(store, { name: 'stayer key', accountId: account, createdBy: 'stayer@example.com' });
+  const chat = (key: string) => request(gw.url, { ca: gw.ca, headers: bearer(key), body: chatBody() });
+  expect((await chat(leavers.key)).status).toBe(200);
+
+  const removed = await cli(['members', 'remove', '--account', account, '--email', 'leaver@example.com', ...config]);
+  expect(removed.status).toBe(0);
+  expect(removed.stdout).toContain('1 of their keys revoked');
+  expect(await eventually(async () => ((await chat(leavers.key)).status === 401 ? true : undefined), 5000)).toBe(true);
+  expect((await chat(stayers.key)).status).toBe(200);
+
+  const handed = await cli(['members', 'remove', '--account', account, '--email', 'stayer@example.com', '--transfer-keys-to', 'boss@example.com', ...config]);
+  expect(handed.stdout).toContain('1 of their keys now belong to boss@example.com');
+  expect((await store.get(stayers.record.id))).toMatchObject({ createdBy: 'boss@example.com', revokedAt: null });
+  expect((await chat(stayers.key)).status).toBe(200);
+  const audit = (await store.listAudit(account, 100)).filter((event) => event.target === leavers.record.id || event.target === stayers.record.id);
+  expect(audit.map((event) => [event.action, event.actor, event.details]).sort()).toEqual([
+    ['key.revoked', 'cli', { reason: 'member_removed', member: 'leaver@example.com' }],
+    ['key.transferred', 'cli', { from: 'stayer@example.com', to: 'boss@example.com' }],
+  ]);
 });
 
 test('usage errors exit 2 and say what is wrong; an unknown id exits 1', async () => {

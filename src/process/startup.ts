@@ -4,7 +4,6 @@
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { issueKey } from '../auth/issue';
 import { Auditor } from '../accounts/audit';
 import { Accounts, passwordPath } from '../accounts/service';
 import { defaultAccountId } from '../store/default-account';
@@ -56,7 +55,11 @@ const RESTART_ONLY_RATE_LIMIT_SETTINGS = ['store', 'url', 'timeoutMs'] as const 
 export async function prepareOnce(config: Config, log: Logger) {
   const tls = await tlsMaterial(config);
   const keyStore = await openStore(config, log);
-  const firstKey = config.auth.createFirstKey && (await keyStore.list()).length === 0 ? await issueKey(keyStore, { name: 'first key' }) : undefined;
+  // Made through the accounts service like any other key: audited `key.created` by `first-start`.
+  const firstKey =
+    config.auth.createFirstKey && (await keyStore.list()).length === 0
+      ? await accountParts(config, log, keyStore).accounts.createKey(await defaultAccountId(keyStore), { name: 'first key' }, { kind: 'first-start' }, undefined)
+      : undefined;
   const firstOwner = config.console.enabled ? await firstOwnerLink(config, log, keyStore) : undefined;
   const mockWorker: MockWorkerProcess | undefined = config.mockWorker ? await startMockWorkerProcess(config.mockWorker) : undefined;
   return { tls, keyStore, firstKey, firstOwner, mockWorker };
@@ -65,22 +68,35 @@ export async function prepareOnce(config: Config, log: Logger) {
 /** The person a fresh install signs in to the console as: a platform admin and owner of `default`. */
 export const FIRST_OWNER_EMAIL = 'admin@localhost';
 
+/** What the banner says about the first owner: their one-time link (this once), or how to make one. */
+export type FirstOwner = { email: string; token: string } | { email: string; needsLink: true };
+
+/** The counter that makes "this start made the first owner" true of one start per store, replicas or not. */
+const FIRST_OWNER_MARK = 'first-owner-link';
+
 /**
- * On a store whose `default` account has no members yet (a first start), the first owner is made, and
- * while they have set no password, each start prints a new one-time link to set it.
+ * On a store whose `default` account has no members yet (a first start), the first owner is made: a
+ * platform admin (audited `admin.granted`, as everything here is, by `first-start`) and owner of
+ * `default`. The start that made them prints a one-time link to set the password, once per store
+ * (a store counter decides, so two replicas starting at once print one link, not two). Later starts
+ * print no link, which would sit in logs for a week, but while the first owner has no password they
+ * say how to make one: `chatgate members password-link`.
  */
-async function firstOwnerLink(config: Config, log: Logger, store: GuardedKeyStore): Promise<{ email: string; token: string } | undefined> {
+export async function firstOwnerLink(config: Config, log: Logger, store: GuardedKeyStore, now: () => Date = () => new Date()): Promise<FirstOwner | undefined> {
   const { accounts } = accountParts(config, log, store);
-  const starter = { kind: 'admin-token' } as const;
+  const starter = { kind: 'first-start' } as const;
   const defaultId = await defaultAccountId(store);
   let owner = await store.getPerson(FIRST_OWNER_EMAIL);
-  if (!owner) {
-    if ((await store.listMembers(defaultId)).length > 0) return undefined; // someone runs it already
+  // A `default` with members but no first owner: someone runs it already, as they chose.
+  if (!owner && (await store.listMembers(defaultId)).length === 0) {
     owner = (await accounts.addMember(defaultId, { email: FIRST_OWNER_EMAIL, role: 'owner' }, starter, undefined)).person;
-    owner = await store.putPerson({ ...owner, admin: true });
+    owner = await accounts.setAdmin(owner.email, true, starter, undefined);
+    const [made] = await store.bumpCounters([{ name: FIRST_OWNER_MARK, expiresAt: new Date(now().getTime() + 100 * 365 * 24 * 3600_000) }], now());
+    if (made === 1 && owner.passwordHash === null) return { email: owner.email, token: await accounts.passwordLink(owner.email, defaultId, starter, undefined) };
   }
-  if (owner.passwordHash !== null) return undefined;
-  return { email: owner.email, token: await accounts.passwordLink(owner.email, defaultId, starter, undefined) };
+  owner ??= await store.getPerson(FIRST_OWNER_EMAIL); // another replica, starting at the same time, may have made them
+  if (!owner) return undefined;
+  return owner.passwordHash === null ? { email: owner.email, needsLink: true } : undefined;
 }
 
 /** What acts on accounts, members, keys and sessions over the store, each change audited. */
@@ -114,7 +130,7 @@ export async function tlsMaterial(config: Config): Promise<Tls> {
 
 export interface FirstStart {
   firstKey?: string | undefined;
-  firstOwner?: { email: string; token: string } | undefined;
+  firstOwner?: FirstOwner | undefined;
 }
 
 export function banner(config: Config, publicPort: number, admin: { address: string; port: number }, tls: { fingerprint: string; certFile: string }, { firstKey, firstOwner }: FirstStart = {}): string {
@@ -141,12 +157,18 @@ export function banner(config: Config, publicPort: number, admin: { address: str
       `  curl -k ${base}/v1/chat/completions -H "Authorization: Bearer ${firstKey}" -H "Content-Type: application/json" -d '{"model":"${model}","messages":[{"role":"user","content":"Hello!"}]}'`,
     );
   }
-  if (firstOwner) {
+  if (firstOwner && 'token' in firstOwner) {
     lines.push(
       '',
       `Sign in to the console as ${firstOwner.email}, a platform admin and the owner of the account 'default'.`,
-      'Set the password with this one-time link (a new one is printed at each start until it is used):',
+      'Set the password with this one-time link (printed this once; it works once, for a week):',
       `  ${base}${passwordPath(firstOwner.token)}`,
+    );
+  } else if (firstOwner) {
+    lines.push(
+      '',
+      `${firstOwner.email}, the console's first owner, has no password yet. Make a one-time link to set it (it voids older ones):`,
+      `  chatgate members password-link --email ${firstOwner.email}`,
     );
   }
   return lines.join('\n') + '\n\n';
