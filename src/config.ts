@@ -255,6 +255,24 @@ const schema = z.strictObject({
        * address, besides `localhost` and listen.host; any other Host gets 400 and no redirect.
        */
       allowedHosts: z.array(hostName).default([]),
+      /**
+       * Invites by email: a person an owner adds gets their one-time set-password link in their own
+       * mailbox, so it never passes through the inviter. Absent: the answer carries the link.
+       */
+      smtp: z
+        .strictObject({
+          host,
+          port: z.number().int().min(1).max(65535),
+          /** true: TLS from the first byte (port 465); false: plain, upgraded by STARTTLS when the server offers it. */
+          secure: z.boolean().default(false),
+          /** The sender, `invites@example.com` or `chatgate <invites@example.com>`. */
+          from: z.string().min(3).max(320).regex(/^[^\r\n]*@[^\r\n]*$/, 'must be an email address, or a name and <address>, on one line'),
+          user: z.string().min(1).optional(),
+          /** The environment variable holding the SMTP password (never the password itself in this file). */
+          passwordEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name').optional(),
+        })
+        .refine((smtp) => (smtp.user === undefined) === (smtp.passwordEnv === undefined), { message: 'user and passwordEnv go together (both, or neither)', path: ['passwordEnv'] })
+        .optional(),
       session: z.strictObject({ idleMs: milliseconds.default(3_600_000), absoluteMs: milliseconds.default(43_200_000) }).prefault({}),
       /**
        * Password sign-ins per fixed window of windowMs: past maxFailures for one email from one client

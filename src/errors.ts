@@ -144,6 +144,8 @@ export const errors = {
     ),
   signInHostNotAllowed: () =>
     invalid(400, 'sign_in_host_not_allowed', "Signing in does not start through this Host name: use the console's own address (the operator lists names in console.allowedHosts, or sets console.publicUrl)."),
+  inviteHostNotAllowed: () =>
+    invalid(400, 'invite_host_not_allowed', "An emailed invitation's link is made from the console's address, and this Host name is not one: use the console's own address (the operator sets console.publicUrl, or lists the name in console.allowedHosts)."),
   identityProviderUnavailable: () =>
     new GatewayError(503, 'api_error', 'identity_provider_unavailable', 'The identity provider cannot be reached right now; try again shortly.', null, { 'Retry-After': '5' }),
   consoleDisabled: () => invalid(404, 'console_disabled', 'The console is off on this gateway (console.enabled: false).'),

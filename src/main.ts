@@ -20,6 +20,7 @@ import { startPrimary, type WorkerMessages } from './process/cluster';
 import { accountParts, banner, openStore, prepareOnce, reloadConfig, tlsMaterial, type Gateway } from './process/startup';
 import { consoleApp } from './console/app';
 import { createOidcRoutes } from './accounts/oidc';
+import { createMailer } from './accounts/mailer';
 import { QuotaTracker, type QuotaCounters } from './accounts/quota';
 import { loadConfig, type Config } from './config';
 import { GatewayError } from './errors';
@@ -175,8 +176,15 @@ async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, 
     syncFailed: () => metrics.quotaSyncErrors.inc(),
   });
   quota.start(config.quota.syncMs);
-  const consoleRouter = config.console.enabled ? consoleApp({ accounts: people.accounts, sessions: people.sessions, oidc: Boolean(oidc), publicOrigin, oidcRoutes }) : undefined;
+  // The platform's default rate limits, which a reload may change (buildServing keeps this current).
+  const platform = { limits: config.rateLimit as Config['rateLimit'] };
+  const mailer = config.console.enabled && config.console.smtp ? createMailer(config.console.smtp) : undefined;
+  const invites = mailer ? { mailer, publicOrigin, trustedHosts: new Set(['localhost', config.listen.host, ...config.console.allowedHosts].map((name) => name.toLowerCase())) } : undefined;
+  const consoleRouter = config.console.enabled
+    ? consoleApp({ accounts: people.accounts, sessions: people.sessions, oidc: Boolean(oidc), publicOrigin, oidcRoutes, platformLimits: () => platform.limits, invites })
+    : undefined;
   return {
+    platform,
     keyCache,
     usage,
     rateLimitStore,
@@ -186,6 +194,7 @@ async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, 
     async close() {
       await usage.stop();
       await quota.stop().catch(() => undefined);
+      mailer?.close();
       await rateLimitStore.close();
       await spans?.shutdown().catch((err: Error) => log.warn({ err: err.message }, 'could not export the last spans'));
     },
@@ -231,6 +240,7 @@ async function buildServing(config: Config, log: Logger, metrics: Metrics, lasti
       if (context.tokensPerMinute) limiter.debitTokens(key.id, context.tokensPerMinute, tokens.promptTokens + tokens.completionTokens);
     },
   });
+  lasting.platform.limits = config.rateLimit;
   const publicApp = createPublicApp({ config, metrics, log, keyCache, providers, aliases: buildAliases(config), proxy, limiter, quota: lasting.quota, onKeyUsed: (record) => usage.used(record), spans: lasting.spans, console: lasting.consoleRouter });
   let inFlight = 0;
   let drained: (() => void) | undefined;

@@ -46,6 +46,7 @@ const catalogue: Record<Factory, Expected> = {
   notSignedIn: entry(errors.notSignedIn(), 401, 'invalid_request_error', 'not_signed_in'),
   invalidCredentials: entry(errors.invalidCredentials(), 401, 'invalid_request_error', 'invalid_credentials'),
   invalidLink: entry(errors.invalidLink(), 400, 'invalid_request_error', 'invalid_link', 'token'),
+  inviteHostNotAllowed: entry(errors.inviteHostNotAllowed(), 400, 'invalid_request_error', 'invite_host_not_allowed'),
   originNotAllowed: entry(errors.originNotAllowed(), 403, 'permission_error', 'origin_not_allowed'),
   permissionDenied: entry(errors.permissionDenied('manage members'), 403, 'permission_error', 'permission_denied'),
   oidcSignInExpired: entry(errors.oidcSignInExpired(), 400, 'invalid_request_error', 'oidc_sign_in_expired'),

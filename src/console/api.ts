@@ -7,9 +7,11 @@
  */
 import express, { type Request, type Response, type Router } from 'express';
 import { publicView } from '../auth/issue';
-import { keyFields, objectBody } from '../auth/key-fields';
+import { KEY_FIELDS, keyFields, noFields, objectBody, onlyFields, withinPlatformLimits, type KeyFields, type LimitDefaults } from '../auth/key-fields';
 import { normalizeEmail } from '../accounts/emails';
-import { allowed, type Action, type Actor } from '../accounts/roles';
+import type { Mailer } from '../accounts/mailer';
+import { redirectOrigin } from '../accounts/oidc';
+import { allowed, isPlatformAdmin, type Action, type Actor } from '../accounts/roles';
 import { passwordPath, type Accounts } from '../accounts/service';
 import { sessionCookie, sessionTokenOf, type Sessions, type SignedIn } from '../accounts/sessions';
 import { dateRange, usageCsv } from '../accounts/usage';
@@ -21,6 +23,17 @@ export interface ConsoleApiDeps {
   sessions: Sessions;
   /** Whether "sign in with your identity provider" is offered (the OIDC routes are added by oidc.ts). */
   oidc: boolean;
+  /**
+   * The platform's default rate limits as they are now (config `rateLimit`, which a reload may change):
+   * a key's own limits set by someone who is not a platform admin stay within them.
+   */
+  platformLimits: () => LimitDefaults;
+  /**
+   * Invitations by email (console.smtp): the link goes to the invitee's mailbox, never into the
+   * inviter's answer. The link starts with publicOrigin, else https:// and a Host whose name is among
+   * trustedHosts (localhost, listen.host, console.allowedHosts).
+   */
+  invites?: { mailer: Mailer; publicOrigin: string | undefined; trustedHosts: ReadonlySet<string> };
 }
 
 /** The signed-in person, put on the response by `requireSession`. */
@@ -28,7 +41,7 @@ const signedInOf = (res: Response): SignedIn => res.locals.signedIn as SignedIn;
 const actorOf = (signedIn: SignedIn): Actor => ({ kind: 'person', email: signedIn.person.email, admin: signedIn.person.admin });
 const client = (req: Request) => req.ip;
 
-export function consoleApi({ accounts, sessions, oidc }: ConsoleApiDeps): Router {
+export function consoleApi({ accounts, sessions, oidc, platformLimits, invites }: ConsoleApiDeps): Router {
   const store = accounts.store;
   const api = express.Router();
   api.use(express.json({ limit: '64kb' }));
@@ -69,7 +82,7 @@ export function consoleApi({ accounts, sessions, oidc }: ConsoleApiDeps): Router
   });
 
   api.put('/session/account', async (req, res) => {
-    const body = objectBody(req.body);
+    const body = onlyFields(objectBody(req.body), ['account']);
     if (typeof body.account !== 'string') throw errors.invalidBody('account', "'account' must be an account id.");
     res.json(await sessionView(await sessions.switchAccount(signedInOf(res), body.account)));
   });
@@ -81,7 +94,8 @@ export function consoleApi({ accounts, sessions, oidc }: ConsoleApiDeps): Router
 
   api.post('/keys', async (req, res) => {
     const { accountId, signedIn } = may(res, 'keys.create');
-    const fields = keyFields(objectBody(req.body), true);
+    const fields = keyFields(onlyFields(objectBody(req.body), KEY_FIELDS), true);
+    withinPlatform(signedIn, fields);
     await withinAccountQuota(accountId, fields.quota);
     const { key, record } = await accounts.createKey(accountId, fields, actorOf(signedIn), client(req));
     res.status(201).json({ ...publicView(record), key });
@@ -89,17 +103,20 @@ export function consoleApi({ accounts, sessions, oidc }: ConsoleApiDeps): Router
 
   api.patch('/keys/:id', async (req, res) => {
     const { record, signedIn } = await mayManageKey(req, res);
-    const fields = keyFields(objectBody(req.body), false);
+    const fields = keyFields(onlyFields(objectBody(req.body), KEY_FIELDS), false);
+    withinPlatform(signedIn, fields);
     await withinAccountQuota(record.accountId, fields.quota);
     res.json(publicView(await accounts.editKey(record, fields, actorOf(signedIn), client(req))));
   });
 
   api.post('/keys/:id/revoke', async (req, res) => {
+    noFields(req.body);
     const { record, signedIn } = await mayManageKey(req, res);
     res.json(publicView(await accounts.revokeKey(record, actorOf(signedIn), client(req))));
   });
 
   api.post('/keys/:id/rotate', async (req, res) => {
+    noFields(req.body);
     const { record, signedIn } = await mayManageKey(req, res);
     const rotated = await accounts.rotateKey(record, actorOf(signedIn), client(req));
     res.json({ ...publicView(rotated.record), key: rotated.key });
@@ -111,19 +128,37 @@ export function consoleApi({ accounts, sessions, oidc }: ConsoleApiDeps): Router
   });
 
   api.post('/members', async (req, res) => {
-    const { accountId, signedIn } = may(res, 'members.manage');
-    const body = objectBody(req.body);
-    const { member, person, created } = await accounts.addMember(accountId, { email: body.email, role: body.role }, actorOf(signedIn), client(req));
+    const { account, accountId, signedIn } = may(res, 'members.manage');
+    const body = onlyFields(objectBody(req.body), ['email', 'role']);
+    // Checked before anything changes: an emailed link must not point at a Host the request chose.
+    const origin = invites ? redirectOrigin(invites.publicOrigin, req.headers.host, invites.trustedHosts) : undefined;
+    if (invites && !origin) throw errors.inviteHostNotAllowed();
+    const actor = actorOf(signedIn);
+    const { member, person, created } = await accounts.addMember(accountId, { email: body.email, role: body.role }, actor, client(req));
     // Only someone this request made gets a one-time link to set a password: a person who already
     // exists may belong to other accounts (or sign in with the identity provider), and a link would
     // let this account's owner sign in as them there.
-    const link = created ? passwordPath(await accounts.passwordLink(person.email, accountId, actorOf(signedIn), client(req))) : undefined;
-    res.status(201).json({ ...memberView(member), ...(link ? { passwordLink: link } : {}) });
+    if (!created) return void res.status(201).json(memberView(member));
+    if (invites) {
+      // By email, to the invitee's own mailbox: the inviter never sees the link.
+      const sent = await accounts.sendPasswordLink(person.email, accountId, actor, client(req), (token) =>
+        invites.mailer.sendInvite({ to: person.email, link: `${origin}${passwordPath(token)}`, accountName: account.name, invitedBy: signedIn.person.email }),
+      );
+      return void res.status(201).json({ ...memberView(member), invited: sent ? 'email' : 'failed' });
+    }
+    const link = passwordPath(await accounts.passwordLink(person.email, accountId, actor, client(req)));
+    res.status(201).json({ ...memberView(member), passwordLink: link });
   });
 
+  // The member's keys in the account are revoked, unless the owner takes them over (?transferKeysTo=
+  // their own email; handing them to another owner is a platform admin's, through the admin API).
   api.delete('/members/:email', async (req, res) => {
     const { accountId, signedIn } = may(res, 'members.manage');
-    await accounts.removeMember(accountId, normalizeEmail(req.params.email) ?? req.params.email, actorOf(signedIn), client(req));
+    const heir = req.query.transferKeysTo;
+    if (heir !== undefined && normalizeEmail(heir) !== signedIn.person.email) {
+      throw errors.invalidBody('transferKeysTo', "'transferKeysTo' may name only yourself: the owner who removes a member may take over their keys.");
+    }
+    await accounts.removeMember(accountId, normalizeEmail(req.params.email) ?? req.params.email, actorOf(signedIn), client(req), heir);
     res.status(204).end();
   });
 
@@ -169,6 +204,11 @@ export function consoleApi({ accounts, sessions, oidc }: ConsoleApiDeps): Router
     const record = await accounts.key(String(req.params.id), accountId);
     if (!allowed(actorOf(signedIn), signedIn.role, 'key.manage', record.createdBy)) throw errors.permissionDenied('change a key someone else created');
     return { record, signedIn };
+  }
+
+  /** A key's own limits, set by someone who is not a platform admin, stay within the platform's. */
+  function withinPlatform(signedIn: SignedIn, fields: KeyFields) {
+    if (!isPlatformAdmin(actorOf(signedIn))) withinPlatformLimits(fields.rateLimit, platformLimits());
   }
 
   /** A key's own quota stays within its account's. */

@@ -35,7 +35,7 @@ async function signIn(email: string, password = PASSWORD): Promise<Person> {
   const response = await consoleCall(undefined, 'POST', '/session', { email, password });
   expect(response.status).toBe(200);
   const setCookie = String(response.headers['set-cookie']);
-  expect(setCookie).toMatch(/^chatgate_session=[A-Za-z0-9_-]{43}; Path=\/console; Max-Age=\d+; HttpOnly; Secure; SameSite=Strict$/);
+  expect(setCookie).toMatch(/^__Host-chatgate_session=[A-Za-z0-9_-]{43}; Path=\/; Max-Age=\d+; HttpOnly; Secure; SameSite=Strict$/);
   const cookie = setCookie.split(';')[0]!;
   return { email, cookie, call: (method, path, body, headers) => consoleCall(cookie, method, path, body, headers) };
 }
@@ -216,7 +216,7 @@ test('signing out ends the session: the same cookie gets 401 at once', async () 
   const person = await signIn('owner-b@example.com');
   const out = await person.call('DELETE', '/session');
   expect(out.status).toBe(204);
-  expect(String(out.headers['set-cookie'])).toMatch(/^chatgate_session=; Path=\/console; Max-Age=0; HttpOnly; Secure; SameSite=Strict$/);
+  expect(String(out.headers['set-cookie'])).toMatch(/^__Host-chatgate_session=; Path=\/; Max-Age=0; HttpOnly; Secure; SameSite=Strict$/);
   expect((await person.call('GET', '/keys')).status).toBe(401);
   expect((await ownerB.call('GET', '/keys')).status).toBe(200); // another session of the same person lives on
 });
@@ -255,4 +255,63 @@ test("switching to an account one is not a member of is 404, as if it did not ex
   expect(refused.status).toBe(404);
   expect(refused.json<{ error: { code: string } }>().error.code).toBe('account_not_found');
   expect((await ownerA.call('GET', '/session')).json<{ account: { id: string } }>().account.id).toBe(teamA);
+});
+
+test('keys and members bodies refuse a field they do not know, naming it; nothing is made', async () => {
+  const keys = async () => (await ownerA.call('GET', '/keys')).json<{ data: unknown[] }>().data.length;
+  const before = await keys();
+  const made = (await ownerA.call('POST', '/keys', { name: 'strict' })).json<{ id: string }>().id;
+  for (const [method, path, body, param] of [
+    ['POST', '/keys', { name: 'x', modles: ['a/*'] }, 'modles'],
+    ['POST', '/keys', { name: 'x', account: teamB }, 'account'],
+    ['POST', '/keys', { name: 'x', createdBy: 'member-a@example.com' }, 'createdBy'],
+    ['PATCH', `/keys/${made}`, { name: 'y', accountId: teamB }, 'accountId'],
+    ['POST', `/keys/${made}/rotate`, { key: 'mine' }, 'key'],
+    ['POST', `/keys/${made}/revoke`, { soft: true }, 'soft'],
+    ['POST', '/members', { email: 'x@example.com', role: 'member', password: 'chosen by the inviter' }, 'password'],
+    ['POST', '/members', { email: 'x@example.com', role: 'member', admin: true }, 'admin'],
+  ] as const) {
+    const refused = await ownerA.call(method, path, body);
+    expect({ path, status: refused.status, code: refused.json().error.code, param: refused.json().error.param }).toEqual({ path, status: 400, code: 'invalid_body', param });
+  }
+  expect(await keys()).toBe(before + 1);
+  expect((await ownerA.call('GET', '/members')).json<{ data: { email: string }[] }>().data.map((m) => m.email)).not.toContain('x@example.com');
+  expect((await admin('GET', `/keys/${made}`)).json()).toMatchObject({ name: 'strict', revokedAt: null });
+});
+
+test("removing a member revokes the keys they made here at once (401 on the API), audited with the reason; other accounts' keys stay", async () => {
+  expect((await admin('POST', `/accounts/${teamA}/members`, { email: 'leaver@example.com', role: 'member', password: PASSWORD })).status).toBe(201);
+  expect((await admin('POST', `/accounts/${teamB}/members`, { email: 'leaver@example.com', role: 'member' })).status).toBe(201);
+  const leaver = await signIn('leaver@example.com');
+  const here = (await leaver.call('POST', '/keys', { name: 'leaver in a' })).json<{ id: string; key: string }>();
+  expect((await leaver.call('PUT', '/session/account', { account: teamB })).status).toBe(200);
+  const there = (await leaver.call('POST', '/keys', { name: 'leaver in b' })).json<{ id: string; key: string }>();
+  const chat = (key: string) => request(f.gw.url, { ca: f.gw.ca, headers: bearer(key), body: chatBody() });
+  expect((await chat(here.key)).status).toBe(200);
+
+  expect((await ownerA.call('DELETE', '/members/leaver@example.com')).status).toBe(204);
+  const refused = await chat(here.key);
+  expect({ status: refused.status, code: refused.json().error.code }).toEqual({ status: 401, code: 'invalid_api_key' });
+  expect((await chat(there.key)).status).toBe(200); // their key in team-b is team-b's business
+  const audit = (await ownerA.call('GET', '/audit')).json<{ data: { actor: string; action: string; target: string; details: unknown }[] }>().data;
+  expect(audit.find((event) => event.target === here.id && event.action === 'key.revoked')).toMatchObject({ actor: 'owner-a@example.com', details: { reason: 'member_removed', member: 'leaver@example.com' } });
+});
+
+test('an owner who removes a member may take over their keys (?transferKeysTo=themself), never hand them to someone else', async () => {
+  expect((await admin('POST', `/accounts/${teamA}/members`, { email: 'handover@example.com', role: 'member', password: PASSWORD })).status).toBe(201);
+  expect((await admin('POST', `/accounts/${teamA}/members`, { email: 'co-owner@example.com', role: 'owner' })).status).toBe(201);
+  const leaving = await signIn('handover@example.com');
+  const made = (await leaving.call('POST', '/keys', { name: 'handed over' })).json<{ id: string; key: string }>();
+  for (const heir of ['co-owner@example.com', 'member-a@example.com', 'handover@example.com', 'owner-b@example.com']) {
+    const refused = await ownerA.call('DELETE', `/members/handover@example.com?transferKeysTo=${encodeURIComponent(heir)}`);
+    expect({ heir, status: refused.status, param: refused.json().error.param }).toEqual({ heir, status: 400, param: 'transferKeysTo' });
+  }
+  expect((await leaving.call('GET', '/keys')).status).toBe(200); // still a member: nothing happened
+  expect((await ownerA.call('DELETE', '/members/handover@example.com?transferKeysTo=Owner-A@example.com')).status).toBe(204);
+  expect((await request(f.gw.url, { ca: f.gw.ca, headers: bearer(made.key), body: chatBody() })).status).toBe(200);
+  expect((await admin('GET', `/keys/${made.id}`)).json()).toMatchObject({ createdBy: 'owner-a@example.com', revokedAt: null });
+  // Now the owner's, as if they had made it: a member may no longer manage it.
+  const audit = (await ownerA.call('GET', '/audit')).json<{ data: { action: string; target: string; details: unknown }[] }>().data;
+  expect(audit.find((event) => event.target === made.id && event.action === 'key.transferred')).toMatchObject({ details: { from: 'handover@example.com', to: 'owner-a@example.com' } });
+  expect((await admin('DELETE', `/accounts/${teamA}/members/co-owner@example.com`)).status).toBe(204);
 });
