@@ -722,6 +722,11 @@
         $('invite-copy-state').textContent = '';
         $('invite-panel').hidden = false;
         $('invite-copy').focus();
+      } else if (added.invited === 'email') {
+        // console.smtp: the link went to their mailbox; it is in no answer, so nobody else holds it.
+        banner(`${added.email} is added as ${added.role}. An email with a link to set their password is on its way to them.`, 'success');
+      } else if (added.invited === 'failed') {
+        banner(`${added.email} is added as ${added.role}, but the invitation email could not be sent. A platform admin can make them a new link.`, 'error');
       } else {
         banner(`${added.email} is added as ${added.role}. They sign in as they already do.`, 'success');
       }
