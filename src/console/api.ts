@@ -51,14 +51,14 @@ export function consoleApi({ accounts, sessions, oidc, platformLimits, invites }
   });
 
   api.post('/session', async (req, res) => {
-    const body = objectBody(req.body);
+    const body = onlyFields(objectBody(req.body), ['email', 'password']);
     const { token, signedIn } = await sessions.signInWithPassword(body.email, body.password, client(req));
     res.setHeader('Set-Cookie', sessionCookie(token, sessions.settings.absoluteMs / 1000));
     res.json(await sessionView(signedIn));
   });
 
   api.post('/password', async (req, res) => {
-    const body = objectBody(req.body);
+    const body = onlyFields(objectBody(req.body), ['token', 'password']);
     const email = await accounts.setPasswordWithLink(body.token, body.password, client(req));
     res.json({ email });
   });

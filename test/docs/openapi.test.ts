@@ -3,7 +3,9 @@
  * every operation (but the OIDC ones, which need an identity provider: test/console/oidc.test.ts),
  * and every real answer is matched to its documented operation and status, and its body validated
  * against the documented schema (JSON Schema 2020-12, which OpenAPI 3.1 uses). An answer the document
- * does not describe, a body that does not fit, or an operation never called fails the test.
+ * does not describe, a body that does not fit, or an operation never called fails the test. The
+ * requests too: a body the server took must fit the operation's request schema, every request schema
+ * refuses fields it does not list, and so does the server (400 naming the field).
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -15,7 +17,7 @@ import { eventually } from '../helpers/processes';
 
 const DOCUMENT = YAML.parse(readFileSync(path.join(__dirname, '..', '..', 'docs', 'openapi.yaml'), 'utf8')) as {
   openapi: string;
-  paths: Record<string, Record<string, { responses: Record<string, { $ref?: string; content?: Record<string, { schema: unknown }> }> }>>;
+  paths: Record<string, Record<string, { requestBody?: { content: Record<string, { schema: unknown }> }; responses: Record<string, { $ref?: string; content?: Record<string, { schema: unknown }> }> }>>;
   components: { responses: Record<string, { content: Record<string, { schema: unknown }> }> };
 };
 const METHODS = ['get', 'post', 'put', 'patch', 'delete'];
@@ -38,19 +40,39 @@ const operations = Object.entries(DOCUMENT.paths).flatMap(([template, item]) =>
     method: method.toUpperCase(),
     pattern: new RegExp(`^${template.replace(/\./g, '\\.').replace(/\{[^}]+\}/g, '[^/]+')}$`),
     responses: item[method]!.responses,
+    requestSchema: item[method]!.requestBody?.content['application/json']?.schema,
   })),
 );
+/** A request schema as ajv sees it: a $ref to the components followed. */
+const requestSchemaOf = (schema: unknown): Record<string, unknown> => {
+  const ref = (schema as { $ref?: string }).$ref;
+  const components = (DOCUMENT.components as unknown as { schemas: Record<string, unknown> }).schemas;
+  return (ref ? components[ref.split('/').pop()!] : schema) as Record<string, unknown>;
+};
 const called = new Map<string, Set<string>>();
 const problems: string[] = [];
 
-function check(method: string, url: string, response: RawResponse): RawResponse {
+function operationOf(method: string, url: string) {
   const pathOnly = url.split('?')[0]!;
-  const operation = operations.find((candidate) => candidate.method === method && candidate.pattern.test(pathOnly));
+  return operations.find((candidate) => candidate.method === method && candidate.pattern.test(pathOnly));
+}
+
+function check(method: string, url: string, response: RawResponse, body?: unknown): RawResponse {
+  const pathOnly = url.split('?')[0]!;
+  const operation = operationOf(method, url);
   if (!operation) {
     problems.push(`${method} ${pathOnly}: not in the document`);
     return response;
   }
   const status = String(response.status);
+  if (body !== undefined && response.status < 300) {
+    // A body the server took is one the document allows.
+    if (!operation.requestSchema) problems.push(`${operation.name}: took a body, and the document describes none`);
+    else {
+      const validate = ajv.compile(resolveRefs(operation.requestSchema) as object);
+      if (!validate(body)) problems.push(`${operation.name}: took a body the document refuses: ${ajv.errorsText(validate.errors)} in ${JSON.stringify(body).slice(0, 200)}`);
+    }
+  }
   called.set(operation.name, (called.get(operation.name) ?? new Set()).add(status));
   let documented = operation.responses[status];
   if (!documented) {
@@ -80,7 +102,7 @@ const PASSWORD = 'an openapi test password';
 const f = gatewayWithWorker({ admin: { host: '127.0.0.1', port: 0, token: TOKEN }, auth: { createFirstKey: false, lastUsedFlushMs: 100 } });
 
 const admin = async (method: string, apiPath: string, body?: unknown, token = TOKEN) =>
-  check(method, `/admin/api${apiPath}`, await request(f.gw.adminUrl, { method, path: `/admin/api${apiPath}`, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) }));
+  check(method, `/admin/api${apiPath}`, await request(f.gw.adminUrl, { method, path: `/admin/api${apiPath}`, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) }), body);
 const consoleCall = async (cookie: string | undefined, method: string, apiPath: string, body?: unknown) =>
   check(
     method,
@@ -92,6 +114,7 @@ const consoleCall = async (cookie: string | undefined, method: string, apiPath: 
       headers: { origin: `https://${new URL(f.gw.url).host}`, 'content-type': 'application/json', ...(cookie ? { cookie } : {}) },
       body: body === undefined ? undefined : JSON.stringify(body),
     }),
+    body,
   );
 
 test('the document is OpenAPI 3.1 and every schema in it compiles', () => {
@@ -107,6 +130,16 @@ test('the document is OpenAPI 3.1 and every schema in it compiles', () => {
     for (const response of Object.values(operation.responses)) {
       for (const content of Object.values(response.content ?? {})) expect(() => ajv.compile(resolveRefs(content.schema) as object)).not.toThrow();
     }
+    if (operation.requestSchema) expect(() => ajv.compile(resolveRefs(operation.requestSchema) as object)).not.toThrow();
+  }
+});
+
+test('every request body schema says additionalProperties: false, and refuses a field it does not list', () => {
+  const open = operations.filter((operation) => operation.requestSchema && requestSchemaOf(operation.requestSchema).additionalProperties !== false).map((operation) => operation.name);
+  expect(open).toEqual([]);
+  for (const operation of operations.filter((candidate) => candidate.requestSchema)) {
+    const validate = ajv.compile(resolveRefs(operation.requestSchema) as object);
+    expect({ operation: operation.name, valid: validate({ modles: ['a/*'] }) }).toEqual({ operation: operation.name, valid: false });
   }
 });
 
@@ -124,14 +157,23 @@ test('every answer of the admin API and the console API fits the document, and e
   await admin('GET', `/accounts/${account}/members`);
   await admin('POST', `/accounts/${account}/members/second@example.com/password-link`);
   await admin('PATCH', '/people/second@example.com', { admin: false });
+  await admin('PATCH', '/people/second@example.com', { passwordWithOidc: true });
+  await admin('PATCH', '/people/second@example.com', { admin: false, passwordWithOidc: false, root: true }); // 400
+  await admin('PATCH', '/people/nobody@example.com', { admin: true }); // 404
   const created = (await admin('POST', '/keys', { name: 'documented key', account })).json<{ id: string; key: string }>();
   await admin('POST', '/keys', { name: 'x', account: 'acc_nope' }); // 404
   await admin('GET', '/keys');
   await admin('GET', `/keys/${created.id}`);
   await admin('PATCH', `/keys/${created.id}`, { name: 'renamed', quota: { tokensPerDay: 1000 } });
   await admin('POST', `/keys/${created.id}/rotate`);
+  await admin('POST', `/keys/${created.id}/rotate`, { why: 'no reason' }); // 400: takes no body
+  await admin('POST', `/keys/${created.id}/revoke`, { reason: 'none taken' }); // 400
+  await admin('POST', `/accounts/${account}/members/second@example.com/password-link`, { ttl: 1 }); // 400
   await admin('GET', '/keys', undefined, 'a-wrong-admin-token-guess'); // 401
-  await admin('DELETE', `/accounts/${account}/members/second@example.com`);
+  const secondsKey = (await admin('POST', '/keys', { name: 'second key', account })).json<{ id: string }>().id;
+  await admin('DELETE', `/accounts/${account}/members/second@example.com?transferKeysTo=second@example.com`); // 400: not an owner
+  await admin('DELETE', `/accounts/${account}/members/second@example.com?transferKeysTo=owner@example.com`);
+  expect(secondsKey).toMatch(/^key_/);
   await admin('DELETE', `/accounts/${account}/members/owner@example.com`); // 409: the last owner
 
   // The console API.
@@ -146,11 +188,14 @@ test('every answer of the admin API and the console API fits the document, and e
   await consoleCall(cookie, 'GET', '/keys');
   await consoleCall(cookie, 'PATCH', `/keys/${key.id}`, { models: ['mock/*'] });
   await consoleCall(cookie, 'POST', `/keys/${key.id}/rotate`);
+  await consoleCall(cookie, 'POST', `/keys/${key.id}/rotate`, { now: true }); // 400
+  await consoleCall(cookie, 'POST', `/keys/${key.id}/revoke`, { now: true }); // 400
   const invited = (await consoleCall(cookie, 'POST', '/members', { email: 'invitee@example.com', role: 'member' })).json<{ passwordLink: string }>();
   await consoleCall(undefined, 'POST', '/password', { token: invited.passwordLink.split('#set-password=')[1], password: 'the invitee password' });
   await consoleCall(undefined, 'POST', '/password', { token: 'spent-or-never-made', password: 'the invitee password' }); // 400
   await consoleCall(cookie, 'GET', '/members');
-  await consoleCall(cookie, 'DELETE', '/members/invitee@example.com');
+  await consoleCall(cookie, 'DELETE', '/members/invitee@example.com?transferKeysTo=second@example.com'); // 400: only oneself
+  await consoleCall(cookie, 'DELETE', '/members/invitee@example.com?transferKeysTo=owner@example.com');
   const usable = (await admin('POST', '/keys', { name: 'used', account })).json<{ key: string }>().key;
   expect((await request(f.gw.url, { ca: f.gw.ca, headers: bearer(usable), body: chatBody() })).status).toBe(200);
   await eventually(async () => ((await consoleCall(cookie, 'GET', '/usage')).json<{ data: unknown[] }>().data.length > 0 ? true : undefined));
@@ -161,6 +206,21 @@ test('every answer of the admin API and the console API fits the document, and e
   await admin('GET', `/accounts/${account}/audit`);
   await consoleCall(cookie, 'POST', `/keys/${key.id}/revoke`);
   await admin('POST', `/keys/${created.id}/revoke`);
+  // Every operation that takes a body refuses a field it does not know, naming it, as the document says.
+  const refusedUnknown: string[] = [];
+  for (const operation of operations.filter((candidate) => candidate.requestSchema)) {
+    const url = operation.name
+      .split(' ')[1]!
+      .replace('/keys/{id}', `/keys/${key.id}`)
+      .replace('/accounts/{id}', `/accounts/${account}`)
+      .replace('{email}', 'owner@example.com');
+    const body = { modles: ['a/*'] };
+    const answer = url.startsWith('/admin/api') ? await admin(operation.method, url.slice('/admin/api'.length), body) : await consoleCall(cookie, operation.method, url.slice('/console/api'.length), body);
+    if (answer.status === 400 && answer.json().error.code === 'invalid_body' && answer.json().error.param === 'modles') refusedUnknown.push(operation.name);
+    else problems.push(`${operation.name}: an unknown field got ${answer.status} ${answer.body.slice(0, 200)}`);
+  }
+  expect(refusedUnknown.length).toBeGreaterThanOrEqual(16);
+
   await consoleCall(cookie, 'DELETE', '/session');
   await consoleCall(cookie, 'GET', '/session'); // 401: ended
 
