@@ -18,13 +18,15 @@ export interface RawRequest {
   headers?: http.OutgoingHttpHeaders;
   body?: string | Buffer;
   ca?: string;
+  /** The client's own address (127.0.0.2, say: any of 127/8 reaches a loopback listener), as a second client would have. */
+  localAddress?: string;
 }
 
-export function request(base: string, { method = 'POST', path = '/v1/chat/completions', headers = {}, body, ca }: RawRequest = {}): Promise<RawResponse> {
+export function request(base: string, { method = 'POST', path = '/v1/chat/completions', headers = {}, body, ca, localAddress }: RawRequest = {}): Promise<RawResponse> {
   const url = new URL(path, base);
   const transport = url.protocol === 'https:' ? https : http;
   return new Promise((resolve, reject) => {
-    const req = transport.request(url, { method, headers, ca, agent: false }, (res) => {
+    const req = transport.request(url, { method, headers, ca, agent: false, localAddress }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (chunk: Buffer) => chunks.push(chunk));
       res.on('end', () => {
