@@ -76,8 +76,24 @@ export function consoleApi({ accounts, sessions, oidc, platformLimits, invites }
   });
 
   api.delete('/session', async (req, res) => {
+    noFields(req.body);
     await sessions.end(signedInOf(res), client(req));
     res.setHeader('Set-Cookie', sessionCookie('', 0));
+    res.status(204).end();
+  });
+
+  // Sign out everywhere: every session of this person ends, this one too.
+  api.delete('/sessions', async (req, res) => {
+    noFields(req.body);
+    await sessions.endEverywhere(signedInOf(res), client(req));
+    res.setHeader('Set-Cookie', sessionCookie('', 0));
+    res.status(204).end();
+  });
+
+  // One's own password, proving the current one: the person's other sessions end.
+  api.put('/password', async (req, res) => {
+    const body = onlyFields(objectBody(req.body), ['currentPassword', 'password']);
+    await sessions.changePassword(signedInOf(res), body.currentPassword, body.password, client(req));
     res.status(204).end();
   });
 

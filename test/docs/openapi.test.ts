@@ -221,8 +221,12 @@ test('every answer of the admin API and the console API fits the document, and e
   }
   expect(refusedUnknown.length).toBeGreaterThanOrEqual(16);
 
+  await consoleCall(cookie, 'PUT', '/password', { currentPassword: 'not the right one', password: 'a new openapi password' }); // 400
+  await consoleCall(cookie, 'PUT', '/password', { currentPassword: PASSWORD, password: 'a new openapi password' });
   await consoleCall(cookie, 'DELETE', '/session');
   await consoleCall(cookie, 'GET', '/session'); // 401: ended
+  const again = await consoleCall(undefined, 'POST', '/session', { email: 'owner@example.com', password: 'a new openapi password' });
+  await consoleCall(String(again.headers['set-cookie']).split(';')[0]!, 'DELETE', '/sessions');
 
   expect(problems).toEqual([]);
   const uncalled = operations.map((operation) => operation.name).filter((name) => !called.has(name) && !NOT_HERE.has(name));
