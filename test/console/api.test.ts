@@ -76,7 +76,7 @@ test('a wrong password or an unknown email: 401 and no cookie; the session says 
 });
 
 test('no cookie, or a made-up one: 401 not_signed_in on every endpoint that needs a session', async () => {
-  for (const cookie of [undefined, `chatgate_session=${'x'.repeat(43)}`]) {
+  for (const cookie of [undefined, `__Host-chatgate_session=${'x'.repeat(43)}`]) {
     for (const [method, path] of [
       ['GET', '/session'],
       ['GET', '/keys'],

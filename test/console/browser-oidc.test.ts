@@ -175,9 +175,9 @@ describe.each(SIZES)('signing in to the console with the identity provider at $s
     else await row('oidc-desktop').waitFor();
 
     // The session cookie is the gateway's; the sign-in's browser binding is spent.
-    expect(await cookieNamed('chatgate_session')).toMatchObject({ httpOnly: true, secure: true, sameSite: 'Strict', path: '/console' });
+    expect(await cookieNamed('__Host-chatgate_session')).toMatchObject({ httpOnly: true, secure: true, sameSite: 'Strict', path: '/' });
     expect(await cookieNamed('chatgate_oidc')).toBeUndefined();
-    const session = await request(gw.url, { ca: gw.ca, method: 'GET', path: '/console/api/session', headers: { cookie: `chatgate_session=${(await cookieNamed('chatgate_session'))!.value}` } });
+    const session = await request(gw.url, { ca: gw.ca, method: 'GET', path: '/console/api/session', headers: { cookie: `__Host-chatgate_session=${(await cookieNamed('__Host-chatgate_session'))!.value}` } });
     expect(session.status).toBe(200);
     expect(session.json()).toMatchObject({ email: PERSON, via: 'oidc', admin: false, account: { name: 'team-a', role: 'owner' } });
     await shot('03-signed-in');
@@ -220,7 +220,7 @@ describe.each(SIZES)('signing in to the console with the identity provider at $s
   }, STEP_MS);
 
   test('3. signing out: the sign-in view again, with the identity-provider link, and the old session is refused', async () => {
-    const session = `chatgate_session=${(await cookieNamed('chatgate_session'))!.value}`;
+    const session = `__Host-chatgate_session=${(await cookieNamed('__Host-chatgate_session'))!.value}`;
     await page.getByTestId('sign-out').click();
     await page.getByTestId('signin-view').waitFor();
     await expect(page.getByTestId('session-bar').isVisible()).resolves.toBe(false);
@@ -228,7 +228,7 @@ describe.each(SIZES)('signing in to the console with the identity provider at $s
     await expect(page.getByTestId('oidc-link').isVisible()).resolves.toBe(true);
     await expect(page.locator('#keys-body').textContent()).resolves.toBe('');
     expect(await pageHolds(keyName)).toBe(false);
-    expect(await cookieNamed('chatgate_session')).toBeUndefined();
+    expect(await cookieNamed('__Host-chatgate_session')).toBeUndefined();
     const refused = await request(gw.url, { ca: gw.ca, method: 'GET', path: '/console/api/keys', headers: { cookie: session } });
     expect(refused.status).toBe(401);
     expect(refused.json().error.code).toBe('not_signed_in');
@@ -273,7 +273,7 @@ describe('a person the provider signs in but no mapping lets in', () => {
     await page.getByTestId('signin-view').waitFor();
     await expect(page.locator('#signin-error').textContent()).resolves.toContain('not given an account here');
     expect(page.url()).toBe(`${gw.url}/console/`);
-    expect((await win.context.cookies()).find((cookie) => cookie.name === 'chatgate_session')).toBeUndefined();
+    expect((await win.context.cookies()).find((cookie) => cookie.name === '__Host-chatgate_session')).toBeUndefined();
     await page.screenshot({ path: path.join(ARTIFACTS, 'oidc-desktop-08-refused.png'), fullPage: true });
     expect(win.problems).toEqual([]);
     expect(win.refusals).toEqual(['GET /console/api/session 401']); // the first visit's; back from the refusal, the page asks nothing

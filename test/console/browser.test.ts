@@ -448,9 +448,9 @@ describe.each(SIZES)('the console at $size size ($viewport.width×$viewport.heig
   }, STEP_MS);
 
   test('8. signing out: the sign-in form again, and the old session is refused', async () => {
-    const cookie = (await win.context.cookies(`${gw.url}/console/`)).find((c) => c.name === 'chatgate_session');
+    const cookie = (await win.context.cookies(`${gw.url}/console/`)).find((c) => c.name === '__Host-chatgate_session');
     expect(cookie).toBeDefined();
-    const session = `chatgate_session=${cookie!.value}`;
+    const session = `__Host-chatgate_session=${cookie!.value}`;
     expect((await consoleApi(session, '/keys')).status).toBe(200);
     await page.getByTestId('sign-out').click();
     await page.getByTestId('signin-view').waitFor();
@@ -461,7 +461,7 @@ describe.each(SIZES)('the console at $size size ($viewport.width×$viewport.heig
     const refused = await consoleApi(session, '/keys');
     expect(refused.status).toBe(401);
     expect(refused.json().error.code).toBe('not_signed_in');
-    expect((await win.context.cookies(`${gw.url}/console/`)).find((c) => c.name === 'chatgate_session')).toBeUndefined();
+    expect((await win.context.cookies(`${gw.url}/console/`)).find((c) => c.name === '__Host-chatgate_session')).toBeUndefined();
     await shot('16-signed-out');
   }, STEP_MS);
 

@@ -69,7 +69,7 @@ test('first start: a dev certificate, one key printed once, and a curl line that
     const set = sh(`curl -sk https://localhost:8443/console/api/password ${origin} -d '{"token":"${token}","password":"the first owner password"}'`);
     expect(JSON.parse(set.stdout)).toEqual({ email: 'admin@localhost' });
     const signIn = sh(`curl -sk -i https://localhost:8443/console/api/session ${origin} -d '{"email":"admin@localhost","password":"the first owner password"}'`);
-    expect(signIn.stdout).toMatch(/^set-cookie: chatgate_session=/im);
+    expect(signIn.stdout).toMatch(/^set-cookie: __Host-chatgate_session=/im);
     expect(signIn.stdout).toContain('"account":{"id":"acc_default","name":"default","role":"owner"');
   } finally {
     await stopProcess(child);
