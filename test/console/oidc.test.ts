@@ -36,7 +36,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { loadOrCreateDevCertificate } from '../../src/process/dev-certificate';
 import { spawnGatewayProcess, startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
-import { request, type RawResponse } from '../helpers/http';
+import type { RawResponse } from '../helpers/http';
 import { attemptSignIn, Browser, expectRefused, payloadOf, refusalOf, sessionCookieOf, startProvider, stopProvider, tokensFor, type ProviderProcess } from '../helpers/oidc';
 import { eventually, stopProcess } from '../helpers/processes';
 
