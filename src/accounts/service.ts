@@ -12,7 +12,7 @@ import { errors } from '../errors';
 import { AccountNameTaken, NO_QUOTA, type AccountRecord, type KeyRecord, type MembershipRecord, type PersonRecord, type Quota, type Role, type Store } from '../store/types';
 import { actorName, type Actor } from './roles';
 import type { Auditor } from './audit';
-import { normalizeEmail } from './emails';
+import { isNfkcStable, normalizeEmail } from './emails';
 import { hashPassword, passwordProblem } from './passwords';
 
 /** A set-password link is good for this long, once. */
@@ -70,6 +70,8 @@ export class Accounts {
     await this.account(accountId);
     const email = normalizeEmail(input.email);
     if (!email) throw errors.invalidBody('email', "'email' must be an email address.");
+    // A look-alike (a Kelvin sign for a k, full-width letters) would show as another person's address.
+    if (!isNfkcStable(email)) throw errors.invalidBody('email', "'email' holds characters that imitate others (NFKC changes it): write the address in its plain form.");
     if (input.role !== 'owner' && input.role !== 'member') throw errors.invalidBody('role', "'role' must be 'owner' or 'member'.");
     const role: Role = input.role;
     if (input.password !== undefined) {

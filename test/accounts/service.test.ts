@@ -33,3 +33,13 @@ test('making a person a platform admin, and no longer one, is audited; setting w
   ]);
   await expect(accounts.setAdmin('nobody@example.com', true, ADMIN, undefined)).rejects.toMatchObject({ code: 'member_not_found' });
 });
+
+test('a look-alike address (a Kelvin sign for the k, full-width letters) cannot be invited: 400 naming email, nobody made', async () => {
+  const account = await accounts.createAccount('look-alikes', ADMIN, undefined);
+  await accounts.addMember(account.id, { email: 'kim@x.test', role: 'member' }, ADMIN, undefined);
+  for (const email of ['\u212Aim@x.test', '\uFF4Bim@x.test', 'ki\uFB01@x.test']) {
+    await expect(accounts.addMember(account.id, { email, role: 'owner' }, ADMIN, undefined)).rejects.toMatchObject({ status: 400, param: 'email' });
+    expect(await accounts.store.getPerson(email)).toBeUndefined();
+  }
+  expect((await accounts.store.listMembers(account.id)).map((m) => m.email)).toEqual(['kim@x.test']);
+});
