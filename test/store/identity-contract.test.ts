@@ -1,6 +1,6 @@
 /**
  * The parts of the account store that sign-in's safety rests on, on every backend (the file store,
- * PostgreSQL, and the memory fake the unit tests use): identities bound by issuer and subject (one per
+ * SQLite, PostgreSQL, and the memory fake the unit tests use): identities bound by issuer and subject (one per
  * issuer and person, two binds at once: one wins), set-password links that die when a newer one is
  * made or one is used, a password change that voids every link, ending a person's sessions, and
  * counters that count every concurrent bump exactly once.
@@ -10,6 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { FileKeyStore } from '../../src/store/file';
 import { PostgresKeyStore } from '../../src/store/postgres';
+import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import type { AccountStore, OneTimeToken, SessionRecord } from '../../src/store/types';
 import { MemoryAccountStore } from '../fakes/memory-account-store';
 import { createTestDatabase } from '../helpers/postgres';
@@ -27,6 +28,15 @@ const backends: Array<[string, () => Promise<Backend>]> = [
       const dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-identity-'));
       const file = path.join(dir, 'keys.json');
       const pair: [FileKeyStore, FileKeyStore] = [new FileKeyStore(file), new FileKeyStore(file)];
+      return { pair, cleanup: async () => (await Promise.all(pair.map((s) => s.close())), rmSync(dir, { recursive: true, force: true })) };
+    },
+  ],
+  [
+    'sqlite',
+    async () => {
+      const dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-identity-'));
+      const file = path.join(dir, 'chatgate.db');
+      const pair: [SqliteKeyStore, SqliteKeyStore] = [new SqliteKeyStore(file), new SqliteKeyStore(file)];
       return { pair, cleanup: async () => (await Promise.all(pair.map((s) => s.close())), rmSync(dir, { recursive: true, force: true })) };
     },
   ],

@@ -1,0 +1,95 @@
+/**
+ * One connection to the embedded store's file, set up for several processes at once: WAL (readers
+ * never wait for a writer), a busy timeout (a writer waits its turn rather than failing), foreign
+ * keys on, synchronous NORMAL (a commit survives the process dying; only a power cut may lose the
+ * last ones). better-sqlite3 is synchronous: every call runs to its end on this thread, a lookup in
+ * microseconds. Changes that read and write take the write lock first (BEGIN IMMEDIATE), so two
+ * processes changing the same rows are put in order and neither loses the other's change.
+ */
+import { closeSync, mkdirSync, openSync } from 'node:fs';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { StoreUnreadable } from '../guarded';
+import { migrate } from './migrations';
+
+/** SQLite's answers that say the file cannot be used right now, rather than that a statement is wrong. */
+const UNAVAILABLE = /^SQLITE_(BUSY|LOCKED|CANTOPEN|IOERR|NOTADB|CORRUPT|FULL|READONLY|PROTOCOL)/;
+
+export class SqliteDatabase {
+  readonly db: Database.Database;
+  /** Whether this open made the schema (a new file). */
+  readonly created: boolean;
+  private readonly statements = new Map<string, Database.Statement>();
+
+  constructor(
+    readonly file: string,
+    busyTimeoutMs: number,
+  ) {
+    mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+    // Made 0600 before SQLite opens it: it holds key digests and password hashes. SQLite gives its
+    // -wal and -shm files the same mode.
+    closeSync(openSync(file, 'a', 0o600));
+    this.db = unavailableOnFailure(() => new Database(file, { timeout: busyTimeoutMs }));
+    try {
+      this.db.pragma('journal_mode = WAL');
+      this.db.pragma('synchronous = NORMAL');
+      this.db.pragma('foreign_keys = ON');
+      this.created = migrate(this.db);
+    } catch (err) {
+      this.db.close();
+      throw unavailableError(err);
+    }
+  }
+
+  /** A prepared statement, made once per connection. */
+  statement<P extends unknown[] | object = unknown[], R = unknown>(sql: string): Database.Statement<P, R> {
+    let statement = this.statements.get(sql);
+    if (!statement) {
+      statement = this.db.prepare(sql);
+      this.statements.set(sql, statement);
+    }
+    return statement as unknown as Database.Statement<P, R>;
+  }
+
+  all<R>(sql: string, ...params: unknown[]): R[] {
+    return this.statement<unknown[], R>(sql).all(...params);
+  }
+
+  get<R>(sql: string, ...params: unknown[]): R | undefined {
+    return this.statement<unknown[], R>(sql).get(...params);
+  }
+
+  run(sql: string, ...params: unknown[]): Database.RunResult {
+    return this.statement(sql).run(...params);
+  }
+
+  /** A read of one or more statements, as one async call; a file that cannot be read is StoreUnreadable. */
+  async read<T>(work: () => T): Promise<T> {
+    return unavailableOnFailure(work);
+  }
+
+  /** A change, in one immediate transaction (the write lock first: no lost update between processes). */
+  async write<T>(work: () => T): Promise<T> {
+    return unavailableOnFailure(() => this.db.transaction(work).immediate());
+  }
+
+  close(): void {
+    this.statements.clear();
+    if (this.db.open) this.db.close();
+  }
+}
+
+function unavailableOnFailure<T>(work: () => T): T {
+  try {
+    return work();
+  } catch (err) {
+    throw unavailableError(err);
+  }
+}
+
+/** The guard (guarded.ts) counts a StoreUnreadable as the store being away: 503, and known keys served stale. */
+function unavailableError(err: unknown): unknown {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && UNAVAILABLE.test(code)) return new StoreUnreadable(`key store: ${code} (${(err as Error).message.split('\n')[0]!.slice(0, 200)})`, { cause: err });
+  return err;
+}

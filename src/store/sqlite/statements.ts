@@ -1,0 +1,44 @@
+/** The embedded store's longer statements and column lists (store.ts runs them). */
+import type { KeyChanges } from '../types';
+import { maybeInstant } from './rows';
+
+export const KEY_UPDATES: ReadonlyArray<[column: string, pick: (c: KeyChanges) => unknown]> = [
+  ['name', (c) => c.name],
+  ['models', (c) => c.models && JSON.stringify(c.models)],
+  ['endpoints', (c) => c.endpoints && JSON.stringify(c.endpoints)],
+  ['expires_at', (c) => (c.expiresAt === undefined ? undefined : maybeInstant(c.expiresAt))],
+  ['rpm', (c) => c.rateLimit?.requestsPerMinute],
+  ['tpm', (c) => c.rateLimit?.tokensPerMinute],
+  ['max_concurrent', (c) => c.rateLimit?.maxConcurrent],
+  ['tokens_per_day', (c) => c.quota?.tokensPerDay],
+  ['tokens_per_month', (c) => c.quota?.tokensPerMonth],
+  ['created_by', (c) => c.createdBy],
+];
+
+/** A batch's use of one key: its totals and latest use (a key deleted meanwhile gets no row: nothing is added for it). */
+export const RECORD_KEY_USE = `insert into chatgate_key_usage as u (key_id, requests, prompt_tokens, completion_tokens, last_used_at)
+  select @keyId, @requests, @promptTokens, @completionTokens, @at where exists (select 1 from chatgate_keys where id = @keyId)
+  on conflict (key_id) do update set requests = u.requests + excluded.requests, prompt_tokens = u.prompt_tokens + excluded.prompt_tokens,
+    completion_tokens = u.completion_tokens + excluded.completion_tokens, last_used_at = max(coalesce(u.last_used_at, ''), excluded.last_used_at)`;
+
+/** A batch's use of one key on one day. */
+export const RECORD_DAY_USE = `insert into chatgate_usage_daily as d (key_id, date, account_id, requests, prompt_tokens, completion_tokens)
+  values (@keyId, @date, @accountId, @requests, @promptTokens, @completionTokens)
+  on conflict (key_id, date) do update set requests = d.requests + excluded.requests,
+    prompt_tokens = d.prompt_tokens + excluded.prompt_tokens, completion_tokens = d.completion_tokens + excluded.completion_tokens`;
+
+/** One counter, made at 1 with its expiry, or counted up while it lasts (an expired one starts again). */
+export const BUMP_COUNTER = `insert into chatgate_counters as c (name, count, expires_at) values (@name, 1, @expiresAt)
+  on conflict (name) do update set
+    count = case when c.expires_at > @now then c.count + 1 else 1 end,
+    expires_at = case when c.expires_at > @now then c.expires_at else excluded.expires_at end
+  returning count`;
+
+export const ACCOUNT_COLUMNS = ['id', 'name', 'created_at', 'tokens_per_day', 'tokens_per_month'];
+export const IDENTITY_COLUMNS = ['issuer', 'subject', 'email', 'created_at'];
+export const MEMBER_COLUMNS = ['account_id', 'email', 'role', 'added_at', 'added_by'];
+export const SESSION_COLUMNS = ['digest', 'email', 'account_id', 'via', 'created_at', 'last_seen_at', 'expires_at'];
+export const TOKEN_COLUMNS = ['digest', 'kind', 'email', 'data', 'expires_at'];
+export const AUDIT_COLUMNS = ['id', 'account_id', 'at', 'actor', 'action', 'target', 'client', 'details'];
+
+export const daysBefore = (now: Date, days: number) => new Date(now.getTime() - days * 86_400_000).toISOString().slice(0, 10);

@@ -1,0 +1,394 @@
+/**
+ * The embedded store, the default: one SQLite file (default ./data/chatgate.db) holding keys by
+ * digest, accounts, people and their identities, members, console sessions, one-time tokens,
+ * counters, daily usage, quota counters and the audit trail, each in its table with the indexes its
+ * lookups use. A key create is one insert, whatever the number of keys (the JSON file store rewrote
+ * itself whole). The gateway, the `chatgate` CLI and `server.processes` siblings share the file
+ * (database.ts); a key change made by any of them reaches the others' caches within POLL_MS
+ * (changes.ts). Same semantics as the file and PostgreSQL stores: one contract test suite.
+ */
+import { AccountNameTaken, type AccountChanges, type AccountRecord, type AuditEvent, type IdentityRecord, type KeyChanges, type KeyRecord, type KeyUse, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type Store, type UsageDay } from '../types';
+import { ChangeFeed, type ChangeListener } from './changes';
+import { SqliteDatabase } from './database';
+import * as rows from './rows';
+import * as statements from './statements';
+import type { AccountRow, AuditRow, IdentityRow, KeyRow, MemberRow, PersonRow, SessionRow, TokenRow } from './rows';
+
+/** Daily usage is kept this long; quota counters of days and months before it are dropped. */
+const USAGE_DAYS_KEPT = 400;
+const QUOTA_DAYS_KEPT = 62;
+/** Expired sessions, tokens and counters, and old usage, are deleted at most this often by each process. */
+const PRUNE_EVERY_MS = 60_000;
+
+export class SqliteKeyStore implements Store {
+  readonly sql: SqliteDatabase;
+  private readonly feed: ChangeFeed;
+  private readonly prunedAt = new Map<string, number>();
+
+  /** Opens (and creates, and migrates) the file. `busyTimeoutMs`: how long a writer waits for another's lock. */
+  constructor(file: string, busyTimeoutMs = 1000) {
+    this.sql = new SqliteDatabase(file, busyTimeoutMs);
+    this.feed = new ChangeFeed(this.sql.db);
+  }
+
+  /** Whether this open made the file's schema: a new store. */
+  get created(): boolean {
+    return this.sql.created;
+  }
+
+  findByDigest(digest: string): Promise<KeyRecord | undefined> {
+    return this.sql.read(() => this.key(`${rows.KEY_SELECT} where k.digest = ?`, digest));
+  }
+
+  get(id: string): Promise<KeyRecord | undefined> {
+    return this.sql.read(() => this.byId(id));
+  }
+
+  list(accountId?: string): Promise<KeyRecord[]> {
+    return this.sql.read(() =>
+      (accountId === undefined
+        ? this.sql.all<KeyRow>(`${rows.KEY_SELECT} order by k.created_at, k.id`)
+        : this.sql.all<KeyRow>(`${rows.KEY_SELECT} where k.account_id = ? order by k.created_at, k.id`, accountId)
+      ).map(rows.toKey),
+    );
+  }
+
+  /** Whether the store holds any key, without reading them (start-up's emptiness check). */
+  hasKeys(): Promise<boolean> {
+    return this.sql.read(() => this.sql.get('select 1 from chatgate_keys limit 1') !== undefined);
+  }
+
+  async insert(record: KeyRecord): Promise<void> {
+    await this.changeKeys(() => {
+      this.sql.run(rows.insertSql('insert', 'chatgate_keys', rows.KEY_COLUMNS), rows.keyParams(record));
+      const usage = rows.usageParams(record);
+      if (usage) this.sql.run(rows.insertSql('insert', 'chatgate_key_usage', rows.USAGE_COLUMNS), usage);
+    });
+  }
+
+  update(id: string, changes: KeyChanges): Promise<KeyRecord | undefined> {
+    const columns = statements.KEY_UPDATES.map(([column, pick]) => [column, pick(changes)] as const).filter(([, value]) => value !== undefined);
+    if (columns.length === 0) return this.get(id);
+    const assignments = columns.map(([column]) => `${column} = ?`).join(', ');
+    return this.changeKeys(() => this.changed(id, `update chatgate_keys set ${assignments} where id = ?`, ...columns.map(([, value]) => value), id));
+  }
+
+  revoke(id: string, at: Date): Promise<KeyRecord | undefined> {
+    return this.changeKeys(() => this.changed(id, 'update chatgate_keys set revoked_at = coalesce(revoked_at, ?) where id = ?', rows.instant(at), id));
+  }
+
+  rotate(id: string, digest: string, prefix: string): Promise<KeyRecord | undefined> {
+    return this.changeKeys(() => this.changed(id, 'update chatgate_keys set digest = ?, prefix = ? where id = ?', digest, prefix, id));
+  }
+
+  async recordUse(uses: readonly KeyUse[]): Promise<void> {
+    if (uses.length === 0) return;
+    await this.sql.write(() => {
+      for (const use of uses) {
+        // A key deleted meanwhile has no row to count against (the foreign key): nothing is added for it.
+        this.sql.run(
+          statements.RECORD_KEY_USE,
+          { keyId: use.keyId, requests: use.requests, promptTokens: use.promptTokens, completionTokens: use.completionTokens, at: rows.instant(use.at) },
+        );
+        this.sql.run(
+          statements.RECORD_DAY_USE,
+          { keyId: use.keyId, date: use.date, accountId: use.accountId, requests: use.requests, promptTokens: use.promptTokens, completionTokens: use.completionTokens },
+        );
+      }
+      this.prune('usage', () => this.sql.run('delete from chatgate_usage_daily where date < ?', statements.daysBefore(new Date(), USAGE_DAYS_KEPT)));
+    });
+  }
+
+  async createAccount(record: AccountRecord): Promise<void> {
+    try {
+      await this.sql.write(() => this.sql.run(rows.insertSql('insert', 'chatgate_accounts', statements.ACCOUNT_COLUMNS), rows.accountParams(record)));
+    } catch (err) {
+      throw this.accountError(err, record.name, record.id);
+    }
+  }
+
+  getAccount(id: string): Promise<AccountRecord | undefined> {
+    return this.sql.read(() => this.account('select * from chatgate_accounts where id = ?', id));
+  }
+
+  findAccountByName(name: string): Promise<AccountRecord | undefined> {
+    return this.sql.read(() => this.account('select * from chatgate_accounts where name = ?', name));
+  }
+
+  listAccounts(): Promise<AccountRecord[]> {
+    return this.sql.read(() => this.sql.all<AccountRow>('select * from chatgate_accounts order by created_at, id').map(rows.toAccount));
+  }
+
+  async updateAccount(id: string, changes: AccountChanges): Promise<AccountRecord | undefined> {
+    const columns: Array<[string, unknown]> = [];
+    if (changes.name !== undefined) columns.push(['name', changes.name]);
+    if (changes.quota?.tokensPerDay !== undefined) columns.push(['tokens_per_day', changes.quota.tokensPerDay]);
+    if (changes.quota?.tokensPerMonth !== undefined) columns.push(['tokens_per_month', changes.quota.tokensPerMonth]);
+    if (columns.length === 0) return this.getAccount(id);
+    const assignments = columns.map(([column]) => `${column} = ?`).join(', ');
+    try {
+      return await this.sql.write(() => this.account(`update chatgate_accounts set ${assignments} where id = ? returning *`, ...columns.map(([, value]) => value), id));
+    } catch (err) {
+      throw this.accountError(err, changes.name ?? '', id);
+    }
+  }
+
+  getPerson(email: string): Promise<PersonRecord | undefined> {
+    return this.sql.read(() => this.person('select * from chatgate_people where email = ?', email));
+  }
+
+  putPerson(record: PersonRecord): Promise<PersonRecord> {
+    return this.sql.write(
+      () =>
+        this.person(
+          `insert into chatgate_people (email, admin, password_hash, created_at, password_with_oidc) values (@email, @admin, @password_hash, @created_at, coalesce(@password_with_oidc, 0))
+           on conflict (email) do update set admin = excluded.admin, password_hash = coalesce(excluded.password_hash, chatgate_people.password_hash),
+             password_with_oidc = coalesce(@password_with_oidc, chatgate_people.password_with_oidc)
+           returning *`,
+          rows.personParams(record),
+        )!,
+    );
+  }
+
+  setPassword(email: string, passwordHash: string | null): Promise<PersonRecord | undefined> {
+    // One step: the new password and the end of every link that could set another.
+    return this.sql.write(() => {
+      const person = this.person('update chatgate_people set password_hash = ? where email = ? returning *', passwordHash, email);
+      if (person) this.sql.run("delete from chatgate_tokens where kind = 'password' and email = ?", email);
+      return person;
+    });
+  }
+
+  findIdentity(issuer: string, subject: string): Promise<IdentityRecord | undefined> {
+    return this.sql.read(() => {
+      const row = this.sql.get<IdentityRow>('select * from chatgate_identities where issuer = ? and subject = ?', issuer, subject);
+      return row && rows.toIdentity(row);
+    });
+  }
+
+  identitiesOf(email: string): Promise<IdentityRecord[]> {
+    return this.sql.read(() => this.sql.all<IdentityRow>('select * from chatgate_identities where email = ? order by created_at, issuer', email).map(rows.toIdentity));
+  }
+
+  bindIdentity(record: IdentityRecord): Promise<boolean> {
+    // Both unique constraints (issuer + subject, issuer + email) decide: of two binds at once, one wins.
+    return this.sql.write(() => this.sql.run(rows.insertSql('insert or ignore', 'chatgate_identities', statements.IDENTITY_COLUMNS), rows.identityParams(record)).changes > 0);
+  }
+
+  putMember(record: MembershipRecord): Promise<MembershipRecord> {
+    return this.sql.write(() =>
+      rows.toMember(
+        this.sql.get<MemberRow>(
+          `${rows.insertSql('insert', 'chatgate_members', statements.MEMBER_COLUMNS)} on conflict (account_id, email) do update set role = excluded.role returning *`,
+          rows.memberParams(record),
+        )!,
+      ),
+    );
+  }
+
+  removeMember(accountId: string, email: string): Promise<boolean> {
+    return this.sql.write(() => this.sql.run('delete from chatgate_members where account_id = ? and email = ?', accountId, email).changes > 0);
+  }
+
+  listMembers(accountId: string): Promise<MembershipRecord[]> {
+    return this.sql.read(() => this.sql.all<MemberRow>('select * from chatgate_members where account_id = ? order by added_at, email', accountId).map(rows.toMember));
+  }
+
+  membershipsOf(email: string): Promise<MembershipRecord[]> {
+    return this.sql.read(() => this.sql.all<MemberRow>('select * from chatgate_members where email = ? order by added_at, account_id', email).map(rows.toMember));
+  }
+
+  async createSession(record: SessionRecord): Promise<void> {
+    await this.sql.write(() => {
+      this.sql.run('delete from chatgate_sessions where expires_at < ?', new Date().toISOString()); // ended ones go as new ones come
+      this.sql.run(rows.insertSql('insert', 'chatgate_sessions', statements.SESSION_COLUMNS), rows.sessionParams(record));
+    });
+  }
+
+  findSession(digest: string): Promise<SessionRecord | undefined> {
+    return this.sql.read(() => {
+      const row = this.sql.get<SessionRow>('select * from chatgate_sessions where digest = ?', digest);
+      return row && rows.toSession(row);
+    });
+  }
+
+  async updateSession(digest: string, changes: { lastSeenAt?: string; accountId?: string | null }): Promise<void> {
+    await this.sql.write(() =>
+      this.sql.run(
+        'update chatgate_sessions set last_seen_at = coalesce(?, last_seen_at), account_id = case when ? then ? else account_id end where digest = ?',
+        rows.maybeInstant(changes.lastSeenAt),
+        changes.accountId !== undefined ? 1 : 0,
+        changes.accountId ?? null,
+        digest,
+      ),
+    );
+  }
+
+  async deleteSession(digest: string): Promise<void> {
+    await this.sql.write(() => this.sql.run('delete from chatgate_sessions where digest = ?', digest));
+  }
+
+  deleteSessionsOf(email: string, exceptDigest?: string): Promise<number> {
+    return this.sql.write(() => this.sql.run('delete from chatgate_sessions where email = ? and digest is not ?', email, exceptDigest ?? null).changes);
+  }
+
+  async createToken(token: OneTimeToken): Promise<void> {
+    // One step: expired tokens and, for a set-password link, the person's older links go as it comes.
+    await this.sql.write(() => {
+      this.sql.run('delete from chatgate_tokens where expires_at < ?', new Date().toISOString());
+      if (token.kind === 'password' && token.email !== null) this.sql.run("delete from chatgate_tokens where kind = 'password' and email = ?", token.email);
+      this.sql.run(rows.insertSql('insert', 'chatgate_tokens', statements.TOKEN_COLUMNS), rows.tokenParams(token));
+    });
+  }
+
+  takeToken(digest: string, kind: OneTimeToken['kind'], now: Date): Promise<OneTimeToken | undefined> {
+    // Deleted as it is read: of two uses at once, one gets it; a set-password link takes its siblings with it.
+    return this.sql.write(() => {
+      const row = this.sql.get<TokenRow>('delete from chatgate_tokens where digest = ? and kind = ? returning *', digest, kind);
+      if (!row) return undefined;
+      if (row.kind === 'password' && row.email !== null) this.sql.run("delete from chatgate_tokens where kind = 'password' and email = ?", row.email);
+      return row.expires_at > now.toISOString() ? rows.toToken(row) : undefined;
+    });
+  }
+
+  bumpCounters(counters: ReadonlyArray<{ name: string; expiresAt: Date }>, now: Date): Promise<number[]> {
+    if (counters.length === 0) return Promise.resolve([]);
+    const at = now.toISOString();
+    return this.sql.write(() => {
+      const counts = counters.map(
+        ({ name, expiresAt }) =>
+          this.sql.get<{ count: number }>(
+            statements.BUMP_COUNTER,
+            { name, expiresAt: expiresAt.toISOString(), now: at },
+          )!.count,
+      );
+      this.prune('counters', () => this.sql.run('delete from chatgate_counters where expires_at <= ?', at));
+      return counts;
+    });
+  }
+
+  async clearCounters(names: readonly string[]): Promise<void> {
+    if (names.length === 0) return;
+    await this.sql.write(() => this.sql.run(`delete from chatgate_counters where name in (${names.map(() => '?').join(', ')})`, ...names));
+  }
+
+  async appendAudit(event: AuditEvent): Promise<void> {
+    await this.sql.write(() => this.sql.run(rows.insertSql('insert', 'chatgate_audit', statements.AUDIT_COLUMNS), rows.auditParams(event)));
+  }
+
+  listAudit(accountId: string | null, limit: number): Promise<AuditEvent[]> {
+    return this.sql.read(() =>
+      (accountId === null
+        ? this.sql.all<AuditRow>('select * from chatgate_audit order by at desc, seq desc limit ?', limit)
+        : this.sql.all<AuditRow>('select * from chatgate_audit where account_id = ? order by at desc, seq desc limit ?', accountId, limit)
+      ).map(rows.toAudit),
+    );
+  }
+
+  usage(accountId: string, from: string, to: string): Promise<UsageDay[]> {
+    return this.sql.read(() =>
+      this.sql.all<UsageDay>(
+        `select date, account_id as accountId, key_id as keyId, requests, prompt_tokens as promptTokens, completion_tokens as completionTokens
+         from chatgate_usage_daily where account_id = ? and date between ? and ? order by date, key_id`,
+        accountId,
+        from,
+        to,
+      ),
+    );
+  }
+
+  async addQuotaUsage(amounts: ReadonlyMap<string, number>): Promise<void> {
+    if (amounts.size === 0) return;
+    await this.sql.write(() => {
+      for (const [scope, tokens] of amounts) {
+        this.sql.run('insert into chatgate_quota_usage as q (scope, period, tokens) values (?, ?, ?) on conflict (scope) do update set tokens = q.tokens + excluded.tokens', scope, rows.periodOf(scope), tokens);
+      }
+      // Counters of periods long gone are dropped: a scope ends with its day or month.
+      const oldest = statements.daysBefore(new Date(), QUOTA_DAYS_KEPT);
+      this.prune('quota', () => this.sql.run('delete from chatgate_quota_usage where period < substr(?, 1, length(period))', oldest));
+    });
+  }
+
+  quotaUsage(scopes: readonly string[]): Promise<Map<string, number>> {
+    return this.sql.read(() => {
+      const totals = new Map(scopes.map((scope) => [scope, 0]));
+      for (const scope of scopes) totals.set(scope, this.sql.get<{ tokens: number }>('select tokens from chatgate_quota_usage where scope = ?', scope)?.tokens ?? 0);
+      return totals;
+    });
+  }
+
+  /**
+   * Every key change, whoever made it: this handle's at once, another connection's (the CLI, another
+   * process) within POLL_MS.
+   */
+  onChange(listener: ChangeListener): void {
+    this.feed.listen(listener);
+  }
+
+  /** True while the change feed polls and its polls answer (see changes.ts). */
+  get changeFeedLive(): boolean {
+    return this.feed.live;
+  }
+
+  async ping(): Promise<void> {
+    await this.sql.read(() => this.sql.get('select 1 from chatgate_schema_migrations limit 1'));
+  }
+
+  async close(): Promise<void> {
+    this.feed.close();
+    this.sql.close();
+  }
+
+  /** A change to keys, then the change log read at once, so this process's caches hear of it before the call returns. */
+  private async changeKeys<T>(work: () => T): Promise<T> {
+    const result = await this.sql.write(() => {
+      this.feed.prune(Date.now());
+      return work();
+    });
+    try {
+      this.feed.read();
+    } catch {
+      // Read again at the next poll.
+    }
+    return result;
+  }
+
+  private byId(id: string): KeyRecord | undefined {
+    return this.key(`${rows.KEY_SELECT} where k.id = ?`, id);
+  }
+
+  /** Runs an update of one key, then reads it back whole (undefined: no key has that id). */
+  private changed(id: string, sql: string, ...params: unknown[]): KeyRecord | undefined {
+    return this.sql.run(sql, ...params).changes > 0 ? this.byId(id) : undefined;
+  }
+
+  private key(sql: string, ...params: unknown[]): KeyRecord | undefined {
+    const row = this.sql.get<KeyRow>(sql, ...params);
+    return row && rows.toKey(row);
+  }
+
+  private account(sql: string, ...params: unknown[]): AccountRecord | undefined {
+    const row = this.sql.get<AccountRow>(sql, ...params);
+    return row && rows.toAccount(row);
+  }
+
+  private person(sql: string, ...params: unknown[]): PersonRecord | undefined {
+    const row = this.sql.get<PersonRow>(sql, ...params);
+    return row && rows.toPerson(row);
+  }
+
+  /** Runs a clean-up of expired or old rows at most once a PRUNE_EVERY_MS per kind, inside the caller's transaction. */
+  private prune(kind: string, clean: () => void): void {
+    const now = Date.now();
+    if (now - (this.prunedAt.get(kind) ?? 0) < PRUNE_EVERY_MS) return;
+    this.prunedAt.set(kind, now);
+    clean();
+  }
+
+  private accountError(err: unknown, name: string, id: string): unknown {
+    const message = String((err as Error | null)?.message ?? '');
+    if (/UNIQUE constraint failed: chatgate_accounts\.name/.test(message)) return new AccountNameTaken(name);
+    if (/UNIQUE constraint failed: chatgate_accounts\.id/.test(message)) return new Error(`key store already holds an account with id ${id}`);
+    return err;
+  }
+}
