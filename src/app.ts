@@ -11,7 +11,7 @@
 import express, { type Router } from 'express';
 import { authenticate } from './auth/authenticate';
 import type { KeyCache } from './auth/cache';
-import type { KeyRecord } from './store/types';
+import type { KeyAuthRecord } from './store/types';
 import { readAndValidateBody } from './pipeline/body';
 import type { Config } from './config';
 import { handleErrors } from './pipeline/error-handler';
@@ -50,7 +50,7 @@ export interface PublicAppDeps {
   aliases?: AliasTable;
   proxy: ReturnType<typeof createProxy>;
   limiter: RateLimiter;
-  onKeyUsed?: (record: KeyRecord) => void;
+  onKeyUsed?: (record: KeyAuthRecord) => void;
   spans?: SpanExport;
   quota: QuotaTracker;
   /** The console (page and API) at /console, when it is on. */

@@ -189,7 +189,10 @@ const schema = z.strictObject({
   auth: z
     .strictObject({
       cacheSize: count.default(10_000),
+      /** How long a cached key is trusted while the store's change feed is down (or the store has none). */
       cacheTtlMs: milliseconds.default(30_000),
+      /** How long a cached key is trusted while the change feed is live (every change drops it at once): the safety net. */
+      cacheMaxAgeMs: milliseconds.default(3_600_000),
       /** While the key store cannot be reached, a known key is still served this long after the store last confirmed it. */
       maxStaleMs: milliseconds.default(3_600_000),
       negativeCacheSize: count.default(10_000),

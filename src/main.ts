@@ -148,10 +148,10 @@ async function startServing(config: Config, configFile: string, log: Logger, rol
 
 /** What outlives a config reload: the key cache, usage recording, the rate limit counters. */
 async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, keyStore: GuardedKeyStore, people: ReturnType<typeof accountParts>) {
-  const { cacheSize, cacheTtlMs, maxStaleMs, negativeCacheSize, negativeCacheTtlMs } = config.auth;
+  const { cacheSize, cacheTtlMs, cacheMaxAgeMs, maxStaleMs, negativeCacheSize, negativeCacheTtlMs } = config.auth;
   const keyCache = new KeyCache(
     keyStore,
-    { size: cacheSize, ttlMs: cacheTtlMs, maxStaleMs, negativeSize: negativeCacheSize, negativeTtlMs: negativeCacheTtlMs },
+    { size: cacheSize, ttlMs: cacheTtlMs, maxAgeMs: cacheMaxAgeMs, maxStaleMs, negativeSize: negativeCacheSize, negativeTtlMs: negativeCacheTtlMs },
     { hit: () => metrics.keyCacheHits.inc(), miss: () => metrics.keyCacheMisses.inc(), staleServed: () => metrics.keyCacheStaleServed.inc() },
   );
   keyStore.onChange((digests) => keyCache.applyChanges(digests));

@@ -6,17 +6,17 @@ import type { AuthFailureReason } from '../telemetry/metrics';
 import { parseAuthorization } from './credentials';
 import { looksLikeKey } from '../common/key-shape';
 import type { KeyCache } from './cache';
-import type { KeyRecord } from '../store/types';
+import type { KeyAuthRecord } from '../store/types';
 
 export interface AuthenticateDeps {
   cache: KeyCache;
   onFailure(reason: AuthFailureReason): void;
-  onSuccess?(record: KeyRecord): void;
+  onSuccess?(record: KeyAuthRecord): void;
   now?: () => number;
 }
 
 export function authenticate({ cache, onFailure, onSuccess, now = Date.now }: AuthenticateDeps): RequestHandler {
-  const admit = (record: KeyRecord | undefined, res: Response, next: NextFunction) => {
+  const admit = (record: KeyAuthRecord | undefined, res: Response, next: NextFunction) => {
     const refusal = refusalOf(record, now());
     if (refusal) {
       onFailure(refusal);
@@ -40,7 +40,7 @@ export function authenticate({ cache, onFailure, onSuccess, now = Date.now }: Au
   };
 }
 
-async function lookup(cache: KeyCache, key: string): Promise<KeyRecord | undefined> {
+async function lookup(cache: KeyCache, key: string): Promise<KeyAuthRecord | undefined> {
   try {
     return await cache.lookup(key);
   } catch (cause) {
@@ -51,7 +51,7 @@ async function lookup(cache: KeyCache, key: string): Promise<KeyRecord | undefin
   }
 }
 
-function refusalOf(record: KeyRecord | undefined, now: number): AuthFailureReason | undefined {
+function refusalOf(record: KeyAuthRecord | undefined, now: number): AuthFailureReason | undefined {
   if (!record) return 'unknown';
   if (record.revokedAt) return 'revoked';
   if (record.expiresAt && Date.parse(record.expiresAt) <= now) return 'expired';

@@ -56,8 +56,10 @@ export async function prepareOnce(config: Config, log: Logger) {
   const tls = await tlsMaterial(config);
   const keyStore = await openStore(config, log);
   // Made through the accounts service like any other key: audited `key.created` by `first-start`.
+  // Only on an empty store, asked with one `limit 1` read: listing a million keys to count them
+  // would take longer than the store's deadline, and the start would fail.
   const firstKey =
-    config.auth.createFirstKey && (await keyStore.list()).length === 0
+    config.auth.createFirstKey && !(await keyStore.hasKeys())
       ? await accountParts(config, log, keyStore).accounts.createKey(await defaultAccountId(keyStore), { name: 'first key' }, { kind: 'first-start' }, undefined)
       : undefined;
   const firstOwner = config.console.enabled ? await firstOwnerLink(config, log, keyStore) : undefined;

@@ -83,6 +83,15 @@ export class FileKeyStore implements Store {
     return (await this.read()).keys.filter((k) => accountId === undefined || k.accountId === accountId);
   }
 
+  async hasKeys(): Promise<boolean> {
+    return (await this.read()).keys.length > 0;
+  }
+
+  /** Changes of other processes are seen by the stamp poll, which onChange starts and close() stops. */
+  get changeFeedLive(): boolean {
+    return this.watching;
+  }
+
   insert(record: KeyRecord): Promise<void> {
     return this.modify((data) => {
       if (data.keys.some((k) => k.id === record.id || k.digest === record.digest)) {
@@ -371,6 +380,7 @@ export class FileKeyStore implements Store {
 
   async close(): Promise<void> {
     if (this.watching) unwatchFile(this.file);
+    this.watching = false;
     await this.writing.catch(() => undefined);
     this.snapshot = undefined;
     this.changes.removeAllListeners();

@@ -16,6 +16,7 @@ import type {
   AccountRecord,
   AuditEvent,
   IdentityRecord,
+  KeyAuthRecord,
   KeyChanges,
   KeyRecord,
   KeyUse,
@@ -61,8 +62,16 @@ export class GuardedKeyStore implements Store {
     return this.up;
   }
 
-  findByDigest(digest: string): Promise<KeyRecord | undefined> {
+  /** Whether the inner store's change feed delivers every change now (no call: a property). */
+  get changeFeedLive(): boolean {
+    return this.inner.changeFeedLive;
+  }
+
+  findByDigest(digest: string): Promise<KeyAuthRecord | undefined> {
     return this.call(() => this.inner.findByDigest(digest));
+  }
+  hasKeys(): Promise<boolean> {
+    return this.call(() => this.inner.hasKeys());
   }
   get(id: string): Promise<KeyRecord | undefined> {
     return this.call(() => this.inner.get(id));

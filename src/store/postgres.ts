@@ -15,6 +15,7 @@ import {
   type AccountRecord,
   type AuditEvent,
   type IdentityRecord,
+  type KeyAuthRecord,
   type KeyChanges,
   type KeyRecord,
   type KeyUse,
@@ -199,11 +200,42 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
       drop table chatgate_sign_in_failures;
     `,
   },
+  {
+    // Each key's totals and last use leave its row for a small table of their own: a usage flush
+    // (every auth.lastUsedFlushMs, for every key in use) no longer rewrites key rows, so the key
+    // table does not bloat and the key-changed trigger never sees usage. Left sparse (fillfactor) so
+    // that its updates stay on their page (HOT: no index write). The old columns stay, unread, until
+    // no replica of the previous release runs (one still writing them loses nothing it served).
+    version: 6,
+    sql: `
+      create table chatgate_key_usage (
+        key_id text primary key,
+        requests bigint not null default 0,
+        prompt_tokens bigint not null default 0,
+        completion_tokens bigint not null default 0,
+        last_used_at timestamptz
+      ) with (fillfactor = 70);
+      insert into chatgate_key_usage (key_id, requests, prompt_tokens, completion_tokens, last_used_at)
+        select id, requests_total, prompt_tokens_total, completion_tokens_total, last_used_at from chatgate_keys
+        where requests_total <> 0 or prompt_tokens_total <> 0 or completion_tokens_total <> 0 or last_used_at is not null;
+    `,
+  },
 ];
+
+/** The key columns the code reads: what authenticating needs (the usage figures live in chatgate_key_usage). */
+const KEY_COLUMNS = ['id', 'name', 'digest', 'prefix', 'created_at', 'revoked_at', 'expires_at', 'models', 'endpoints', 'rpm', 'tpm', 'max_concurrent', 'account_id', 'created_by', 'tokens_per_day', 'tokens_per_month'];
+/** A key row with its usage figures: `k` the key row (or a CTE returning KEY_COLUMNS), `u` its usage row if any. */
+const WITH_USAGE = `select ${KEY_COLUMNS.map((column) => `k.${column}`).join(', ')},
+  u.requests as requests_total, u.prompt_tokens as prompt_tokens_total, u.completion_tokens as completion_tokens_total, u.last_used_at`;
+/** How often the listening connection is asked to answer, so that one cut silently is noticed ... */
+const HEARTBEAT_MS = 5000;
+/** ... when it has not answered within this: the change feed is then down, and reconnects. */
+const HEARTBEAT_DEADLINE_MS = 5000;
 
 /** Expired counters are deleted at most this often by each process. */
 const PRUNE_COUNTERS_EVERY_MS = 60_000;
 
+/** A key row as KEY_COLUMNS reads it; the usage fields (null without a usage row) only where it is joined. */
 interface KeyRow {
   id: string;
   name: string;
@@ -214,14 +246,14 @@ interface KeyRow {
   expires_at: Date | null;
   models: string[];
   endpoints: string[];
-  last_used_at: Date | null;
+  last_used_at?: Date | null;
   rpm: number | null;
   tpm: number | null;
   max_concurrent: number | null;
   /** bigint columns arrive as strings */
-  requests_total: string;
-  prompt_tokens_total: string;
-  completion_tokens_total: string;
+  requests_total?: string | null;
+  prompt_tokens_total?: string | null;
+  completion_tokens_total?: string | null;
   account_id: string;
   created_by: string;
   tokens_per_day: string | null;
@@ -266,27 +298,46 @@ export class PostgresKeyStore implements Store {
     return store;
   }
 
-  async findByDigest(digest: string): Promise<KeyRecord | undefined> {
-    return this.one('select * from chatgate_keys where digest = $1', [digest]);
+  /** The hot path's one index probe: the key row alone, never its usage. */
+  async findByDigest(digest: string): Promise<KeyAuthRecord | undefined> {
+    const { rows } = await this.query<KeyRow>(`select ${KEY_COLUMNS.join(', ')} from chatgate_keys where digest = $1`, [digest]);
+    return rows[0] && toAuthRecord(rows[0]);
   }
 
   async get(id: string): Promise<KeyRecord | undefined> {
-    return this.one('select * from chatgate_keys where id = $1', [id]);
+    return this.one(`${WITH_USAGE} from chatgate_keys k left join chatgate_key_usage u on u.key_id = k.id where k.id = $1`, [id]);
   }
 
   async list(accountId?: string): Promise<KeyRecord[]> {
+    const from = 'from chatgate_keys k left join chatgate_key_usage u on u.key_id = k.id';
     const { rows } =
       accountId === undefined
-        ? await this.query<KeyRow>('select * from chatgate_keys order by created_at, id')
-        : await this.query<KeyRow>('select * from chatgate_keys where account_id = $1 order by created_at, id', [accountId]);
+        ? await this.query<KeyRow>(`${WITH_USAGE} ${from} order by k.created_at, k.id`)
+        : await this.query<KeyRow>(`${WITH_USAGE} ${from} where k.account_id = $1 order by k.created_at, k.id`, [accountId]);
     return rows.map(toRecord);
   }
 
+  async hasKeys(): Promise<boolean> {
+    const { rows } = await this.query('select 1 from chatgate_keys limit 1');
+    return rows.length > 0;
+  }
+
+  /** The LISTEN connection is up and answered its last heartbeat (a silent cut is noticed within HEARTBEAT_MS + HEARTBEAT_DEADLINE_MS). */
+  get changeFeedLive(): boolean {
+    return this.listenerClient !== undefined && !this.closed;
+  }
+
   async insert(record: KeyRecord): Promise<void> {
+    // One statement: the key row, and its usage row when it comes with usage (an imported key).
     await this.query(
-      `insert into chatgate_keys (id, name, digest, prefix, created_at, revoked_at, expires_at, models, last_used_at, rpm, tpm, max_concurrent,
-         requests_total, prompt_tokens_total, completion_tokens_total, account_id, created_by, tokens_per_day, tokens_per_month, endpoints)
-       values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`,
+      `with k as (
+         insert into chatgate_keys (id, name, digest, prefix, created_at, revoked_at, expires_at, models, rpm, tpm, max_concurrent,
+           account_id, created_by, tokens_per_day, tokens_per_month, endpoints)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $10, $11, $12, $16, $17, $18, $19, $20)
+         returning id
+       )
+       insert into chatgate_key_usage (key_id, requests, prompt_tokens, completion_tokens, last_used_at)
+         select id, $13, $14, $15, $9 from k where $13::bigint <> 0 or $14::bigint <> 0 or $15::bigint <> 0 or $9::timestamptz is not null`,
       [
         record.id,
         record.name,
@@ -326,36 +377,41 @@ export class PostgresKeyStore implements Store {
     if (changes.createdBy !== undefined) columns.push(['created_by', changes.createdBy]);
     if (columns.length === 0) return this.get(id);
     const assignments = columns.map(([column], i) => `${column} = $${i + 2}`).join(', ');
-    return this.one(`update chatgate_keys set ${assignments} where id = $1 returning *`, [id, ...columns.map(([, value]) => value)]);
+    return this.changed(`update chatgate_keys set ${assignments} where id = $1`, [id, ...columns.map(([, value]) => value)]);
   }
 
   async revoke(id: string, at: Date): Promise<KeyRecord | undefined> {
-    return this.one('update chatgate_keys set revoked_at = coalesce(revoked_at, $2) where id = $1 returning *', [id, at]);
+    return this.changed('update chatgate_keys set revoked_at = coalesce(revoked_at, $2) where id = $1', [id, at]);
   }
 
   async rotate(id: string, digest: string, prefix: string): Promise<KeyRecord | undefined> {
-    return this.one('update chatgate_keys set digest = $2, prefix = $3 where id = $1 returning *', [id, digest, prefix]);
+    return this.changed('update chatgate_keys set digest = $2, prefix = $3 where id = $1', [id, digest, prefix]);
   }
 
   async recordUse(uses: readonly KeyUse[]): Promise<void> {
     if (uses.length === 0) return;
     const column = <T>(pick: (use: KeyUse) => T) => uses.map(pick);
-    // One statement: the keys' totals and latest use, and the daily rows.
+    // One statement: the keys' totals and latest use (their usage rows: key rows are only read, to
+    // skip ids of no key), and the daily rows. Rows are written in key order, so that two replicas
+    // flushing the same keys at once wait for each other rather than deadlock.
     await this.query(
       `with u as (
          select * from unnest($1::text[], $2::text[], $3::date[], $4::timestamptz[], $5::bigint[], $6::bigint[], $7::bigint[])
            as u(key_id, account_id, date, at, requests, prompt, completion)
-       ), keys as (
-         update chatgate_keys k set
-           last_used_at = greatest(coalesce(k.last_used_at, t.at), t.at),
-           requests_total = k.requests_total + t.requests,
-           prompt_tokens_total = k.prompt_tokens_total + t.prompt,
-           completion_tokens_total = k.completion_tokens_total + t.completion
-         from (select key_id, max(at) as at, sum(requests) as requests, sum(prompt) as prompt, sum(completion) as completion from u group by key_id) t
-         where k.id = t.key_id
+       ), totals as (
+         insert into chatgate_key_usage as t (key_id, requests, prompt_tokens, completion_tokens, last_used_at)
+         select s.key_id, s.requests, s.prompt, s.completion, s.at
+         from (select key_id, max(at) as at, sum(requests) as requests, sum(prompt) as prompt, sum(completion) as completion from u group by key_id) s
+         where exists (select 1 from chatgate_keys k where k.id = s.key_id)
+         order by s.key_id
+         on conflict (key_id) do update set
+           requests = t.requests + excluded.requests,
+           prompt_tokens = t.prompt_tokens + excluded.prompt_tokens,
+           completion_tokens = t.completion_tokens + excluded.completion_tokens,
+           last_used_at = greatest(t.last_used_at, excluded.last_used_at)
        )
        insert into chatgate_usage_daily as d (key_id, date, account_id, requests, prompt_tokens, completion_tokens)
-       select key_id, date, account_id, sum(requests), sum(prompt), sum(completion) from u group by key_id, date, account_id
+       select key_id, date, account_id, sum(requests), sum(prompt), sum(completion) from u group by key_id, date, account_id order by key_id, date
        on conflict (key_id, date) do update set
          requests = d.requests + excluded.requests,
          prompt_tokens = d.prompt_tokens + excluded.prompt_tokens,
@@ -644,6 +700,11 @@ export class PostgresKeyStore implements Store {
     return rows[0] ? toRecord(rows[0]) : undefined;
   }
 
+  /** A change of one key row (`update ... where id = $1`, without returning), answered with the whole record. */
+  private changed(update: string, params: unknown[]): Promise<KeyRecord | undefined> {
+    return this.one(`with k as (${update} returning ${KEY_COLUMNS.join(', ')}) ${WITH_USAGE} from k left join chatgate_key_usage u on u.key_id = k.id`, params);
+  }
+
   /**
    * One query on a pooled connection, bounded by `timeoutMs` from our side. A connection whose query
    * outlived it is destroyed, not returned to the pool: it is stuck behind a server that does not
@@ -697,6 +758,34 @@ export class PostgresKeyStore implements Store {
       throw new Error('key store closed');
     }
     this.listenerClient = client;
+    this.heartbeat(client, lost);
+  }
+
+  /**
+   * A connection cut without a word (a dropped route, a frozen server) delivers no notification and
+   * no error either: the listening connection is asked to answer every HEARTBEAT_MS, and one that
+   * does not within HEARTBEAT_DEADLINE_MS is taken for lost (changeFeedLive goes false; reconnect).
+   */
+  private heartbeat(client: pg.Client, lost: (error?: Error) => void): void {
+    let waiting = false;
+    const timer = setInterval(() => {
+      if (this.listenerClient !== client || this.closed) return clearInterval(timer);
+      if (waiting) return;
+      waiting = true;
+      const deadline = setTimeout(() => lost(new Error(`the change feed did not answer within ${HEARTBEAT_DEADLINE_MS} ms`)), HEARTBEAT_DEADLINE_MS);
+      deadline.unref();
+      client.query('select 1').then(
+        () => {
+          waiting = false;
+          clearTimeout(deadline);
+        },
+        (err: Error) => {
+          clearTimeout(deadline);
+          lost(err);
+        },
+      );
+    }, HEARTBEAT_MS);
+    timer.unref();
   }
 
   private scheduleReconnect(): void {
@@ -741,6 +830,14 @@ async function migrate(pool: pg.Pool): Promise<void> {
 
 function toRecord(row: KeyRow): KeyRecord {
   return {
+    ...toAuthRecord(row),
+    lastUsedAt: row.last_used_at?.toISOString() ?? null,
+    usage: { requests: Number(row.requests_total ?? 0), promptTokens: Number(row.prompt_tokens_total ?? 0), completionTokens: Number(row.completion_tokens_total ?? 0) },
+  };
+}
+
+function toAuthRecord(row: KeyRow): KeyAuthRecord {
+  return {
     id: row.id,
     name: row.name,
     digest: row.digest,
@@ -750,9 +847,7 @@ function toRecord(row: KeyRow): KeyRecord {
     expiresAt: row.expires_at?.toISOString() ?? null,
     models: row.models,
     endpoints: row.endpoints,
-    lastUsedAt: row.last_used_at?.toISOString() ?? null,
     rateLimit: { requestsPerMinute: row.rpm, tokensPerMinute: row.tpm, maxConcurrent: row.max_concurrent },
-    usage: { requests: Number(row.requests_total), promptTokens: Number(row.prompt_tokens_total), completionTokens: Number(row.completion_tokens_total) },
     accountId: row.account_id,
     createdBy: row.created_by,
     quota: { tokensPerDay: nullableNumber(row.tokens_per_day), tokensPerMonth: nullableNumber(row.tokens_per_month) },

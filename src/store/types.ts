@@ -73,11 +73,19 @@ export interface KeyChanges {
   createdBy?: string;
 }
 
+/**
+ * What authenticating a request needs of a key: the record without its usage figures, which the hot
+ * path never reads (a store may leave them out of findByDigest: PostgreSQL keeps them in another table).
+ */
+export type KeyAuthRecord = Omit<KeyRecord, 'usage' | 'lastUsedAt'> & Partial<Pick<KeyRecord, 'usage' | 'lastUsedAt'>>;
+
 export interface KeyStore {
-  findByDigest(digest: string): Promise<KeyRecord | undefined>;
+  findByDigest(digest: string): Promise<KeyAuthRecord | undefined>;
   get(id: string): Promise<KeyRecord | undefined>;
   /** Every key, or those of one account. */
   list(accountId?: string): Promise<KeyRecord[]>;
+  /** Whether the store holds any key at all (revoked and expired ones count): one `limit 1` read, never a list. */
+  hasKeys(): Promise<boolean>;
   insert(record: KeyRecord): Promise<void>;
   update(id: string, changes: KeyChanges): Promise<KeyRecord | undefined>;
   /** Marks the key revoked (once; a second call keeps the first time). Undefined when no key has that id. */
@@ -91,6 +99,13 @@ export interface KeyStore {
    * another replica), so caches can drop them; `undefined` means "anything may have changed".
    */
   onChange(listener: (digests: string[] | undefined) => void): void;
+  /**
+   * True while onChange is known to deliver every key change, from any process, within about a second
+   * (PostgreSQL: its LISTEN connection is up and answers its heartbeat; the file store: its poll runs).
+   * The key cache trusts a key for its long max age only while this holds; it is read on every lookup.
+   * After a gap, the store announces `undefined` (anything may have changed).
+   */
+  readonly changeFeedLive: boolean;
   /** Resolves when the store can be read; rejects otherwise (readiness). */
   ping(): Promise<void>;
   close(): Promise<void>;

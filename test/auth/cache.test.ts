@@ -1,13 +1,13 @@
 import { KeyCache, type KeyCacheOptions } from '../../src/auth/cache';
 import { issueKey } from '../../src/auth/issue';
 import { digestKey, generateKey } from '../../src/auth/keys';
-import type { KeyRecord } from '../../src/store/types';
+import type { KeyAuthRecord } from '../../src/store/types';
 import { CountingKeyStore } from '../fakes/counting-key-store';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** How a lookup ended, as one comparable string (handled at once: no unhandled rejection). */
-const outcome = (lookup: Promise<KeyRecord | undefined>): Promise<string> =>
+const outcome = (lookup: Promise<KeyAuthRecord | undefined>): Promise<string> =>
   lookup.then(
     (record) => (record ? `found ${record.id}` : 'unknown'),
     (err: Error) => `rejected: ${err.message}`,

@@ -12,6 +12,8 @@ export class CountingKeyStore extends MemoryAccountStore implements Store {
   lookups = 0;
   /** While true, findByDigest and ping reject with 'store down'. */
   failing = false;
+  /** Whether the cache may trust its change feed (a test sets it; the cache reads it on every lookup). */
+  changeFeedLive = false;
   /** As the store guard says it: false while failing. */
   get reachable(): boolean {
     return !this.failing;
@@ -31,6 +33,9 @@ export class CountingKeyStore extends MemoryAccountStore implements Store {
   }
   async list(accountId?: string): Promise<KeyRecord[]> {
     return [...this.records.values()].filter((record) => accountId === undefined || record.accountId === accountId).map((record) => structuredClone(record));
+  }
+  async hasKeys(): Promise<boolean> {
+    return this.records.size > 0;
   }
   async insert(record: KeyRecord): Promise<void> {
     this.records.set(record.digest, structuredClone(record));
