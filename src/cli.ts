@@ -1,10 +1,11 @@
 #!/usr/bin/env node
 /**
- * `chatgate`: serve | keys | accounts | members | mock-worker. Exit codes: 0 done, 1 failed, 2 usage.
+ * `chatgate`: serve | keys | accounts | members | store | mock-worker. Exit codes: 0 done, 1 failed, 2 usage.
  * The key, account and member commands work on the store of the same config as the gateway, with a
  * platform admin's rights, through the same service as the admin API: every change leaves the same
  * audit event, by the actor `cli`.
  */
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { publicView } from './auth/issue';
 import { limitAllowed, MAX_LIMIT, MAX_QUOTA, nameProblem } from './auth/key-fields';
@@ -34,6 +35,7 @@ const USAGE = `Usage:
   chatgate members list --account ID [--json] [--config FILE]
   chatgate members remove --account ID --email EMAIL [--transfer-keys-to OWNER_EMAIL] [--config FILE]
   chatgate members password-link --email EMAIL [--account ID] [--json] [--config FILE]
+  chatgate store import FILE [--config FILE]     (a file store's keys.json into the configured SQLite store; again adds nothing)
   chatgate mock-worker [--host H] [--port N] [--latency-ms N] [--tokens-per-second N] [--log-requests]
 
 The config file is --config, else $CHATGATE_CONFIG, else the embedded config/default.yaml.
@@ -52,6 +54,8 @@ async function main(argv: string[]): Promise<number> {
       return accountsCommand(rest);
     case 'members':
       return membersCommand(rest);
+    case 'store':
+      return storeCommand(rest);
     case 'mock-worker':
       return mockWorker(rest);
     case undefined:
@@ -211,6 +215,34 @@ async function withAccounts<T>(configFile: string | undefined, act: (accounts: A
 }
 
 const OPERATOR = { kind: 'cli' } as const;
+
+/**
+ * `store import FILE`: every record of a file store's keys.json into the configured SQLite store, in
+ * one transaction, each unless its primary key is there already: a second run adds nothing. A
+ * running gateway sees the imported keys within a second.
+ */
+async function storeCommand(args: string[]): Promise<number> {
+  const [action, ...rest] = args;
+  const { values, positionals } = parse(rest, { config: { type: 'string' } }, true);
+  if (action !== 'import') throw new UsageError(`unknown store action '${action ?? ''}'`);
+  if (positionals.length !== 1) throw new UsageError('store import needs one FILE (a keys.json)');
+  const config = loadConfig(configFileFrom(values.config));
+  if (config.keyStore.type !== 'sqlite') throw new UsageError(`store import writes into a sqlite key store; the config's is '${config.keyStore.type}' (set keyStore: {type: sqlite}, the default)`);
+  const [{ SqliteKeyStore }, { importFile, RECORD_KINDS }] = await Promise.all([import('./store/sqlite/store'), import('./store/sqlite/import')]);
+  const target = path.resolve(config.keyStore.path);
+  const store = new SqliteKeyStore(target, config.keyStore.timeoutMs);
+  try {
+    const report = await importFile(store, positionals[0]!);
+    process.stdout.write(`imported ${positionals[0]} into ${target}:\n`);
+    for (const kind of RECORD_KINDS) {
+      const skipped = report.skipped[kind] ? `, ${report.skipped[kind]} skipped (what they refer to is missing)` : '';
+      process.stdout.write(`  ${kind.padEnd(11)} ${String(report.imported[kind]).padStart(6)} imported, ${report.present[kind]} already there${skipped}\n`);
+    }
+    return 0;
+  } finally {
+    await store.close();
+  }
+}
 
 async function accountsCommand(args: string[]): Promise<number> {
   const [action, ...rest] = args;

@@ -175,6 +175,9 @@ const schema = z.strictObject({
   dataDir: z.string().min(1).default('./data'),
   keyStore: z
     .discriminatedUnion('type', [
+      // The embedded default: one SQLite file, shared by the gateway, its processes and the CLI.
+      z.strictObject({ type: z.literal('sqlite'), path: z.string().min(1).default('./data/chatgate.db'), timeoutMs: milliseconds.default(1_000) }),
+      // Deprecated: the JSON file store, rewritten whole on every change. `chatgate store import` moves it to SQLite.
       z.strictObject({ type: z.literal('file'), path: z.string().min(1).default('./data/keys.json'), timeoutMs: milliseconds.default(1_000) }),
       z.strictObject({
         type: z.literal('postgres'),
@@ -185,7 +188,7 @@ const schema = z.strictObject({
         timeoutMs: milliseconds.default(1_000),
       }),
     ])
-    .prefault({ type: 'file' }),
+    .prefault({ type: 'sqlite' }),
   auth: z
     .strictObject({
       cacheSize: count.default(10_000),

@@ -38,7 +38,8 @@ const WATCH_INTERVAL_MS = 1000;
 /** Daily usage is kept this long; quota counters of days and months before it are dropped. */
 const USAGE_DAYS_KEPT = 400;
 
-interface Data {
+/** Everything a key file holds (parseContents reads it; the SQLite store's import takes it). */
+export interface Data {
   keys: KeyRecord[];
   accounts: AccountRecord[];
   people: PersonRecord[];
@@ -602,7 +603,7 @@ const fileShape = z.looseObject({
   quotaUsage: z.record(z.string(), wholeNumber).default({}),
 });
 
-function parseContents(text: string, file: string): Data {
+export function parseContents(text: string, file: string): Data {
   const shape = fileShape.safeParse(parseJson(text, file));
   if (!shape.success) throw new Error(`${file} is not a chatgate key file (expected {"version":2,"keys":[...],...})`);
   const contents = shape.data;

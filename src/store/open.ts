@@ -1,16 +1,26 @@
 /**
- * The key store the config names: the file store (embedded default) or PostgreSQL (shared mode),
- * behind the guard that gives every call a deadline. A store that cannot be opened at start says so
- * by name (`key store: cannot connect to postgres://db:5432/chatgate (ECONNREFUSED)`), never with the
+ * The key store the config names: SQLite (the embedded default), PostgreSQL (shared mode) or the
+ * deprecated JSON file store, behind the guard that gives every call a deadline. A store that cannot
+ * be opened at start says so by name (`key store: cannot connect to postgres://db:5432/chatgate
+ * (ECONNREFUSED)`, `key store: cannot open /data/chatgate.db (SQLITE_CANTOPEN)`), never with the
  * URL's password.
+ *
+ * A new SQLite file made beside a file store's keys.json (an upgrade that kept the default config,
+ * whose default was the file store) imports it at once, so no key stops working: `imported` says so.
  */
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { Config } from '../config';
 import { FileKeyStore } from './file';
 import { GuardedKeyStore, type StoreHealthEvents } from './guarded';
 import type { PostgresEvents } from './postgres';
 
-export interface KeyStoreEvents extends Partial<PostgresEvents>, Partial<StoreHealthEvents> {}
+export interface KeyStoreEvents extends Partial<PostgresEvents>, Partial<StoreHealthEvents> {
+  /** The store's type is deprecated (`file`): how to move off it. */
+  deprecated?(message: string): void;
+  /** A new SQLite file imported the keys.json found beside it: from which file, how many of each record kind. */
+  imported?(file: string, counts: Readonly<Record<string, number>>): void;
+}
 
 export async function openKeyStore(config: Pick<Config, 'keyStore'>, events: KeyStoreEvents = {}): Promise<GuardedKeyStore> {
   const health: StoreHealthEvents = { down: events.down ?? (() => undefined), up: events.up ?? (() => undefined) };
@@ -24,8 +34,35 @@ export async function openKeyStore(config: Pick<Config, 'keyStore'>, events: Key
       throw new KeyStoreOpenError(`key store: cannot connect to ${withoutPassword(settings.url)} (${reasonOf(err)})`, { cause: err });
     }
   }
+  if (settings.type === 'sqlite') {
+    const file = path.resolve(settings.path);
+    const { SqliteKeyStore } = await import('./sqlite/store'); // the native module only when used
+    let store: InstanceType<typeof SqliteKeyStore>;
+    try {
+      store = new SqliteKeyStore(file, settings.timeoutMs);
+    } catch (err) {
+      throw new KeyStoreOpenError(`key store: cannot open ${file} (${reasonOf(err)})`, { cause: err });
+    }
+    const legacy = path.join(path.dirname(file), LEGACY_FILE);
+    if (store.created && existsSync(legacy)) {
+      const { importFile } = await import('./sqlite/import');
+      try {
+        events.imported?.(legacy, (await importFile(store, legacy)).imported);
+      } catch (err) {
+        await store.close();
+        throw new KeyStoreOpenError(`key store: a new ${file} could not import ${legacy} (${reasonOf(err)}); mend or move the file and start again`, { cause: err });
+      }
+    }
+    return new GuardedKeyStore(store, settings.timeoutMs, health);
+  }
+  events.deprecated?.(
+    `keyStore type 'file' is deprecated: it rewrites the whole file on every change. Move to SQLite, the default: set keyStore to {type: sqlite} (or remove it), then run 'chatgate store import ${path.relative(process.cwd(), path.resolve(settings.path)) || settings.path}'`,
+  );
   return new GuardedKeyStore(new FileKeyStore(path.resolve(settings.path)), settings.timeoutMs, health);
 }
+
+/** The file store's default file name: a new SQLite store beside one imports it. */
+const LEGACY_FILE = 'keys.json';
 
 export class KeyStoreOpenError extends Error {
   override name = 'KeyStoreOpenError';
