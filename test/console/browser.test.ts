@@ -4,7 +4,8 @@
  * password refused), creating a key (copied with the Copy button, the clipboard read back and the key
  * used), editing, rotating and revoking it (confirmed in the page's own dialog), inviting a member
  * (the one-time link opened in another browser, the password set, the member signed in), usage (the
- * chart, the totals, the CSV), the audit trail, and signing out (the old session refused). The page
+ * chart, the totals, the CSV), the audit trail, signing out (the old session refused) and signing out
+ * everywhere (a session on another device ends too). The page
  * runs under its strict CSP: any console error (a CSP violation among them) or page error fails it.
  * Screenshots of each screen go to artifacts/console/.
  */
@@ -463,6 +464,30 @@ describe.each(SIZES)('the console at $size size ($viewport.width×$viewport.heig
     expect(refused.json().error.code).toBe('not_signed_in');
     expect((await win.context.cookies(`${gw.url}/console/`)).find((c) => c.name === '__Host-chatgate_session')).toBeUndefined();
     await shot('16-signed-out');
+  }, STEP_MS);
+
+  test('9. signing out everywhere: a session on another device ends too', async () => {
+    await signInForm().getByLabel('Email').fill(owner);
+    await signInForm().getByLabel('Password').fill(PASSWORD);
+    await page.getByTestId('signin-submit').click();
+    await page.getByTestId('app-view').waitFor();
+    // The same person signed in elsewhere (another device: the API, its own cookie).
+    const elsewhere = await request(gw.url, {
+      ca: gw.ca,
+      method: 'POST',
+      path: '/console/api/session',
+      headers: { 'content-type': 'application/json', origin: `https://${new URL(gw.url).host}` },
+      body: JSON.stringify({ email: owner, password: PASSWORD }),
+    });
+    expect(elsewhere.status).toBe(200);
+    const other = String(elsewhere.headers['set-cookie']).split(';')[0]!;
+    expect((await consoleApi(other, '/keys')).status).toBe(200);
+    await shot('17-before-sign-out-everywhere');
+    await page.getByTestId('sign-out-everywhere').click();
+    await page.getByTestId('signin-view').waitFor();
+    await expect(page.getByTestId('banner').textContent()).resolves.toContain('signed out everywhere');
+    expect((await consoleApi(other, '/keys')).status).toBe(401);
+    expect((await win.context.cookies(`${gw.url}/console/`)).find((c) => c.name === '__Host-chatgate_session')).toBeUndefined();
   }, STEP_MS);
 
   test('no console errors (no CSP violation among them), and only the refusals the steps asked for', () => {

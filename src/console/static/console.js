@@ -1015,6 +1015,19 @@
     });
   }
 
+  /** Ends every session of the person (other devices too), then this page's. */
+  async function onSignOutEverywhere() {
+    await busy($('sign-out-everywhere'), async () => {
+      try {
+        await api('DELETE', '/sessions');
+      } catch (error) {
+        if (!(error instanceof ApiError && error.status === 401)) throw error;
+      }
+      state.tab = 'keys';
+      signedOut('You are signed out everywhere: every session of yours has ended.');
+    });
+  }
+
   async function onSwitchAccount() {
     const account = $('account-switcher').value;
     if (!state.session || !state.session.account || account === state.session.account.id) return;
@@ -1070,6 +1083,7 @@
     $('signin-form').addEventListener('submit', onSignIn);
     $('set-password-form').addEventListener('submit', onSetPassword);
     $('sign-out').addEventListener('click', onSignOut);
+    $('sign-out-everywhere').addEventListener('click', onSignOutEverywhere);
     $('account-switcher').addEventListener('change', onSwitchAccount);
     for (const tab of TABS) $(`tab-${tab}`).addEventListener('click', () => selectTab(tab, false));
     document.querySelector('.tabs').addEventListener('keydown', onTabKey);
