@@ -23,6 +23,7 @@ import { loadOrCreateDevCertificate } from '../../src/process/dev-certificate';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import { openConsoleWindow, type ConsoleWindow } from '../helpers/console-window';
 import { bearer, chatBody, request } from '../helpers/http';
+import { oidcSettings } from '../helpers/oidc';
 import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
 
 /** The few browser globals the functions run in the page use (the project's tsconfig has no DOM library). */
@@ -73,17 +74,10 @@ beforeAll(async () => {
       providers: { mock: { workers: [worker.url] } },
       auth: { createFirstKey: false, lastUsedFlushMs: 100 },
       console: {
-        oidc: {
-          issuer: provider.issuer,
-          clientId: CLIENT_ID,
-          clientSecretEnv: 'OIDC_SECRET',
-          scopes: ['openid', 'email', 'profile', 'groups'],
-          claim: 'groups',
-          mappings: [
+        oidc: oidcSettings(provider.issuer, [
             { value: 'team-a-owners', account: 'team-a', role: 'owner' },
             { value: 'team-b-members', account: 'team-b', role: 'member' },
-          ],
-        },
+          ]),
       },
     },
     { OIDC_SECRET: SECRET, NODE_EXTRA_CA_CERTS: tls.certFile },

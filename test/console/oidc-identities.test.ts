@@ -17,7 +17,7 @@ import path from 'node:path';
 import { loadOrCreateDevCertificate } from '../../src/process/dev-certificate';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import { request, type RawResponse } from '../helpers/http';
-import { attemptSignIn, Browser, expectRefused, payloadOf, refusalOf, sessionCookieOf, startProvider, stopProvider, tokensFor, type ProviderProcess } from '../helpers/oidc';
+import { attemptSignIn, Browser, expectRefused, payloadOf, refusalOf, sessionCookieOf, startProvider, stopProvider, tokensFor, type ProviderProcess, oidcSettings } from '../helpers/oidc';
 import { eventually, stopProcess } from '../helpers/processes';
 
 jest.setTimeout(60_000);
@@ -50,17 +50,10 @@ beforeAll(async () => {
       providers: { mock: { workers: ['http://127.0.0.1:9'] } },
       upstream: { health: { enabled: false } },
       console: {
-        oidc: {
-          issuer: provider.issuer,
-          clientId: CLIENT_ID,
-          clientSecretEnv: 'OIDC_SECRET',
-          scopes: ['openid', 'email', 'profile', 'groups'],
-          claim: 'groups',
-          mappings: [
+        oidc: oidcSettings(provider.issuer, [
             { value: 'team-b-members', account: 'team-b', role: 'member' },
             { value: 'platform-admins', admin: true },
-          ],
-        },
+          ]),
       },
     },
     { OIDC_SECRET: SECRET, NODE_EXTRA_CA_CERTS: tls.certFile, CHATGATE_ADMIN_TOKEN: ADMIN_TOKEN },

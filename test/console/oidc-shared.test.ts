@@ -12,7 +12,7 @@ import pg from 'pg';
 import { loadOrCreateDevCertificate } from '../../src/process/dev-certificate';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import { request, type RawResponse } from '../helpers/http';
-import { attemptSignIn, Browser, expectRefused, sessionCookieOf, startProvider, stopProvider, type ProviderProcess } from '../helpers/oidc';
+import { attemptSignIn, Browser, expectRefused, sessionCookieOf, startProvider, stopProvider, type ProviderProcess, oidcSettings } from '../helpers/oidc';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres';
 import { eventually, stopProcess } from '../helpers/processes';
 
@@ -39,14 +39,7 @@ beforeAll(async () => {
     providers: { mock: { workers: ['http://127.0.0.1:9'] } },
     upstream: { health: { enabled: false } },
     console: {
-      oidc: {
-        issuer: provider.issuer,
-        clientId: CLIENT_ID,
-        clientSecretEnv: 'OIDC_SECRET',
-        scopes: ['openid', 'email', 'profile', 'groups'],
-        claim: 'groups',
-        mappings: [{ value: 'platform-admins', admin: true }],
-      },
+      oidc: oidcSettings(provider.issuer, [{ value: 'platform-admins', admin: true }]),
     },
   };
   const env = { OIDC_SECRET: SECRET, NODE_EXTRA_CA_CERTS: tls.certFile, CHATGATE_ADMIN_TOKEN: ADMIN_TOKEN };

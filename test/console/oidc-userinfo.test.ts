@@ -12,7 +12,7 @@ import path from 'node:path';
 import { loadOrCreateDevCertificate } from '../../src/process/dev-certificate';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import { request } from '../helpers/http';
-import { attemptSignIn, expectRefused, payloadOf, refusalOf, startProvider, stopProvider, tokensFor, type ProviderProcess } from '../helpers/oidc';
+import { attemptSignIn, expectRefused, payloadOf, refusalOf, startProvider, stopProvider, tokensFor, type ProviderProcess, oidcSettings } from '../helpers/oidc';
 import { eventually, stopProcess } from '../helpers/processes';
 
 jest.setTimeout(60_000);
@@ -39,14 +39,7 @@ beforeAll(async () => {
       providers: { mock: { workers: ['http://127.0.0.1:9'] } },
       upstream: { health: { enabled: false } },
       console: {
-        oidc: {
-          issuer: provider.issuer,
-          clientId: CLIENT_ID,
-          clientSecretEnv: 'OIDC_SECRET',
-          scopes: ['openid', 'email', 'profile', 'groups'],
-          claim: 'groups',
-          mappings: [{ value: 'team-a-owners', account: 'team-a', role: 'owner' }],
-        },
+        oidc: oidcSettings(provider.issuer, [{ value: 'team-a-owners', account: 'team-a', role: 'owner' }]),
       },
     },
     { OIDC_SECRET: SECRET, NODE_EXTRA_CA_CERTS: tls.certFile },

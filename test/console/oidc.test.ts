@@ -37,7 +37,7 @@ import path from 'node:path';
 import { loadOrCreateDevCertificate } from '../../src/process/dev-certificate';
 import { spawnGatewayProcess, startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import type { RawResponse } from '../helpers/http';
-import { attemptSignIn, Browser, expectRefused, payloadOf, refusalOf, sessionCookieOf, startProvider, stopProvider, tokensFor, type ProviderProcess } from '../helpers/oidc';
+import { attemptSignIn, Browser, expectRefused, payloadOf, refusalOf, sessionCookieOf, startProvider, stopProvider, tokensFor, type ProviderProcess, oidcSettings } from '../helpers/oidc';
 import { eventually, stopProcess } from '../helpers/processes';
 
 jest.setTimeout(60_000);
@@ -75,18 +75,11 @@ beforeAll(async () => {
       upstream: { health: { enabled: false } },
       console: {
         allowedHosts: ['Console.Example.TEST.'],
-        oidc: {
-          issuer: provider.issuer,
-          clientId: CLIENT_ID,
-          clientSecretEnv: 'OIDC_SECRET',
-          scopes: ['openid', 'email', 'profile', 'groups'],
-          claim: 'groups',
-          mappings: [
+        oidc: oidcSettings(provider.issuer, [
             { value: 'team-a-owners', account: 'team-a', role: 'owner' },
             { value: 'team-b-members', account: 'team-b', role: 'member' },
             { value: 'platform-admins', admin: true },
-          ],
-        },
+          ]),
       },
     },
     { OIDC_SECRET: SECRET, NODE_EXTRA_CA_CERTS: tls.certFile },

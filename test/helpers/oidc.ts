@@ -208,3 +208,8 @@ export async function tokensFor(
   seen?.add(accessToken);
   return { idToken, accessToken };
 }
+
+/** The `console.oidc` block the OIDC tests configure: the client `chatgate` at the test provider, mapping its `groups` claim. */
+export function oidcSettings(issuer: string, mappings: ReadonlyArray<{ value: string; account?: string; role?: 'owner' | 'member'; admin?: boolean }>) {
+  return { issuer, clientId: 'chatgate', clientSecretEnv: 'OIDC_SECRET', scopes: ['openid', 'email', 'profile', 'groups'], claim: 'groups', mappings };
+}
