@@ -28,7 +28,9 @@ test('the embedded defaults are the documented ones', () => {
   const config = loadConfig(DEFAULT_CONFIG_FILE, noEnv);
   expect(config.listen).toEqual({ host: '0.0.0.0', port: 8443, backlog: 4096 });
   expect(config.admin).toEqual({ host: '127.0.0.1', port: 9464, allowedHosts: [] });
-  expect(config.keyStore).toEqual({ type: 'file', path: './data/keys.json', timeoutMs: 1000 });
+  expect(config.keyStore).toEqual({ type: 'sqlite', path: './data/chatgate.db', timeoutMs: 1000 });
+  // A config that names no key store gets the same: SQLite, not the deprecated JSON file.
+  expect(parseConfig({ providers: { mock: { workers: ['http://127.0.0.1:9100'] } } }).keyStore).toEqual({ type: 'sqlite', path: './data/chatgate.db', timeoutMs: 1000 });
   expect(Object.keys(config.providers)).toEqual(['mock']);
   expect(config.providers.mock!.workers).toEqual(['http://127.0.0.1:9100']);
   expect(config.limits.maxBodyBytes).toBe(16 * 1024 * 1024);
@@ -131,6 +133,9 @@ test("the key store URL from the environment keeps the file's PostgreSQL setting
     expect(loadConfig(file, { CHATGATE_KEYSTORE_URL: url }).keyStore).toEqual({ type: 'postgres', url, poolSize: 3, timeoutMs: 1000 });
     writeFileSync(file, YAML.stringify({ ...minimal, keyStore: { type: 'file', path: './keys.json' } }));
     expect(loadConfig(file, { CHATGATE_KEYSTORE_URL: url }).keyStore).toEqual({ type: 'postgres', url, poolSize: 10, timeoutMs: 1000 });
+    writeFileSync(file, YAML.stringify({ ...minimal, keyStore: { type: 'sqlite', path: './store.db' } }));
+    expect(loadConfig(file, { CHATGATE_KEYSTORE_URL: url }).keyStore).toEqual({ type: 'postgres', url, poolSize: 10, timeoutMs: 1000 });
+    expect(loadConfig(file, {}).keyStore).toEqual({ type: 'sqlite', path: './store.db', timeoutMs: 1000 });
     writeFileSync(file, YAML.stringify({ ...minimal, keyStore: { type: 'postgres', url, poolSize: 0 } }));
     expect(() => loadConfig(file, {})).toThrow(/keyStore\.poolSize/);
   } finally {

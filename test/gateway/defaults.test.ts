@@ -58,7 +58,12 @@ test('first start: a dev certificate, one key printed once, and a curl line that
     const certFile = path.join(cwd, 'data', 'tls', 'cert.pem');
     expect(text).toContain(new X509Certificate(readFileSync(certFile)).fingerprint256);
     expect(statSync(path.join(cwd, 'data', 'tls', 'key.pem')).mode & 0o077).toBe(0);
-    expect(readFileSync(path.join(cwd, 'data', 'keys.json'), 'utf8')).not.toContain(key);
+    // The key store is SQLite (data/chatgate.db, and its write-ahead log beside it), mode 0600.
+    const storeFiles = ['chatgate.db', 'chatgate.db-wal'].map((name) => path.join(cwd, 'data', name)).filter((file) => existsSync(file));
+    expect(storeFiles[0]).toBe(path.join(cwd, 'data', 'chatgate.db'));
+    for (const file of storeFiles) expect(readFileSync(file).toString('latin1')).not.toContain(key);
+    expect(statSync(storeFiles[0]!).mode & 0o077).toBe(0);
+    expect(existsSync(path.join(cwd, 'data', 'keys.json'))).toBe(false);
     expect((await fetch('http://127.0.0.1:9464/readyz')).status).toBe(200);
 
     // The console: the printed one-time link sets the first owner's password, who then signs in.
@@ -86,7 +91,7 @@ test('second start: same certificate, no new key printed', async () => {
     expect(banner()).toContain(fingerprintBefore);
     expect(banner()).not.toMatch(/cgk_/);
     expect(banner()).not.toContain('set-password'); // the first owner set theirs
-    expect(existsSync(path.join(cwd, 'data', 'keys.json'))).toBe(true);
+    expect(existsSync(path.join(cwd, 'data', 'chatgate.db'))).toBe(true);
   } finally {
     await stopProcess(child, 'SIGINT');
   }

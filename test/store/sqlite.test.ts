@@ -1,0 +1,231 @@
+/**
+ * The SQLite store as processes share it: the file and its settings (WAL, foreign keys, mode 0600,
+ * each migration once), processes writing at once with no change lost (keys, one key's usage, one
+ * counter, the CLI besides), the append-only audit trail, and `chatgate store import` of a keys.json
+ * holding every record kind, twice (the second adds nothing). The contract suites hold its semantics.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import YAML from 'yaml';
+import { issueKey } from '../../src/auth/issue';
+import { digestKey } from '../../src/auth/keys';
+import { defaultAccountId } from '../../src/store/default-account';
+import { FileKeyStore } from '../../src/store/file';
+import { SqliteKeyStore } from '../../src/store/sqlite/store';
+import type { Store } from '../../src/store/types';
+import { CLI } from '../helpers/processes';
+
+let dir: string;
+beforeAll(() => {
+  dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-sqlite-'));
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const opened: Store[] = [];
+afterEach(async () => {
+  await Promise.all(opened.splice(0).map((store) => store.close()));
+});
+function open(file: string): SqliteKeyStore {
+  const store = new SqliteKeyStore(file);
+  opened.push(store);
+  return store;
+}
+
+/** A config naming the SQLite file, for the CLI. */
+function configFor(file: string): string {
+  const configFile = `${file}.yaml`;
+  writeFileSync(configFile, YAML.stringify({ providers: { mock: { workers: ['http://127.0.0.1:9'] } }, keyStore: { type: 'sqlite', path: file }, log: { level: 'silent' } }));
+  return configFile;
+}
+
+function run(command: string, args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    child.once('error', reject);
+    child.once('close', (status) => resolve({ status, stdout, stderr }));
+  });
+}
+
+test('one file, mode 0600, in WAL mode with foreign keys on; processes opening it at once apply each migration once', async () => {
+  const file = path.join(dir, 'fresh', 'chatgate.db');
+  const pair = [open(file), open(file)];
+  expect(pair.map((store) => store.created)).toEqual([true, false]);
+  expect(statSync(file).mode & 0o777).toBe(0o600);
+  expect(statSync(path.dirname(file)).mode & 0o077).toBe(0);
+  const { db } = pair[1]!.sql;
+  expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
+  expect(db.pragma('foreign_keys', { simple: true })).toBe(1);
+  expect(db.prepare('select version from chatgate_schema_migrations').all()).toEqual([{ version: 1 }]);
+  // Every lookup by something other than the primary key has its index.
+  const plan = (sql: string) => JSON.stringify(db.prepare(`explain query plan ${sql}`).all());
+  expect(plan("select * from chatgate_keys where digest = 'x'")).toMatch(/USING INDEX/);
+  expect(plan("select * from chatgate_keys where account_id = 'x' order by created_at, id")).toMatch(/USING INDEX chatgate_keys_account/);
+  expect(plan("select * from chatgate_members where email = 'x'")).toMatch(/USING INDEX chatgate_members_email/);
+  expect(plan("select * from chatgate_usage_daily where account_id = 'x' and date between 'a' and 'b'")).toMatch(/USING INDEX chatgate_usage_account_date/);
+  // A key of an account that does not exist is refused, as PostgreSQL refuses it.
+  const { record } = await issueKey(pair[0]!, { name: 'first' });
+  await expect(pair[0]!.insert({ ...record, id: 'key_orphan', digest: digestKey('cgk_orphan'), accountId: 'acc_missing' })).rejects.toThrow(/FOREIGN KEY/);
+});
+
+test('two processes and the CLI writing at once lose no change: every key, every use of one key, every bump of one counter', async () => {
+  const file = path.join(dir, 'busy', 'chatgate.db');
+  const store = open(file);
+  const { record: shared } = await issueKey(store, { name: 'shared' });
+  const ROUNDS = 150;
+  // Each writer makes a key, adds one request to the shared key and bumps one counter, ROUNDS times.
+  const writer = `
+    const { SqliteKeyStore } = require(${JSON.stringify(path.resolve('dist/store/sqlite/store.js'))});
+    const { issueKey } = require(${JSON.stringify(path.resolve('dist/auth/issue.js'))});
+    (async () => {
+      const store = new SqliteKeyStore(${JSON.stringify(file)}, 5000);
+      const expiresAt = new Date(Date.now() + 3600_000);
+      for (let i = 0; i < ${ROUNDS}; i++) {
+        await issueKey(store, { name: 'writer-' + process.pid + '-' + i });
+        await store.recordUse([{ keyId: ${JSON.stringify(shared.id)}, accountId: ${JSON.stringify(shared.accountId)}, date: '2030-01-01', at: new Date(), requests: 1, promptTokens: 2, completionTokens: 3 }]);
+        await store.bumpCounters([{ name: 'shared-counter', expiresAt }], new Date());
+      }
+      await store.close();
+    })().catch((err) => { console.error(err); process.exit(1); });`;
+  const configFile = configFor(file);
+  const children = [run(process.execPath, ['-e', writer]), run(process.execPath, ['-e', writer])];
+  const cliRuns = [1, 2, 3].map((i) => run(process.execPath, [CLI, 'keys', 'create', '--name', `cli-${i}`, '--config', configFile]));
+  const expiresAt = new Date(Date.now() + 3600_000);
+  for (let i = 0; i < ROUNDS; i++) {
+    await issueKey(store, { name: `here-${i}` });
+    await store.recordUse([{ keyId: shared.id, accountId: shared.accountId, date: '2030-01-01', at: new Date(), requests: 1, promptTokens: 2, completionTokens: 3 }]);
+    await store.bumpCounters([{ name: 'shared-counter', expiresAt }], new Date());
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  for (const result of await Promise.all([...children, ...cliRuns])) expect({ status: result.status, stderr: result.stderr }).toEqual({ status: 0, stderr: '' });
+
+  const keys = await store.list();
+  expect(keys.length).toBe(1 + 3 * ROUNDS + 3);
+  expect(new Set(keys.map((k) => k.digest)).size).toBe(keys.length);
+  expect(keys.filter((k) => k.name.startsWith('cli-')).length).toBe(3);
+  expect((await store.get(shared.id))?.usage).toEqual({ requests: 3 * ROUNDS, promptTokens: 6 * ROUNDS, completionTokens: 9 * ROUNDS });
+  expect(await store.usage(shared.accountId, '2030-01-01', '2030-01-01')).toEqual([
+    { date: '2030-01-01', accountId: shared.accountId, keyId: shared.id, requests: 3 * ROUNDS, promptTokens: 6 * ROUNDS, completionTokens: 9 * ROUNDS },
+  ]);
+  expect(await store.bumpCounters([{ name: 'shared-counter', expiresAt }], new Date())).toEqual([3 * ROUNDS + 1]);
+}, 60_000);
+
+test('the audit trail is append-only: no statement changes or deletes an event', async () => {
+  const store = open(path.join(dir, 'audit', 'chatgate.db'));
+  await store.appendAudit({ id: 'aud_1', accountId: null, at: new Date().toISOString(), actor: 'cli', action: 'key.created', target: 'key_1', client: null, details: {} });
+  expect(() => store.sql.db.prepare("update chatgate_audit set actor = 'someone else'").run()).toThrow(/append-only/);
+  expect(() => store.sql.db.prepare('delete from chatgate_audit').run()).toThrow(/append-only/);
+  await expect(store.appendAudit({ id: 'aud_1', accountId: null, at: new Date().toISOString(), actor: 'x', action: 'x', target: 'x', client: null, details: {} })).rejects.toThrow();
+  expect((await store.listAudit(null, 10)).map((e) => e.actor)).toEqual(['cli']);
+});
+
+test('the change feed: live while its poll runs, a change by another process announced within a poll, dead after close', async () => {
+  const file = path.join(dir, 'feed', 'chatgate.db');
+  const watcher = open(file);
+  expect(watcher.changeFeedLive).toBe(false); // nobody listens yet
+  const seen: Array<string[] | undefined> = [];
+  watcher.onChange((digests) => seen.push(digests));
+  expect(watcher.changeFeedLive).toBe(true);
+  const result = await run(process.execPath, [CLI, 'keys', 'create', '--name', 'from-cli', '--json', '--config', configFor(file)]);
+  const { key } = JSON.parse(result.stdout) as { key: string };
+  const at = performance.now();
+  while (!seen.some((digests) => digests?.includes(digestKey(key))) && performance.now() - at < 5000) await new Promise((resolve) => setTimeout(resolve, 20));
+  expect(seen.some((digests) => digests?.includes(digestKey(key)))).toBe(true);
+  expect(performance.now() - at).toBeLessThan(1000);
+  await watcher.close();
+  expect(watcher.changeFeedLive).toBe(false);
+});
+
+/** A file store holding every record kind, made through the store interface as the gateway makes them. */
+async function fileStoreWithEverything(file: string) {
+  const source = new FileKeyStore(file);
+  const now = new Date();
+  const later = new Date(now.getTime() + 3600_000).toISOString();
+  await source.createAccount({ id: 'acc_team', name: 'team', createdAt: now.toISOString(), quota: { tokensPerDay: 1000, tokensPerMonth: null } });
+  const { key, record } = await issueKey(source, { name: 'imported', models: ['mock/*'], endpoints: ['chat'], rateLimit: { requestsPerMinute: 7 }, quota: { tokensPerDay: 50 } });
+  const { record: teamKey } = await issueKey(source, { name: 'team key', accountId: 'acc_team', expiresAt: new Date('2099-01-01T00:00:00Z') });
+  await source.revoke(teamKey.id, now);
+  await source.recordUse([{ keyId: record.id, accountId: record.accountId, date: '2030-01-02', at: now, requests: 4, promptTokens: 40, completionTokens: 12 }]);
+  await source.putPerson({ email: 'owner@example.com', admin: true, passwordHash: 'scrypt$hash', createdAt: now.toISOString(), passwordWithOidc: true });
+  await source.putPerson({ email: 'member@example.com', admin: false, passwordHash: null, createdAt: now.toISOString() });
+  await source.bindIdentity({ issuer: 'https://idp.example', subject: 'sub-1', email: 'owner@example.com', createdAt: now.toISOString() });
+  await source.putMember({ accountId: 'acc_team', email: 'owner@example.com', role: 'owner', addedAt: now.toISOString(), addedBy: 'admin-token' });
+  await source.putMember({ accountId: 'acc_team', email: 'member@example.com', role: 'member', addedAt: now.toISOString(), addedBy: 'owner@example.com' });
+  await source.createSession({ digest: 'd'.repeat(64), email: 'owner@example.com', accountId: 'acc_team', via: 'oidc', createdAt: now.toISOString(), lastSeenAt: now.toISOString(), expiresAt: later });
+  await source.createToken({ digest: 't'.repeat(64), kind: 'password', email: 'member@example.com', data: {}, expiresAt: later });
+  await source.bumpCounters([{ name: 'sign-in:member@example.com', expiresAt: new Date(later) }], now);
+  await source.bumpCounters([{ name: 'sign-in:member@example.com', expiresAt: new Date(later) }], now);
+  for (const [i, action] of ['key.created', 'member.added', 'key.revoked'].entries()) {
+    await source.appendAudit({ id: `aud_${i}`, accountId: 'acc_team', at: new Date(now.getTime() + i).toISOString(), actor: 'owner@example.com', action, target: teamKey.id, client: '127.0.0.1', details: { i } });
+  }
+  await source.addQuotaUsage(new Map([[`key:${record.id}:d:${now.toISOString().slice(0, 10)}`, 52]]));
+  return { source, key, record, teamKey };
+}
+
+test('store import: every record kind of a keys.json, as the file store reads it; a second run adds nothing', async () => {
+  const jsonFile = path.join(dir, 'import', 'keys.json');
+  const { source, key, record, teamKey } = await fileStoreWithEverything(jsonFile);
+  const target = path.join(dir, 'import', 'store.db');
+  const configFile = configFor(target);
+
+  const first = spawnSync(process.execPath, [CLI, 'store', 'import', jsonFile, '--config', configFile], { encoding: 'utf8' });
+  expect({ status: first.status, stderr: first.stderr }).toEqual({ status: 0, stderr: '' });
+  const counts = (stdout: string) => Object.fromEntries([...stdout.matchAll(/^ {2}(\w+) +(\d+) imported, (\d+) already there/gm)].map((m) => [m[1], [Number(m[2]), Number(m[3])]]));
+  expect(counts(first.stdout)).toEqual({
+    accounts: [2, 0],
+    keys: [2, 0],
+    people: [2, 0],
+    identities: [1, 0],
+    members: [2, 0],
+    sessions: [1, 0],
+    tokens: [1, 0],
+    counters: [1, 0],
+    audit: [3, 0],
+    usage: [1, 0],
+    quotaUsage: [1, 0],
+  });
+  expect(first.stdout).not.toContain(key);
+
+  const second = spawnSync(process.execPath, [CLI, 'store', 'import', jsonFile, '--config', configFile], { encoding: 'utf8' });
+  expect(second.status).toBe(0);
+  expect(Object.values(counts(second.stdout)).every(([imported, present]) => imported === 0 && present! > 0)).toBe(true);
+
+  // What SQLite holds now reads as what the file store holds, kind by kind (once, not twice).
+  const store = open(target);
+  expect(await store.findByDigest(digestKey(key))).toEqual(await source.findByDigest(digestKey(key)));
+  expect(await store.list()).toEqual(await source.list());
+  expect((await store.get(record.id))?.usage).toEqual({ requests: 4, promptTokens: 40, completionTokens: 12 });
+  expect((await store.get(teamKey.id))?.revokedAt).not.toBeNull();
+  expect(await store.listAccounts()).toEqual(await source.listAccounts());
+  expect(await store.getPerson('owner@example.com')).toEqual(await source.getPerson('owner@example.com'));
+  expect(await store.getPerson('member@example.com')).toEqual({ ...(await source.getPerson('member@example.com')), passwordWithOidc: false });
+  expect(await store.identitiesOf('owner@example.com')).toEqual(await source.identitiesOf('owner@example.com'));
+  const byEmail = (a: { email: string }, b: { email: string }) => a.email.localeCompare(b.email);
+  expect((await store.listMembers('acc_team')).sort(byEmail)).toEqual((await source.listMembers('acc_team')).sort(byEmail));
+  expect(await store.findSession('d'.repeat(64))).toEqual(await source.findSession('d'.repeat(64)));
+  expect(await store.listAudit(null, 10)).toEqual(await source.listAudit(null, 10));
+  expect(await store.usage(record.accountId, '2030-01-01', '2030-12-31')).toEqual(await source.usage(record.accountId, '2030-01-01', '2030-12-31'));
+  const scope = `key:${record.id}:d:${new Date().toISOString().slice(0, 10)}`;
+  expect(await store.quotaUsage([scope])).toEqual(new Map([[scope, 52]]));
+  expect(await store.bumpCounters([{ name: 'sign-in:member@example.com', expiresAt: new Date(Date.now() + 60_000) }], new Date())).toEqual([3]);
+  expect(await store.takeToken('t'.repeat(64), 'password', new Date())).toEqual(await source.takeToken('t'.repeat(64), 'password', new Date()));
+  expect(await defaultAccountId(store)).toBe(record.accountId);
+});
+
+test('store import refuses a file the file store would refuse, naming the record, and writes nothing', async () => {
+  const jsonFile = path.join(dir, 'import-bad', 'keys.json');
+  const { record } = await fileStoreWithEverything(jsonFile);
+  const text = (await import('node:fs')).readFileSync(jsonFile, 'utf8').replace(`"${record.digest}"`, '"not-a-digest"');
+  writeFileSync(jsonFile, text);
+  const target = path.join(dir, 'import-bad', 'store.db');
+  const result = spawnSync(process.execPath, [CLI, 'store', 'import', jsonFile, '--config', configFor(target)], { encoding: 'utf8' });
+  expect(result.status).toBe(1);
+  expect(result.stderr).toMatch(/keys\[0\]\.digest: not a SHA-256 digest/);
+  expect(result.stderr).not.toContain(record.digest);
+  expect(await open(target).listAccounts()).toEqual([]);
+});
