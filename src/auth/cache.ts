@@ -24,8 +24,9 @@
  * keys; a key created since is announced by the feed and forgotten here at once. Concurrent lookups
  * of one key share one store call.
  *
- * Memory: about 0.9 KiB per cached key (a record with two model globs, measured by
- * test/auth/cache-memory.test.ts; docs/performance.md), so the default 10,000 entries take ~9 MB.
+ * Memory: about 950 bytes of live heap per cached key (a record as PostgreSQL returns it, two model
+ * globs; measured by test/auth/cache-memory.test.ts, see docs/performance.md), so the default 10,000
+ * entries take about 9 MiB.
  */
 import { LRUCache } from 'lru-cache';
 import { digestKey } from './keys';
