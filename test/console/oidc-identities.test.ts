@@ -11,14 +11,12 @@
  * really says what the test claims (a missing claim, null, "no"...), before it is tried on the gateway.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import os from 'node:os';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { loadOrCreateDevCertificate } from '../../src/process/dev-certificate';
-import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
+import type { GatewayProcess } from '../helpers/gateway-process';
 import { request, type RawResponse } from '../helpers/http';
-import { attemptSignIn, Browser, expectRefused, payloadOf, refusalOf, sessionCookieOf, startProvider, stopProvider, tokensFor, type ProviderProcess, oidcSettings } from '../helpers/oidc';
-import { eventually, stopProcess } from '../helpers/processes';
+import { attemptSignIn, Browser, expectRefused, payloadOf, refusalOf, sessionCookieOf, startOidcSites, stopOidcSites, tokensFor, type ProviderProcess } from '../helpers/oidc';
+import { eventually } from '../helpers/processes';
 
 jest.setTimeout(60_000);
 
@@ -39,25 +37,14 @@ const secrets = new Set<string>([SECRET, ADMIN_TOKEN, PEEK.client_secret, KIM_PA
 const sites = () => ({ provider, gw });
 
 beforeAll(async () => {
-  dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-oidc-identities-'));
-  const tls = await loadOrCreateDevCertificate(path.join(dir, 'provider-tls'));
-  provider = await startProvider(tls.certFile, tls.keyFile, tls.cert);
-  gw = await startGatewayProcess(
-    dir,
-    'gw',
-    {
-      keyStore: { type: 'file', path: path.join(dir, 'gw-store.json') },
-      providers: { mock: { workers: ['http://127.0.0.1:9'] } },
-      upstream: { health: { enabled: false } },
-      console: {
-        oidc: oidcSettings(provider.issuer, [
-            { value: 'team-b-members', account: 'team-b', role: 'member' },
-            { value: 'platform-admins', admin: true },
-          ]),
-      },
-    },
-    { OIDC_SECRET: SECRET, NODE_EXTRA_CA_CERTS: tls.certFile, CHATGATE_ADMIN_TOKEN: ADMIN_TOKEN },
-  );
+  ({ dir, provider, gw } = await startOidcSites('oidc-identities', {
+    mappings: [
+      { value: 'team-b-members', account: 'team-b', role: 'member' },
+      { value: 'platform-admins', admin: true },
+    ],
+    secret: SECRET,
+    env: { CHATGATE_ADMIN_TOKEN: ADMIN_TOKEN },
+  }));
   await provider.send({ cmd: 'configure', clients: [{ client_id: CLIENT_ID, client_secret: SECRET, redirect_uris: [`${gw.url}/console/api/oidc/callback`] }, PEEK] });
 
   // Kim: a platform admin, owner of kims-team, with a password; known before any sign-in through the provider.
@@ -67,11 +54,7 @@ beforeAll(async () => {
   expect((await admin('PATCH', '/people/kim@example.com', { admin: true })).status).toBe(200);
 });
 
-afterAll(async () => {
-  if (gw) await stopProcess(gw.child);
-  await stopProvider(provider);
-  if (dir) rmSync(dir, { recursive: true, force: true });
-});
+afterAll(() => stopOidcSites({ dir, provider, gw }));
 
 test('an ID token whose email_verified is missing, null, "no" or the string "true" does not sign in as the platform admin who has that email', async () => {
   const kim = await passwordSignIn('kim@example.com', KIM_PASSWORD);

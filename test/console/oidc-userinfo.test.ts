@@ -6,14 +6,10 @@
  * about the ID token's subject. A real provider on loopback; the gateway as its own process.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { loadOrCreateDevCertificate } from '../../src/process/dev-certificate';
-import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
+import type { GatewayProcess } from '../helpers/gateway-process';
 import { request } from '../helpers/http';
-import { attemptSignIn, expectRefused, payloadOf, refusalOf, startProvider, stopProvider, tokensFor, type ProviderProcess, oidcSettings } from '../helpers/oidc';
-import { eventually, stopProcess } from '../helpers/processes';
+import { attemptSignIn, expectRefused, payloadOf, refusalOf, startOidcSites, stopOidcSites, tokensFor, type ProviderProcess } from '../helpers/oidc';
+import { eventually } from '../helpers/processes';
 
 jest.setTimeout(60_000);
 
@@ -28,22 +24,7 @@ const secrets = new Set<string>([SECRET, PEEK.client_secret]);
 const sites = () => ({ provider, gw });
 
 beforeAll(async () => {
-  dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-oidc-userinfo-'));
-  const tls = await loadOrCreateDevCertificate(path.join(dir, 'provider-tls'));
-  provider = await startProvider(tls.certFile, tls.keyFile, tls.cert);
-  gw = await startGatewayProcess(
-    dir,
-    'gw',
-    {
-      keyStore: { type: 'file', path: path.join(dir, 'gw-store.json') },
-      providers: { mock: { workers: ['http://127.0.0.1:9'] } },
-      upstream: { health: { enabled: false } },
-      console: {
-        oidc: oidcSettings(provider.issuer, [{ value: 'team-a-owners', account: 'team-a', role: 'owner' }]),
-      },
-    },
-    { OIDC_SECRET: SECRET, NODE_EXTRA_CA_CERTS: tls.certFile },
-  );
+  ({ dir, provider, gw } = await startOidcSites('oidc-userinfo', { mappings: [{ value: 'team-a-owners', account: 'team-a', role: 'owner' }], secret: SECRET }));
   await provider.send({
     cmd: 'configure',
     conformIdTokenClaims: true,
@@ -51,11 +32,7 @@ beforeAll(async () => {
   });
 });
 
-afterAll(async () => {
-  if (gw) await stopProcess(gw.child);
-  await stopProvider(provider);
-  if (dir) rmSync(dir, { recursive: true, force: true });
-});
+afterAll(() => stopOidcSites({ dir, provider, gw }));
 
 test('the email and the mapped claim are read from userinfo when the ID token lacks them: the person signs in, mapped', async () => {
   // What the provider gives any client: an ID token with no email and no groups; userinfo has them.

@@ -29,16 +29,14 @@
  * the client secret, which must never be in it).
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import type { IncomingHttpHeaders } from 'node:http';
 import https from 'node:https';
-import os from 'node:os';
 import path from 'node:path';
-import { loadOrCreateDevCertificate } from '../../src/process/dev-certificate';
-import { spawnGatewayProcess, startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
+import { spawnGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import type { RawResponse } from '../helpers/http';
-import { attemptSignIn, Browser, expectRefused, payloadOf, refusalOf, sessionCookieOf, startProvider, stopProvider, tokensFor, type ProviderProcess, oidcSettings } from '../helpers/oidc';
-import { eventually, stopProcess } from '../helpers/processes';
+import { attemptSignIn, Browser, expectRefused, payloadOf, refusalOf, sessionCookieOf, startOidcSites, stopOidcSites, stopProvider, tokensFor, type ProviderProcess } from '../helpers/oidc';
+import { eventually } from '../helpers/processes';
 
 jest.setTimeout(60_000);
 
@@ -63,34 +61,18 @@ let configured: Promise<unknown> | undefined;
 const secrets = new Set<string>([SECRET, OTHER_CLIENT.client_secret]);
 
 beforeAll(async () => {
-  dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-oidc-'));
-  const tls = await loadOrCreateDevCertificate(path.join(dir, 'provider-tls'));
-  provider = await startProvider(tls.certFile, tls.keyFile, tls.cert);
-  gw = await startGatewayProcess(
-    dir,
-    'gw',
-    {
-      keyStore: { type: 'file', path: path.join(dir, 'gw-store.json') },
-      providers: { mock: { workers: ['http://127.0.0.1:9'] } },
-      upstream: { health: { enabled: false } },
-      console: {
-        allowedHosts: ['Console.Example.TEST.'],
-        oidc: oidcSettings(provider.issuer, [
-            { value: 'team-a-owners', account: 'team-a', role: 'owner' },
-            { value: 'team-b-members', account: 'team-b', role: 'member' },
-            { value: 'platform-admins', admin: true },
-          ]),
-      },
-    },
-    { OIDC_SECRET: SECRET, NODE_EXTRA_CA_CERTS: tls.certFile },
-  );
+  ({ dir, provider, gw } = await startOidcSites('oidc', {
+    mappings: [
+      { value: 'team-a-owners', account: 'team-a', role: 'owner' },
+      { value: 'team-b-members', account: 'team-b', role: 'member' },
+      { value: 'platform-admins', admin: true },
+    ],
+    console: { allowedHosts: ['Console.Example.TEST.'] },
+    secret: SECRET,
+  }));
 });
 
-afterAll(async () => {
-  if (gw) await stopProcess(gw.child);
-  await stopProvider(provider);
-  if (dir) rmSync(dir, { recursive: true, force: true });
-});
+afterAll(() => stopOidcSites({ dir, provider, gw }));
 
 /** The provider knows the gateway's client once the gateway's callback URL (its port) is known. */
 function configureProvider(): Promise<unknown> {

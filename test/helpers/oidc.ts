@@ -7,9 +7,12 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
-import type { GatewayProcess } from './gateway-process';
+import { loadOrCreateDevCertificate } from '../../src/process/dev-certificate';
+import { startGatewayProcess, type GatewayProcess } from './gateway-process';
 import { request, type RawResponse } from './http';
 import { eventually, stopProcess } from './processes';
 
@@ -212,4 +215,44 @@ export async function tokensFor(
 /** The `console.oidc` block the OIDC tests configure: the client `chatgate` at the test provider, mapping its `groups` claim. */
 export function oidcSettings(issuer: string, mappings: ReadonlyArray<{ value: string; account?: string; role?: 'owner' | 'member'; admin?: boolean }>) {
   return { issuer, clientId: 'chatgate', clientSecretEnv: 'OIDC_SECRET', scopes: ['openid', 'email', 'profile', 'groups'], claim: 'groups', mappings };
+}
+
+/** A test provider and one gateway process on a file store, its console signing in there. */
+export interface OidcSites {
+  dir: string;
+  /** The provider's certificate (the gateway trusts it through NODE_EXTRA_CA_CERTS). */
+  certFile: string;
+  provider: ProviderProcess;
+  gw: GatewayProcess;
+}
+
+/**
+ * Starts the provider and a gateway whose console.oidc maps `mappings` (with `console` settings of the
+ * test's own beside it), the client secret in OIDC_SECRET; the caller configures the provider's clients.
+ */
+export async function startOidcSites(
+  name: string,
+  options: { mappings: Parameters<typeof oidcSettings>[1]; console?: Record<string, unknown>; env?: Record<string, string>; secret: string },
+): Promise<OidcSites> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), `chatgate-${name}-`));
+  const tls = await loadOrCreateDevCertificate(path.join(dir, 'provider-tls'));
+  const provider = await startProvider(tls.certFile, tls.keyFile, tls.cert);
+  const gw = await startGatewayProcess(
+    dir,
+    'gw',
+    {
+      keyStore: { type: 'file', path: path.join(dir, 'gw-store.json') },
+      providers: { mock: { workers: ['http://127.0.0.1:9'] } },
+      upstream: { health: { enabled: false } },
+      console: { ...options.console, oidc: oidcSettings(provider.issuer, options.mappings) },
+    },
+    { OIDC_SECRET: options.secret, NODE_EXTRA_CA_CERTS: tls.certFile, ...options.env },
+  );
+  return { dir, certFile: tls.certFile, provider, gw };
+}
+
+export async function stopOidcSites(sites: Partial<OidcSites>): Promise<void> {
+  if (sites.gw) await stopProcess(sites.gw.child);
+  await stopProvider(sites.provider);
+  if (sites.dir) rmSync(sites.dir, { recursive: true, force: true });
 }
