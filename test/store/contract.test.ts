@@ -156,6 +156,22 @@ describe.each(backends)('%s key store', (kind, makeBackend) => {
   test('ping answers while the store is readable', async () => {
     await expect(store.ping()).resolves.toBeUndefined();
   });
+
+  test('hasKeys says whether the store holds any key (a revoked one counts); changeFeedLive holds once onChange listens', async () => {
+    const fresh = await makeBackend(); // an empty store of its own
+    try {
+      const [a, b] = await fresh.open();
+      expect(await a.hasKeys()).toBe(false);
+      const { record } = await issueKey(b, { name: 'first' });
+      expect(await a.hasKeys()).toBe(true);
+      await b.revoke(record.id, new Date());
+      expect(await a.hasKeys()).toBe(true);
+      a.onChange(() => undefined);
+      expect(a.changeFeedLive).toBe(true);
+    } finally {
+      await fresh.cleanup();
+    }
+  });
 });
 
 describe('PostgreSQL migrations', () => {
