@@ -1,7 +1,8 @@
 /**
  * What each key used (when, how many requests, how many tokens), kept in memory on the request path
  * and written to the store in one batch per interval, never per request: each key's totals and its
- * account's daily usage (by UTC day).
+ * account's daily usage (by UTC day). The stores keep these in usage rows, never in the key rows, so
+ * a flush for every key in use neither rewrites the key table nor announces a key change.
  */
 import type { KeyStore, KeyUse } from '../store/types';
 

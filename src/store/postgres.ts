@@ -3,8 +3,12 @@
  * at start under an advisory lock, so replicas starting together apply each one once. Keys are stored
  * as digests only and looked up by digest on a unique index. A trigger NOTIFYs `chatgate_keys` with
  * the digest of every key that changes, whoever changed it, and every replica LISTENs, so a revoked
- * key leaves every cache at once. The listening connection reconnects by itself; while it is down the
- * cache TTL still bounds how stale a replica can be, and after it is back every cache is dropped.
+ * key leaves every cache at once. The listening connection answers a heartbeat every 5 s (a silent cut
+ * is noticed within 10 s) and reconnects by itself; `changeFeedLive` says whether it is up, and while
+ * it is down the cache's short TTL bounds how stale a replica can be; after it is back every cached
+ * key is confirmed again. A start asks `hasKeys()` (limit 1), never lists. What keys used goes to
+ * usage rows (chatgate_key_usage, chatgate_usage_daily), never to key rows: findByDigest, the hot
+ * path, reads the key row alone.
  */
 import { EventEmitter } from 'node:events';
 import pg from 'pg';
