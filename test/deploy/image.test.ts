@@ -1,5 +1,6 @@
 /**
- * The image: deploy/Dockerfile installs with the project's .npmrc (no install scripts run), and the
+ * The image: deploy/Dockerfile installs with the project's .npmrc (no install scripts run), compiles
+ * better-sqlite3 in its build stage and ships no compiler, and the
  * build context .dockerignore lets through holds what the Dockerfile copies and nothing else: not
  * data/ (the dev TLS key, keys.json), not node_modules/, not .git/. .dockerignore is read with
  * Docker's own rules (moby/patternmatcher: last match wins, a pattern also matches a file's parents).
@@ -87,10 +88,41 @@ test('the project .npmrc turns install scripts off, and the image installs with 
   expect(instructions()[0]).toMatch(/^FROM node:\d+/);
 });
 
+/** The instructions of each stage, in order (the first line of each is its FROM). */
+const stagesOf = () => {
+  const stages: string[][] = [];
+  for (const line of instructions()) {
+    if (/^FROM\s/i.test(line)) stages.push([]);
+    stages.at(-1)?.push(line);
+  }
+  return stages;
+};
+const COMPILERS = /\b(g\+\+|gcc|clang|make|python3?|build-essential|node-gyp)\b/;
+
+test('better-sqlite3 is compiled in the build stage (python3, make, g++, then the build script after npm ci); the final stage ships no compiler', () => {
+  const [build, final] = stagesOf() as [string[], string[]];
+  const index = (stage: string[], pattern: RegExp) => stage.findIndex((line) => pattern.test(line));
+  const tools = index(build, /^RUN\s.*apt-get install\b.*\bpython3\b.*\bmake\b.*\bg\+\+/);
+  const npmCi = index(build, /^RUN\s.*\bnpm ci\b/);
+  const compile = index(build, /^RUN\s+node scripts\/build-native\.cjs\b/);
+  expect({ tools, npmCi, compile }).toEqual({ tools: expect.any(Number), npmCi: expect.any(Number), compile: expect.any(Number) });
+  expect(tools).toBeGreaterThanOrEqual(0);
+  expect(tools).toBeLessThan(compile);
+  expect(npmCi).toBeLessThan(compile);
+  // The script the build stage runs comes from the build context.
+  expect(build.some((line) => /^COPY\s/.test(line) && !/--from=/.test(line) && line.includes('scripts/build-native.cjs'))).toBe(true);
+  // The final stage installs nothing and builds nothing: it copies the compiled node_modules from the build stage.
+  expect(final.filter((line) => /^RUN\s/.test(line) && (/\b(apt-get|apk|npm|npx|yum|dnf)\b/.test(line) || COMPILERS.test(line)))).toEqual([]);
+  expect(final.some((line) => /^COPY\s+--from=build\s+\/app\/node_modules\s/.test(line))).toBe(true);
+  expect(final[0]).toBe(build[0]!.replace(/\s+AS\s+build$/i, '')); // the same Node as the module was built for
+});
+
 test('.dockerignore keeps data/, node_modules/, .git/, keys and build output out of the build context', () => {
   const patterns = parseDockerignore(read(ROOT, '.dockerignore'));
   for (const file of [
     'data/keys.json',
+    'data/chatgate.db',
+    'data/chatgate.db-wal',
     'data/tls/key.pem',
     'data/tls/cert.pem',
     'node_modules/express/index.js',
@@ -115,7 +147,7 @@ test('.dockerignore keeps data/, node_modules/, .git/, keys and build output out
 test('the build context holds every file the Dockerfile copies, and nothing else of the repository', () => {
   const patterns = parseDockerignore(read(ROOT, '.dockerignore'));
   const sources = contextSources();
-  expect(sources).toEqual(expect.arrayContaining(['package.json', 'package-lock.json', '.npmrc', 'src', 'config']));
+  expect(sources).toEqual(expect.arrayContaining(['package.json', 'package-lock.json', '.npmrc', 'src', 'config', 'scripts/build-native.cjs']));
   for (const source of sources) expect({ source, ignored: ignored(source, patterns) }).toEqual({ source, ignored: false });
   for (const file of ['src/main.ts', 'src/admin/console/index.html', 'config/compose.yaml', 'config/default.yaml']) {
     expect({ file, ignored: ignored(file, patterns) }).toEqual({ file, ignored: false });
