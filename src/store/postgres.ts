@@ -814,6 +814,9 @@ async function migrate(pool: pg.Pool): Promise<void> {
   const client = await pool.connect();
   try {
     await client.query('begin');
+    // A migration runs once and may rewrite a big table (6 copies the usage of up to a million keys:
+    // 4 s here): not bound by the per-query timeout, which would fail every start until it fits.
+    await client.query('set local statement_timeout = 0');
     await client.query('select pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
     await client.query('create table if not exists chatgate_schema_migrations (version integer primary key, applied_at timestamptz not null default now())');
     const { rows } = await client.query<{ version: number }>('select version from chatgate_schema_migrations');
