@@ -1,13 +1,14 @@
 /**
  * Token accounting while the answer streams through, never buffering it: a JSON answer passes
- * through while its last few KiB are kept to read `usage` at the end; an SSE answer is split into
- * events as they arrive, and the usage chunk is read (and dropped, when the gateway asked for it and
- * the client had not). Either way the client gets each byte as soon as it is complete.
+ * through while a scan reads its top-level `usage` member; an SSE answer is split into events as they
+ * arrive, and the usage chunk is read (and dropped, when the gateway asked for it and the client had
+ * not). Either way the client gets each byte as soon as it is complete. Usage is only ever the
+ * answer's own `usage` object, found by the answer's structure: never a `"usage"` text a client can
+ * have placed in it (its `metadata`, echoed by the worker, or words it made the model say).
  */
 import { StringDecoder } from 'node:string_decoder';
 import type { TokenUsage } from '../context';
 
-const JSON_TAIL_BYTES = 16 * 1024;
 /** An "event" longer than this is no SSE event of a model's answer: pass it on rather than hold it. */
 const MAX_PENDING_EVENT = 1024 * 1024;
 
@@ -29,34 +30,165 @@ function isCount(value: unknown): value is number {
   return typeof value === 'number' && Number.isFinite(value) && value >= 0;
 }
 
-const MAX_TAIL_CHUNKS = 64;
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
 const OPEN_BRACE = 0x7b;
 const CLOSE_BRACE = 0x7d;
+const OPEN_BRACKET = 0x5b;
+const CLOSE_BRACKET = 0x5d;
+const COMMA = 0x2c;
+const COLON = 0x3a;
+const USAGE_NAME = Buffer.from('usage');
+/** A usage object is a few hundred bytes; a member this long is not one, and is not held. */
+const MAX_USAGE_BYTES = 64 * 1024;
 
-/** Pure: the last `"usage": {...}` object in the bytes, read without decoding or parsing the rest. */
-export function usageInTail(tail: Buffer): TokenUsage | undefined {
-  const at = tail.lastIndexOf('"usage"');
-  if (at === -1) return undefined;
-  const open = tail.indexOf(OPEN_BRACE, at);
-  if (open === -1) return undefined;
-  let depth = 0;
-  for (let i = open; i < tail.length; i++) {
-    if (tail[i] === OPEN_BRACE) depth++;
-    else if (tail[i] === CLOSE_BRACE && --depth === 0) {
-      try {
-        return usageOf(JSON.parse(tail.toString('utf8', open, i + 1)));
-      } catch {
-        return undefined;
+/**
+ * The value of a JSON object's top-level `usage` member, read as the answer's bytes pass, without
+ * keeping or decoding them: a scan that tracks strings and nesting depth, and copies only the bytes of
+ * a `usage` member at depth 1 (then parses those). A `"usage"` anywhere else (inside `metadata` a
+ * client sent and the worker echoed, inside the generated text) is not the answer's usage. Strings
+ * are skipped with `indexOf` (memchr); the bytes outside them are looked at one by one.
+ */
+export class TopLevelUsageScanner {
+  private depth = 0;
+  private started = false;
+  /** Not an object, malformed, or over: nothing more is read. */
+  private done = false;
+  private inString = false;
+  /** The last chunk ended on a backslash inside a string: the next byte is escaped. */
+  private escaped = false;
+  /** At depth 1 the next string is a member name. */
+  private expectName = false;
+  /** Inside a depth-1 member name that matches `usage` so far: how many of its bytes. */
+  private nameMatched = -1;
+  /** A depth-1 `usage` name was read: its value comes next. */
+  private usageNext = false;
+  private captured: Buffer[] | undefined;
+  private capturedBytes = 0;
+
+  constructor(private readonly found: (value: unknown) => void) {}
+
+  write(chunk: Buffer): void {
+    if (this.done) return;
+    const n = chunk.length;
+    let captureFrom = this.captured ? 0 : -1;
+    let i = 0;
+    while (i < n) {
+      if (this.inString) {
+        i = this.nameMatched >= 0 ? this.matchName(chunk, i) : this.skipString(chunk, i);
+        continue;
       }
+      const c = chunk[i]!;
+      if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09 || c === COLON) {
+        i++;
+        continue;
+      }
+      if (!this.started) {
+        this.started = true;
+        if (c !== OPEN_BRACE) return this.stop();
+      }
+      if (this.depth === 1 && this.usageNext) {
+        this.usageNext = false;
+        if (c === OPEN_BRACE) {
+          this.captured = [];
+          this.capturedBytes = 0;
+          captureFrom = i;
+        }
+      }
+      if (c === QUOTE) {
+        this.inString = true;
+        if (this.depth === 1 && this.expectName) {
+          this.expectName = false;
+          this.nameMatched = 0;
+        }
+      } else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
+        if (++this.depth === 1) this.expectName = true;
+      } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
+        if (--this.depth === 1 && this.captured && captureFrom !== -1) {
+          this.captureEnd(chunk.subarray(captureFrom, i + 1));
+          captureFrom = -1;
+        } else if (this.depth <= 0) {
+          return this.stop(); // the object is over (or was never one): what follows is not its member
+        }
+      } else if (c === COMMA) {
+        if (this.depth === 1) this.expectName = true;
+      }
+      i++;
+    }
+    if (captureFrom !== -1 && this.captured) {
+      this.capturedBytes += n - captureFrom;
+      if (this.capturedBytes > MAX_USAGE_BYTES) this.captured = undefined;
+      else this.captured.push(Buffer.from(chunk.subarray(captureFrom)));
     }
   }
-  return undefined;
+
+  private stop(): void {
+    this.done = true;
+    this.captured = undefined;
+  }
+
+  private captureEnd(last: Buffer): void {
+    const parts = this.captured!;
+    this.captured = undefined;
+    if (this.capturedBytes + last.length > MAX_USAGE_BYTES) return;
+    const bytes = parts.length === 0 ? last : Buffer.concat([...parts, last]);
+    try {
+      this.found(JSON.parse(bytes.toString('utf8')));
+    } catch {
+      // not JSON after all: no usage
+    }
+  }
+
+  /** Inside a depth-1 member name: compared with `usage` byte by byte while it still matches. */
+  private matchName(chunk: Buffer, i: number): number {
+    for (const n = chunk.length; i < n; i++) {
+      const c = chunk[i]!;
+      if (c === QUOTE) {
+        this.inString = false;
+        this.usageNext = this.nameMatched === USAGE_NAME.length;
+        this.nameMatched = -1;
+        return i + 1;
+      }
+      if (c === BACKSLASH || this.nameMatched === USAGE_NAME.length || c !== USAGE_NAME[this.nameMatched]) {
+        this.nameMatched = -1; // another name (an escaped one too): the rest is skipped as any string
+        return i;
+      }
+      this.nameMatched++;
+    }
+    return i;
+  }
+
+  /** Past the string's closing quote (inString cleared), or the chunk's end (inString kept). */
+  private skipString(chunk: Buffer, i: number): number {
+    const n = chunk.length;
+    if (this.escaped) {
+      this.escaped = false;
+      if (++i >= n) return n;
+    }
+    for (;;) {
+      const quote = chunk.indexOf(QUOTE, i);
+      const end = quote === -1 ? n : quote;
+      let backslashes = 0;
+      for (let j = end - 1; j >= i && chunk[j] === BACKSLASH; j--) backslashes++;
+      if (quote === -1) {
+        this.escaped = (backslashes & 1) === 1;
+        return n;
+      }
+      if ((backslashes & 1) === 0) {
+        this.inString = false;
+        return quote + 1;
+      }
+      i = quote + 1;
+      if (i >= n) return n;
+    }
+  }
 }
 
 /**
  * Reports an answer's usage once: the last seen (vLLM's continuous usage stats repeat a growing
- * total in every chunk), at the end, or for a stream also when it is cut short (proxy.ts destroys
- * the meter then). A listener that throws is not allowed to break the answer's stream.
+ * total in every chunk), at the end, or also when it is cut short (proxy.ts aborts the meter then).
+ * A 2xx answer that reported none is charged the estimate instead (see `UsageEstimate`). A listener
+ * that throws is not allowed to break the answer's stream.
  */
 class UsageReport {
   private last: TokenUsage | undefined;
@@ -68,11 +200,11 @@ class UsageReport {
     if (usage) this.last = usage;
   }
 
-  report(): void {
-    if (this.reported || !this.last) return;
+  report(estimate: () => TokenUsage): void {
+    if (this.reported) return;
     this.reported = true;
     try {
-      this.onUsage(this.last);
+      this.onUsage(this.last ?? estimate());
     } catch {
       // accounting must never cost the client its answer
     }
@@ -80,49 +212,66 @@ class UsageReport {
 }
 
 /**
+ * What an answer that reported no usage is charged: the prompt at one token per 4 bytes of the body
+ * sent to the worker (`estimatePromptTokens`), and its output at one token per event of a stream (a
+ * model's stream sends about one token an event) or per 4 bytes of a JSON answer; nothing for an
+ * embeddings answer, which generates nothing.
+ */
+export interface UsageEstimate {
+  promptTokens: number;
+  /** Whether the answer generates tokens (not an embeddings answer). */
+  generates: boolean;
+}
+
+/** Pure: the prompt estimate of a request body sent to a worker, at one token per 4 bytes. */
+export function estimatePromptTokens(bodyBytes: number): number {
+  return Math.ceil(bodyBytes / 4);
+}
+
+/**
  * What proxy.ts writes between the worker's answer and the client: each chunk goes through `relay`,
- * and what it returns is written; `end` gives the rest when the answer is over, and reports usage.
+ * and what it returns is written; `end` gives the rest when the answer is over, and reports usage;
+ * `abort` reports it for an answer cut short.
  */
 export interface AnswerRelay {
   relay(chunk: Buffer): Buffer | string;
   end(): string;
+  abort(): void;
+  /** The client is gone: `relay` goes on reading, and need not return anything. */
+  discard?(): void;
 }
 
 /**
- * A JSON answer's usage, read from its last few KiB as it passes (a tap: every chunk goes on unchanged).
- * It keeps the answer's last chunks as they are, at least JSON_TAIL_BYTES of them and at most that plus
- * one chunk (a socket read, 64 KiB at most); nothing is decoded but the usage object at the end.
+ * A JSON answer's usage, read from its top-level `usage` member as it passes (a tap: every chunk goes
+ * on unchanged, and nothing is kept but the bytes of that member).
  */
 export class JsonUsageMeter implements AnswerRelay {
-  private tail: Buffer[] = [];
-  private tailBytes = 0;
   private readonly usage: UsageReport;
+  private readonly scanner: TopLevelUsageScanner;
+  private bytes = 0;
 
-  constructor(onUsage: (usage: TokenUsage) => void) {
+  constructor(
+    onUsage: (usage: TokenUsage) => void,
+    private readonly estimate: UsageEstimate = { promptTokens: 0, generates: true },
+  ) {
     this.usage = new UsageReport(onUsage);
+    this.scanner = new TopLevelUsageScanner((value) => this.usage.saw(usageOf(value)));
   }
 
-  /** Keeps the chunk for the tail and passes it on as it is. */
+  /** Reads the chunk and passes it on as it is. */
   relay(chunk: Buffer): Buffer {
-    this.tail.push(chunk);
-    this.tailBytes += chunk.length;
-    while (this.tailBytes - this.tail[0]!.length >= JSON_TAIL_BYTES) this.tailBytes -= this.tail.shift()!.length;
-    // Many small reads (an upstream writing a byte at a time) are joined into one buffer every
-    // MAX_TAIL_CHUNKS, so keeping them costs amortised O(1) per chunk, not a shift() over thousands.
-    if (this.tail.length > MAX_TAIL_CHUNKS) {
-      const joined = Buffer.concat(this.tail, this.tailBytes);
-      this.tail = [joined.subarray(Math.max(0, joined.length - JSON_TAIL_BYTES))];
-      this.tailBytes = this.tail[0]!.length;
-    }
+    this.bytes += chunk.length;
+    this.scanner.write(chunk);
     return chunk;
   }
 
   end(): string {
-    const tail = this.tail.length === 1 ? this.tail[0]! : Buffer.concat(this.tail);
-    this.tail = [];
-    this.usage.saw(usageInTail(tail));
-    this.usage.report();
+    this.abort();
     return '';
+  }
+
+  abort(): void {
+    this.usage.report(() => ({ promptTokens: this.estimate.promptTokens, completionTokens: this.estimate.generates ? Math.ceil(this.bytes / 4) : 0 }));
   }
 }
 
@@ -131,16 +280,24 @@ export class JsonUsageMeter implements AnswerRelay {
  * (the usage chunk left out when the gateway asked for it and the client had not). A plain object
  * rather than a Transform: proxy.ts writes what it returns straight to the client, so a stream holds
  * no stream of its own between the two sockets (and no pipe's closures).
+ *
+ * Usage is read structurally: only an event whose text names `"usage"` is parsed (whole, as JSON; an
+ * event is at most MAX_PENDING_EVENT long), and only its top-level `usage` (a chat or text completion
+ * chunk) or its `response.usage` (a responses event: `response.completed`) counts.
  */
 export class SseUsageMeter implements AnswerRelay {
   private pending = '';
   private readonly decoder = new StringDecoder('utf8');
   private readonly usage: UsageReport;
+  private events = 0;
+  /** The client is gone: events are still read for their usage, and no longer given back. */
+  private discarding = false;
 
   /** @param dropUsageChunk the client did not ask for the usage chunk: the gateway did, for itself. */
   constructor(
     private readonly dropUsageChunk: boolean,
     onUsage: (usage: TokenUsage) => void,
+    private readonly estimate: UsageEstimate = { promptTokens: 0, generates: true },
   ) {
     this.usage = new UsageReport(onUsage);
   }
@@ -152,26 +309,32 @@ export class SseUsageMeter implements AnswerRelay {
     for (let end = eventEnd(this.pending); end !== -1; end = eventEnd(this.pending)) {
       const event = this.pending.slice(0, end);
       this.pending = this.pending.slice(end);
-      if (!this.isDroppedUsageChunk(event)) out += event;
+      this.events++;
+      if (!this.isDroppedUsageChunk(event) && !this.discarding) out += event;
     }
     if (this.pending.length > MAX_PENDING_EVENT) {
-      out += this.pending;
+      if (!this.discarding) out += this.pending;
       this.pending = '';
     }
     return out;
+  }
+
+  /** The client left: what still arrives is read for its usage only. */
+  discard(): void {
+    this.discarding = true;
   }
 
   /** The answer ended: what is left of it (an unfinished last event passes as it is); usage is reported. */
   end(): string {
     const rest = this.pending + this.decoder.end();
     this.pending = '';
-    this.usage.report();
+    this.abort();
     return rest;
   }
 
   /** Cut short (client gone, worker failed): what was used so far is still charged. */
   abort(): void {
-    this.usage.report();
+    this.usage.report(() => ({ promptTokens: this.estimate.promptTokens, completionTokens: this.estimate.generates ? this.events : 0 }));
   }
 
   private isDroppedUsageChunk(event: string): boolean {
@@ -181,16 +344,18 @@ export class SseUsageMeter implements AnswerRelay {
       .filter((line) => line.startsWith('data:'))
       .map((line) => line.slice(5).trimStart())
       .join('\n');
-    let payload: { usage?: unknown; choices?: unknown; response?: { usage?: unknown } };
+    let payload: unknown;
     try {
       payload = JSON.parse(data);
     } catch {
       return false;
     }
+    if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) return false;
+    const { usage, response, choices } = payload as { usage?: unknown; response?: unknown; choices?: unknown };
     // A responses stream reports it in its last event, response.completed: {"response": {..., "usage"}}.
-    const usage = usageOf(payload.usage ?? payload.response?.usage);
-    this.usage.saw(usage);
-    return Boolean(usage) && this.dropUsageChunk && Array.isArray(payload.choices) && payload.choices.length === 0;
+    const found = usageOf(usage ?? (typeof response === 'object' && response !== null ? (response as { usage?: unknown }).usage : undefined));
+    this.usage.saw(found);
+    return Boolean(found) && this.dropUsageChunk && Array.isArray(choices) && choices.length === 0;
   }
 }
 

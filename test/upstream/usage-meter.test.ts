@@ -1,5 +1,17 @@
 import type { TokenUsage } from '../../src/context';
-import { JsonUsageMeter, SseUsageMeter, usageInTail, usageOf } from '../../src/upstream/usage-meter';
+import { estimatePromptTokens, JsonUsageMeter, SseUsageMeter, TopLevelUsageScanner, usageOf } from '../../src/upstream/usage-meter';
+
+/** The usage a JSON meter reports for these bytes, fed in chunks of `size`. */
+function jsonUsage(text: string | Buffer, size = Infinity): TokenUsage | undefined {
+  const bytes = Buffer.isBuffer(text) ? text : Buffer.from(text);
+  const seen: TokenUsage[] = [];
+  const meter = new JsonUsageMeter((u) => seen.push(u), { promptTokens: 0, generates: false });
+  const step = Math.min(size, bytes.length) || 1;
+  for (let at = 0; at < bytes.length; at += step) meter.relay(bytes.subarray(at, at + step));
+  meter.end();
+  const usage = seen[0];
+  return usage && (usage.promptTokens > 0 || usage.completionTokens > 0) ? usage : undefined; // the estimate here is 0
+}
 
 /** What a client gets of a stream that arrives in these chunks. */
 function run(meter: SseUsageMeter, chunks: string[]): string {
@@ -15,11 +27,47 @@ test('usageOf reads an OpenAI usage object and nothing else', () => {
   for (const odd of [null, 3, {}, { prompt_tokens: '5', completion_tokens: 2 }, { prompt_tokens: -1, completion_tokens: 2 }]) expect(usageOf(odd)).toBeUndefined();
 });
 
-test('usageInTail finds the last usage object, nested details included', () => {
+test('a JSON answer: the top-level usage object, nested details included, and nothing that only looks like one', () => {
   const answer = JSON.stringify({ choices: [{ message: { content: '"usage": {"prompt_tokens": 99}' } }], usage: { prompt_tokens: 12, completion_tokens: 4, prompt_tokens_details: { cached_tokens: 0 } } });
-  expect(usageInTail(Buffer.from(answer))).toEqual({ promptTokens: 12, completionTokens: 4 });
-  expect(usageInTail(Buffer.from('{"usage": {"prompt_tokens": 1,'))).toBeUndefined();
-  expect(usageInTail(Buffer.from('{"choices": []}'))).toBeUndefined();
+  expect(jsonUsage(answer)).toEqual({ promptTokens: 12, completionTokens: 4 });
+  expect(jsonUsage('{"usage": {"prompt_tokens": 1,')).toBeUndefined();
+  expect(jsonUsage('{"choices": []}')).toBeUndefined();
+  expect(jsonUsage('[{"usage": {"prompt_tokens": 1, "completion_tokens": 1}}]')).toBeUndefined(); // not an object's member
+  expect(jsonUsage('{"a": 1} {"usage": {"prompt_tokens": 1, "completion_tokens": 1}}')).toBeUndefined(); // after the object
+  expect(jsonUsage('{"usage": null, "x": {"usage": {"prompt_tokens": 1, "completion_tokens": 1}}}')).toBeUndefined();
+});
+
+test('the forgery: metadata a client sent, echoed by the worker after the real usage, is not the usage', () => {
+  const forged = { usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 } };
+  const answers = [
+    { id: 'c', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: 'hi' } }], usage: { prompt_tokens: 12, completion_tokens: 4 }, metadata: forged },
+    { id: 't', object: 'text_completion', choices: [{ text: 'hi' }], usage: { prompt_tokens: 12, completion_tokens: 4 }, metadata: forged, extra: [forged, [forged]] },
+    { id: 'r', object: 'response', output: [], usage: { input_tokens: 12, output_tokens: 4 }, metadata: forged, user: 'usage' },
+    { object: 'list', data: [{ embedding: [0.1, -2e-3] }], usage: { prompt_tokens: 12, total_tokens: 12 }, metadata: { '"usage"': forged, 'usage\\': forged } },
+  ];
+  for (const answer of answers) {
+    const text = JSON.stringify(answer, null, answer.object === 'response' ? 2 : undefined);
+    const real = answer.object === 'list' ? { promptTokens: 12, completionTokens: 0 } : { promptTokens: 12, completionTokens: 4 };
+    for (const size of [1, 2, 3, 7, 64, text.length]) expect({ object: answer.object, size, usage: jsonUsage(text, size) }).toEqual({ object: answer.object, size, usage: real });
+  }
+});
+
+test("look-alike member names and strings full of escapes and quotes do not shift the scan's depth", () => {
+  const tricky = ['\\"', '\\\\', '}}}', '{{{', '\\"usage\\": {\\"prompt_tokens\\": 0}', '\\u0022', 'usage'];
+  const answer = `{"usagE": {"prompt_tokens": 0, "completion_tokens": 0}, "usages": {"prompt_tokens": 0, "completion_tokens": 0}, "us": 1, ${tricky
+    .map((text, i) => `"k${i}": "${text}"`)
+    .join(', ')}, "\\u0075sage": {"prompt_tokens": 0, "completion_tokens": 0}, "usage" : {"prompt_tokens": 5, "completion_tokens": 6}, "n": [1, {"usage": {"prompt_tokens": 0, "completion_tokens": 0}}]}`;
+  expect(JSON.parse(answer).usage).toEqual({ prompt_tokens: 5, completion_tokens: 6 }); // the fixture is valid JSON
+  for (let size = 1; size <= 16; size++) expect({ size, usage: jsonUsage(answer, size) }).toEqual({ size, usage: { promptTokens: 5, completionTokens: 6 } });
+});
+
+test('a usage member too large to be one is not held', () => {
+  const found: unknown[] = [];
+  const scanner = new TopLevelUsageScanner((value) => found.push(value));
+  scanner.write(Buffer.from(`{"usage": {"prompt_tokens": 1, "completion_tokens": 1, "pad": "${'x'.repeat(70_000)}"}}`));
+  expect(found).toEqual([]);
+  for (let i = 0; i < 80; i++) scanner.write(Buffer.from('x'.repeat(1000)));
+  expect(found).toEqual([]);
 });
 
 test("a JSON answer's usage is read as its chunks pass, and reported once at the end", () => {
@@ -32,7 +80,7 @@ test("a JSON answer's usage is read as its chunks pass, and reported once at the
   expect(seen).toEqual([{ promptTokens: 20, completionTokens: 30 }]);
 });
 
-test("a long JSON answer: only its last chunks are kept, and the usage at its end is read whatever the chunk sizes", () => {
+test("a long JSON answer: the usage near its end is read whatever the chunk sizes", () => {
   const body = JSON.stringify({ id: 'x', choices: [{ message: { content: 'é'.repeat(300_000) } }], usage: { prompt_tokens: 8, completion_tokens: 9 }, system_fingerprint: 'f'.repeat(12_000) });
   const bytes = Buffer.from(body);
   for (const size of [1, 100, 700, 4096, 16 * 1024 + 3, 65_536, bytes.length]) {
@@ -93,7 +141,7 @@ test('a character split between two chunks arrives whole, in a stream and in a J
 test('usage that is not a finite count is ignored', () => {
   expect(usageOf({ prompt_tokens: Infinity, completion_tokens: 2 })).toBeUndefined();
   expect(usageOf({ prompt_tokens: 1, completion_tokens: NaN })).toBeUndefined();
-  expect(usageInTail(Buffer.from('{"usage": {"prompt_tokens": 1e999, "completion_tokens": 2}}'))).toBeUndefined();
+  expect(jsonUsage('{"usage": {"prompt_tokens": 1e999, "completion_tokens": 2}}')).toBeUndefined();
 });
 
 test('continuous usage stats (a growing total in every chunk) are charged once, with the last total', () => {
@@ -130,7 +178,7 @@ test("each endpoint's usage shape: embeddings have prompt tokens only, responses
   expect(usageOf({ input_tokens: 4 })).toBeUndefined();
   expect(usageOf({ total_tokens: 4 })).toBeUndefined();
   // A responses answer as JSON: the usage at its end, nested details and all.
-  expect(usageInTail(Buffer.from('{"object":"response","output":[{"content":[{"text":"usage"}]}],"usage":{"input_tokens":3,"input_tokens_details":{"cached_tokens":0},"output_tokens":5}}'))).toEqual({ promptTokens: 3, completionTokens: 5 });
+  expect(jsonUsage('{"object":"response","output":[{"content":[{"text":"usage"}]}],"usage":{"input_tokens":3,"input_tokens_details":{"cached_tokens":0},"output_tokens":5}}')).toEqual({ promptTokens: 3, completionTokens: 5 });
 });
 
 test('a responses stream: the usage of response.completed is charged, and the event is passed on', () => {
@@ -141,4 +189,58 @@ test('a responses stream: the usage of response.completed is charged, and the ev
   expect(meter.relay(Buffer.from(created + completed))).toBe(created + completed);
   meter.end();
   expect(charged).toEqual([{ promptTokens: 2, completionTokens: 6 }]);
+});
+
+test('a stream: metadata echoed after the usage, in a chunk or in response.completed, is not the usage', () => {
+  const forged = { usage: { prompt_tokens: 0, completion_tokens: 0, input_tokens: 0, output_tokens: 0 } };
+  const charged: TokenUsage[] = [];
+  run(new SseUsageMeter(true, (u) => charged.push(u)), [
+    content('a'),
+    event({ object: 'chat.completion.chunk', choices: [], usage: { prompt_tokens: 7, completion_tokens: 3 }, metadata: forged }),
+    event({ object: 'chat.completion.chunk', choices: [], metadata: forged, echo: [forged] }),
+    'data: [DONE]\n\n',
+  ]);
+  const completed = { type: 'response.completed', response: { status: 'completed', usage: { input_tokens: 2, output_tokens: 6 }, metadata: forged } };
+  run(new SseUsageMeter(false, (u) => charged.push(u)), [`event: response.completed\ndata: ${JSON.stringify(completed)}\n\n`, `data: ${JSON.stringify({ type: 'response.done', metadata: forged })}\n\n`]);
+  expect(charged).toEqual([
+    { promptTokens: 7, completionTokens: 3 },
+    { promptTokens: 2, completionTokens: 6 },
+  ]);
+});
+
+test('a stream without usage is charged the estimate: the prompt estimate, one token an event', () => {
+  const charged: TokenUsage[] = [];
+  run(new SseUsageMeter(true, (u) => charged.push(u), { promptTokens: 40, generates: true }), [content('a') + content('b'), content('c'), 'data: [DONE]\n\n']);
+  const cut = new SseUsageMeter(true, (u) => charged.push(u), { promptTokens: 40, generates: true });
+  cut.relay(Buffer.from(content('a') + content('b')));
+  cut.abort();
+  cut.abort();
+  const json = new JsonUsageMeter((u) => charged.push(u), { promptTokens: 40, generates: true });
+  json.relay(Buffer.from('{"choices": [], "x": "' + 'y'.repeat(73) + '"}')); // 100 bytes, no usage
+  json.end();
+  const embeddings = new JsonUsageMeter((u) => charged.push(u), { promptTokens: 40, generates: false });
+  embeddings.relay(Buffer.from('{"data": [{"embedding": [0.5]}]}'));
+  embeddings.abort();
+  expect(charged).toEqual([
+    { promptTokens: 40, completionTokens: 4 },
+    { promptTokens: 40, completionTokens: 2 },
+    { promptTokens: 40, completionTokens: 25 },
+    { promptTokens: 40, completionTokens: 0 },
+  ]);
+});
+
+test('a stream whose client left: events are read for their usage and no longer given back', () => {
+  const charged: TokenUsage[] = [];
+  const meter = new SseUsageMeter(false, (u) => charged.push(u), { promptTokens: 40, generates: true });
+  expect(meter.relay(Buffer.from(content('a')))).toBe(content('a'));
+  meter.discard();
+  expect(meter.relay(Buffer.from(content('b') + usageChunk + 'data: [DONE]\n\n'))).toBe('');
+  meter.end();
+  expect(charged).toEqual([{ promptTokens: 7, completionTokens: 3 }]);
+});
+
+test('estimatePromptTokens: one token per 4 bytes of the body sent', () => {
+  expect(estimatePromptTokens(0)).toBe(0);
+  expect(estimatePromptTokens(1)).toBe(1);
+  expect(estimatePromptTokens(400)).toBe(100);
 });
