@@ -5,7 +5,7 @@
  * holding every record kind, twice (the second adds nothing). The contract suites hold its semantics.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import YAML from 'yaml';
@@ -36,6 +36,7 @@ function open(file: string): SqliteKeyStore {
 /** A config naming the SQLite file, for the CLI. */
 function configFor(file: string): string {
   const configFile = `${file}.yaml`;
+  mkdirSync(path.dirname(file), { recursive: true });
   writeFileSync(configFile, YAML.stringify({ providers: { mock: { workers: ['http://127.0.0.1:9'] } }, keyStore: { type: 'sqlite', path: file }, log: { level: 'silent' } }));
   return configFile;
 }
@@ -220,7 +221,7 @@ test('store import: every record kind of a keys.json, as the file store reads it
 test('store import refuses a file the file store would refuse, naming the record, and writes nothing', async () => {
   const jsonFile = path.join(dir, 'import-bad', 'keys.json');
   const { record } = await fileStoreWithEverything(jsonFile);
-  const text = (await import('node:fs')).readFileSync(jsonFile, 'utf8').replace(`"${record.digest}"`, '"not-a-digest"');
+  const text = readFileSync(jsonFile, 'utf8').replace(`"${record.digest}"`, '"not-a-digest"');
   writeFileSync(jsonFile, text);
   const target = path.join(dir, 'import-bad', 'store.db');
   const result = spawnSync(process.execPath, [CLI, 'store', 'import', jsonFile, '--config', configFor(target)], { encoding: 'utf8' });
@@ -228,4 +229,15 @@ test('store import refuses a file the file store would refuse, naming the record
   expect(result.stderr).toMatch(/keys\[0\]\.digest: not a SHA-256 digest/);
   expect(result.stderr).not.toContain(record.digest);
   expect(await open(target).listAccounts()).toEqual([]);
+});
+
+test('store import usage: one FILE, a known action, and a sqlite store to write into (exit 2, saying which)', () => {
+  const cliRun = (...args: string[]) => spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8' });
+  const sqliteConfig = configFor(path.join(dir, 'usage', 'chatgate.db'));
+  expect(cliRun('store', 'import', '--config', sqliteConfig)).toMatchObject({ status: 2, stderr: expect.stringContaining('store import needs one FILE') });
+  expect(cliRun('store', 'export', 'x.json', '--config', sqliteConfig)).toMatchObject({ status: 2, stderr: expect.stringContaining("unknown store action 'export'") });
+  const fileConfig = path.join(dir, 'usage', 'file.yaml');
+  writeFileSync(fileConfig, YAML.stringify({ providers: { mock: { workers: ['http://127.0.0.1:9'] } }, keyStore: { type: 'file', path: path.join(dir, 'usage', 'keys.json') } }));
+  expect(cliRun('store', 'import', 'keys.json', '--config', fileConfig)).toMatchObject({ status: 2, stderr: expect.stringContaining("the config's is 'file'") });
+  expect(cliRun('store', 'import', path.join(dir, 'usage', 'missing.json'), '--config', sqliteConfig)).toMatchObject({ status: 1, stderr: expect.stringContaining('ENOENT') });
 });
