@@ -75,6 +75,26 @@ test('a key the CLI revokes is refused by the running gateway within 2 s; keys s
   }
 }, 60_000);
 
+test('server.processes: 2 share the file: a CLI key works in both, and its revocation reaches both within 2 s', async () => {
+  const file = path.join(dir, 'cluster', 'chatgate.db');
+  const gateway = await startGatewayProcess(dir, 'cluster', onSqlite(file, { server: { processes: 2 } }));
+  try {
+    const { key, id } = JSON.parse((await cli(['keys', 'create', '--name', 'both', '--json'], path.join(dir, 'cluster.yaml'))).stdout) as { id: string; key: string };
+    // Fresh connections, spread over the processes by the kernel: each caches the key.
+    const statuses = await Promise.all(Array.from({ length: 12 }, () => chat(gateway, key).then((response) => response.status)));
+    expect(statuses.every((status) => status === 200)).toBe(true);
+    expect((await cli(['keys', 'revoke', id], path.join(dir, 'cluster.yaml'))).status).toBe(0);
+    const revokedAt = performance.now();
+    await eventually(async () => {
+      const after = await Promise.all(Array.from({ length: 12 }, () => chat(gateway, key).then((response) => response.status)));
+      return after.every((status) => status === 401) ? true : undefined;
+    }, 5000);
+    expect(performance.now() - revokedAt).toBeLessThan(2000);
+  } finally {
+    await stopProcess(gateway.child);
+  }
+}, 60_000);
+
 test('5,000 keys created through the admin API, four at a time: the last 500 cost no more than twice the first 500', async () => {
   const gateway = await startGatewayProcess(dir, 'scale', onSqlite(path.join(dir, 'scale', 'chatgate.db'), { admin: { host: '127.0.0.1', port: 0, token: TOKEN } }));
   try {
