@@ -41,7 +41,9 @@ export async function openKeyStore(config: Pick<Config, 'keyStore'>, events: Key
     try {
       store = new SqliteKeyStore(file, settings.timeoutMs);
     } catch (err) {
-      throw new KeyStoreOpenError(`key store: cannot open ${file} (${reasonOf(err)})`, { cause: err });
+      const notADatabase = /SQLITE_NOTADB/.test(String((err as Error)?.message));
+      const hint = notADatabase ? `: not a SQLite database; a file store's keys.json is imported with 'chatgate store import FILE' into another path` : '';
+      throw new KeyStoreOpenError(`key store: cannot open ${file} (${notADatabase ? 'SQLITE_NOTADB' : reasonOf(err)})${hint}`, { cause: err });
     }
     const legacy = path.join(path.dirname(file), LEGACY_FILE);
     if (store.created && existsSync(legacy)) {

@@ -240,4 +240,11 @@ test('store import usage: one FILE, a known action, and a sqlite store to write 
   writeFileSync(fileConfig, YAML.stringify({ providers: { mock: { workers: ['http://127.0.0.1:9'] } }, keyStore: { type: 'file', path: path.join(dir, 'usage', 'keys.json') } }));
   expect(cliRun('store', 'import', 'keys.json', '--config', fileConfig)).toMatchObject({ status: 2, stderr: expect.stringContaining("the config's is 'file'") });
   expect(cliRun('store', 'import', path.join(dir, 'usage', 'missing.json'), '--config', sqliteConfig)).toMatchObject({ status: 1, stderr: expect.stringContaining('ENOENT') });
+  // A sqlite store pointed at a file store's keys.json: refused, naming the import, the file left as it was.
+  const keysJson = path.join(dir, 'usage', 'keys.json');
+  writeFileSync(keysJson, '{"version":2,"keys":[]}\n');
+  const wrongPath = path.join(dir, 'usage', 'wrong.yaml');
+  writeFileSync(wrongPath, YAML.stringify({ providers: { mock: { workers: ['http://127.0.0.1:9'] } }, keyStore: { type: 'sqlite', path: keysJson } }));
+  expect(cliRun('keys', 'list', '--config', wrongPath)).toMatchObject({ status: 1, stderr: expect.stringMatching(/SQLITE_NOTADB.*not a SQLite database.*chatgate store import/) });
+  expect(readFileSync(keysJson, 'utf8')).toBe('{"version":2,"keys":[]}\n');
 });
