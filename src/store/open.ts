@@ -8,7 +8,7 @@
  * A new SQLite file made beside a file store's keys.json (an upgrade that kept the default config,
  * whose default was the file store) imports it at once, so no key stops working: `imported` says so.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { Config } from '../config';
 import { FileKeyStore } from './file';
@@ -51,7 +51,10 @@ export async function openKeyStore(config: Pick<Config, 'keyStore'>, events: Key
       try {
         events.imported?.(legacy, (await importFile(store, legacy)).imported);
       } catch (err) {
+        // The new file goes too, so that the next start, the file mended, imports it (a start that
+        // found the store already made would not).
         await store.close();
+        for (const made of [file, `${file}-wal`, `${file}-shm`]) rmSync(made, { force: true });
         throw new KeyStoreOpenError(`key store: a new ${file} could not import ${legacy} (${reasonOf(err)}); mend or move the file and start again`, { cause: err });
       }
     }

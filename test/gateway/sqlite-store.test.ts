@@ -5,7 +5,7 @@
  * says how to move off it, and a new SQLite file beside a keys.json imports it.
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import YAML from 'yaml';
@@ -154,6 +154,23 @@ test('a start on the file store logs that it is deprecated and names the import;
   } finally {
     await stopProcess(upgraded.child);
   }
+  // A keys.json the file store would refuse fails the start that made the SQLite file, and takes the
+  // new file with it: the start after the file is mended imports it (it is not skipped as done).
+  const brokenDir = path.join(dir, 'broken');
+  mkdirSync(brokenDir, { recursive: true });
+  const { key: brokenKey } = await issueKey(new FileKeyStore(path.join(brokenDir, 'keys.json')), { name: 'mended later' });
+  const good = readFileSync(path.join(brokenDir, 'keys.json'), 'utf8');
+  writeFileSync(path.join(brokenDir, 'keys.json'), good.replace('"models": []', '"models": "all"'));
+  await expect(startGatewayProcess(dir, 'broken', onSqlite(path.join(brokenDir, 'chatgate.db')))).rejects.toThrow(/could not import .*keys\.json.*models/);
+  expect(existsSync(path.join(brokenDir, 'chatgate.db'))).toBe(false);
+  writeFileSync(path.join(brokenDir, 'keys.json'), good);
+  const mended = await startGatewayProcess(dir, 'broken', onSqlite(path.join(brokenDir, 'chatgate.db')));
+  try {
+    expect((await chat(mended, brokenKey)).status).toBe(200);
+  } finally {
+    await stopProcess(mended.child);
+  }
+
   // A config for the CLI on the same file: the import ran once, at the start that made the file.
   const configFile = path.join(dir, 'upgraded-cli.yaml');
   writeFileSync(configFile, YAML.stringify({ providers: { mock: { workers: [worker.url] } }, keyStore: { type: 'sqlite', path: path.join(legacyDir, 'chatgate.db') } }));
