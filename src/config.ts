@@ -320,6 +320,16 @@ const schema = z.strictObject({
     .prefault({}),
   /** Token quotas of accounts and keys: counters every replica shares, synced this often. */
   quota: z.strictObject({ syncMs: milliseconds.default(500) }).prefault({}),
+  /** What an answer used, as the worker reports it. */
+  usage: z
+    .strictObject({
+      /**
+       * A client that leaves during an answer: its rest is read (not relayed) this long at most for the
+       * worker's usage, then the worker's connection is closed and the estimate charged; 0: at once.
+       */
+      drainAfterDisconnectMs: z.number().int().min(0).max(600_000).default(5_000),
+    })
+    .prefault({}),
   shutdown: z.strictObject({ drainTimeoutMs: milliseconds.default(30_000) }).prefault({}),
   log: z
     .strictObject({

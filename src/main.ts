@@ -239,7 +239,7 @@ async function buildServing(config: Config, log: Logger, metrics: Metrics, lasti
       lasting.quota.charge(key, tokens.promptTokens + tokens.completionTokens);
       if (context.tokensPerMinute) limiter.debitTokens(key.id, context.tokensPerMinute, tokens.promptTokens + tokens.completionTokens);
     },
-  });
+  }, config.usage);
   lasting.platform.limits = config.rateLimit;
   const publicApp = createPublicApp({ config, metrics, log, keyCache, providers, aliases: buildAliases(config), proxy, limiter, quota: lasting.quota, onKeyUsed: (record) => usage.used(record), spans: lasting.spans, console: lasting.consoleRouter });
   let inFlight = 0;

@@ -8,7 +8,10 @@
  * - Header hygiene. It copies every client header and its `proxyReq` hook can come too late (after the
  *   body starts) or not at all (`Expect`), so the outgoing header set is built before the call.
  * - Abort on client disconnect. It only aborts when the *request* is cut short; a client that leaves
- *   during the answer would leave the worker generating.
+ *   before the answer would leave the worker generating. A client that leaves during a 2xx answer
+ *   does not end it: the rest is read without being relayed, for its usage, for at most
+ *   `usage.drainAfterDisconnectMs`; then the worker's connection is closed and, if no usage came,
+ *   the estimate is charged (usage-meter.ts).
  * - A worker failing mid-answer. It pipes the answer and never ends the client response if the worker
  *   dies; we end it, for a stream with a final SSE `error` event in the OpenAI shape.
  * - Timeouts by phase (connect, first byte, idle between chunks), which it cannot tell from resets.
@@ -32,7 +35,7 @@ import type { Metrics } from '../telemetry/metrics';
 import type { Outcome, WorkerState } from './pool';
 import type { Provider, ProviderTable } from './providers';
 import { SlotSet, type SlotMember } from '../tuning/slot-set';
-import { JsonUsageMeter, SseUsageMeter, type AnswerRelay } from './usage-meter';
+import { estimatePromptTokens, JsonUsageMeter, SseUsageMeter, type AnswerRelay } from './usage-meter';
 import { holdWritesToEndOfIteration } from '../tuning/write-batching';
 import { sendStreamHead } from '../tuning/stream-head';
 
@@ -40,7 +43,8 @@ const RELEASED_BODY = Buffer.alloc(0);
 
 const DROPPED_RESPONSE_HEADERS = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'trailer', 'upgrade', 'transfer-encoding']);
 
-type Phase = 'connect' | 'first_byte' | 'idle';
+/** `drain`: the client left mid-answer, and the rest is read for its usage until this deadline. */
+type Phase = 'connect' | 'first_byte' | 'idle' | 'drain';
 
 /**
  * Phase deadlines are checked this often (a timeout fires up to this much after its deadline), by one
@@ -73,8 +77,11 @@ interface Attempt extends SlotMember {
   phase?: Phase;
   deadline: number;
   timedOut?: Phase;
-  /** A stream's relay: whole events at a time, reading token usage (charged so far if the stream is cut). */
-  meter?: SseUsageMeter;
+  /** The answer's relay, reading token usage (charged so far, or estimated, if the answer is cut). */
+  meter?: AnswerRelay;
+  upstreamResponse?: IncomingMessage;
+  /** The client left during a 2xx answer: the rest is read for its usage, not relayed. */
+  draining: boolean;
   settled: boolean;
 }
 
@@ -83,7 +90,18 @@ export interface ProxyEvents {
   usage(context: RequestContext, provider: Provider, usage: TokenUsage): void;
 }
 
-export function createProxy(metrics: Metrics, providers: ProviderTable, events: ProxyEvents, now: () => number = () => performance.now()) {
+export interface ProxyOptions {
+  /** How long the rest of an answer a client left is read for its usage (config `usage.drainAfterDisconnectMs`); 0: not at all. */
+  drainAfterDisconnectMs: number;
+}
+
+export function createProxy(
+  metrics: Metrics,
+  providers: ProviderTable,
+  events: ProxyEvents,
+  options: ProxyOptions = { drainAfterDisconnectMs: 5_000 },
+  now: () => number = () => performance.now(),
+) {
   // toProxy: under ignorePath its only effect is that http-proxy does not url.parse() the client's path
   // on every request only to throw it away (common.setupOutgoing); the worker's path goes as it is.
   const proxy = httpProxy.createProxyServer({ changeOrigin: true, ignorePath: true, toProxy: true, xfwd: false, selfHandleResponse: true });
@@ -116,8 +134,10 @@ export function createProxy(metrics: Metrics, providers: ProviderTable, events: 
     timed.forEach((attempt) => {
       if (at < attempt.deadline) return;
       timed.delete(attempt);
-      attempt.timedOut = attempt.phase;
-      metrics.timeouts.series({ ...labels(attempt), phase: attempt.phase! }).inc();
+      if (attempt.phase !== 'drain') {
+        attempt.timedOut = attempt.phase;
+        metrics.timeouts.series({ ...labels(attempt), phase: attempt.phase! }).inc();
+      }
       attempt.upstreamRequest?.destroy();
     });
     if (timed.size === 0) {
@@ -153,7 +173,6 @@ export function createProxy(metrics: Metrics, providers: ProviderTable, events: 
     const attempt = attemptOf(res);
     if (!attempt) return;
     attempt.answering = true;
-    attempt.target.body = RELEASED_BODY; // nothing is retried once a worker answers
     attempt.context.worker = attempt.state.worker.label;
     attempt.context.firstByteAt = now();
     metrics.upstreamTimeToFirstByte.series({ provider: attempt.provider.name }).observe((now() - required(attempt.context.dispatchedAt, 'dispatch time')) / 1000);
@@ -173,19 +192,28 @@ export function createProxy(metrics: Metrics, providers: ProviderTable, events: 
       events.usage(attempt.context, attempt.provider, usage);
     };
     arm(attempt, 'idle', attempt.provider.settings.idleTimeoutMs);
+    // Charged when the answer reports no usage of its own (usage-meter.ts): read before the body goes.
+    const estimate = { promptTokens: estimatePromptTokens(attempt.target.body.length), generates: attempt.target.endpoint !== 'embeddings' };
+    attempt.target.body = RELEASED_BODY; // nothing is retried once a worker answers
     let meter: AnswerRelay;
     let timeTokens: (() => void) | undefined;
     if (stream) {
       res.removeHeader('content-length'); // a dropped usage chunk changes the length
-      meter = attempt.meter = new SseUsageMeter(attempt.target.dropUsageChunk, reportUsage);
+      meter = new SseUsageMeter(attempt.target.dropUsageChunk, reportUsage, estimate);
       timeTokens = tokenTimer(attempt);
       sendStreamHead(res);
     } else {
-      meter = new JsonUsageMeter(reportUsage);
+      meter = new JsonUsageMeter(reportUsage, estimate);
     }
+    attempt.meter = meter;
+    if (status < 300) attempt.upstreamResponse = upstreamResponse; // only a 2xx answer is read on for its usage
     // One relay for both kinds, with backpressure as pipe() would: a client that reads slowly holds the
     // worker back. pipe() itself would add and later remove eight listeners per answer.
     upstreamResponse.on('data', (chunk: Buffer) => {
+      if (attempt.draining) {
+        meter.relay(chunk);
+        return;
+      }
       stillAnswering(attempt);
       timeTokens?.();
       const out = meter.relay(chunk);
@@ -193,17 +221,36 @@ export function createProxy(metrics: Metrics, providers: ProviderTable, events: 
     });
     res.on('drain', () => upstreamResponse.resume());
     upstreamResponse.on('end', () => {
-      res.end(meter.end());
+      const rest = meter.end();
+      if (!attempt.draining) res.end(rest);
       settle(attempt, outcomeOfAnswer(upstreamResponse.statusCode ?? 502));
     });
     upstreamResponse.on('close', () => {
       if (upstreamResponse.complete || attempt.settled) return;
+      if (attempt.draining) {
+        // The drain's deadline passed (or the worker hung up): the client had left, the worker is not at fault.
+        settle(attempt, 'neutral');
+        meter.abort();
+        return;
+      }
       settle(attempt, 'failure');
       metrics.streamFailures.series(labels(attempt)).inc();
-      attempt.meter?.abort(); // charges the usage seen so far
+      meter.abort(); // charges the usage seen so far, or the estimate
       endBrokenAnswer(res, attempt);
     });
   });
+
+  /**
+   * The client left during a 2xx answer: read the rest without relaying it, for its usage, until the
+   * answer ends or the drain's deadline passes (then the worker's connection is closed, and what was
+   * seen, or the estimate, is charged). The worker stays taken meanwhile: it is still generating.
+   */
+  function drain(attempt: Attempt, upstreamResponse: IncomingMessage): void {
+    attempt.draining = true;
+    attempt.meter?.discard?.();
+    arm(attempt, 'drain', options.drainAfterDisconnectMs);
+    upstreamResponse.resume(); // it may have been paused for the client's full side
+  }
 
   /** Observes each chunk's arrival for a stream's first-token and inter-token histograms. */
   function tokenTimer(attempt: Attempt): () => void {
@@ -235,9 +282,11 @@ export function createProxy(metrics: Metrics, providers: ProviderTable, events: 
       const attempt = attemptOf(res);
       (res as CarriesAttempt)[ATTEMPT] = undefined; // whatever still holds the response must not hold the worker's answer
       if (res.writableFinished || !attempt) return;
+      const answer = attempt.upstreamResponse;
+      if (answer && !answer.complete && !attempt.settled && options.drainAfterDisconnectMs > 0) return drain(attempt, answer);
       settle(attempt, 'neutral');
       attempt.upstreamRequest?.destroy();
-      attempt.meter?.abort(); // the client left mid-stream: charge the usage seen so far
+      attempt.meter?.abort(); // the client left mid-answer: charge the usage seen so far, or the estimate
     });
 
     /** The headers are the provider's (its credential, its allow-list), made from the client's each time. */
@@ -274,7 +323,7 @@ export function createProxy(metrics: Metrics, providers: ProviderTable, events: 
         return;
       }
       tried.add(state);
-      const attempt: Attempt = { context, provider, target, state, connected: false, answering: false, settled: false, deadline: Infinity, slot: -1 };
+      const attempt: Attempt = { context, provider, target, state, connected: false, answering: false, draining: false, settled: false, deadline: Infinity, slot: -1 };
       (res as CarriesAttempt)[ATTEMPT] = attempt;
       const options = { target: state.worker.proxyTargets[target.endpoint], agent: state.worker.agent, buffer: wholeBody(target) };
       proxy.web(req, res, options, (err: Error) => {

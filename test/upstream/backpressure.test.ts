@@ -38,7 +38,9 @@ let gw: TestGateway;
 let key: string;
 
 beforeAll(async () => {
-  gw = await startTestGateway({ providers: { fire: { workers: [await listenOnLoopback(firehose)] } } });
+  // A client that leaves is drained for its usage (usage.drainAfterDisconnectMs): kept short, so that one test's
+  // drain of the endless answer is over before the next test counts what the worker wrote.
+  gw = await startTestGateway({ providers: { fire: { workers: [await listenOnLoopback(firehose)] } }, usage: { drainAfterDisconnectMs: 50 } });
   key = (await gw.issueKey()).key;
 });
 afterAll(async () => {

@@ -8,7 +8,7 @@ import { gatewayWithWorker } from '../helpers/fixture';
 import { bearer, chatBody, request } from '../helpers/http';
 import { eventually } from '../helpers/processes';
 
-const f = gatewayWithWorker();
+const f = gatewayWithWorker({ usage: { drainAfterDisconnectMs: 300 } });
 
 function openStream(headers: Record<string, string>): Promise<IncomingMessage> {
   return new Promise((resolve, reject) => {
@@ -62,7 +62,7 @@ test("the stream's head reaches the client as soon as the worker sends its own, 
   expect(await eventually(async () => ((await f.worker.requests())[0]?.outcome === 'aborted' ? true : undefined))).toBe(true);
 });
 
-test('a client that disconnects mid-stream aborts the upstream request', async () => {
+test('a client that disconnects mid-stream: the upstream request is read on for its usage, then aborted at usage.drainAfterDisconnectMs', async () => {
   const response = await openStream({ 'x-mock-tokens': '200', 'x-mock-tokens-per-second': '20' });
   await firstChunk(response);
   response.destroy();

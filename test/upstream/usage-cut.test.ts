@@ -25,7 +25,8 @@ beforeAll(async () => {
     if (req.headers['x-test-end'] === 'die') setTimeout(() => req.socket.destroy(), 50);
   });
   const workerUrl = await listenOnLoopback(worker);
-  gw = await startTestGateway({ providers: { cut: { workers: [workerUrl], models: ['m'], upstream: { health: { enabled: false } } } } });
+  // A client that leaves is drained (usage.drainAfterDisconnectMs) for the usage still to come; this worker sends none.
+  gw = await startTestGateway({ providers: { cut: { workers: [workerUrl], models: ['m'], upstream: { health: { enabled: false } } } }, usage: { drainAfterDisconnectMs: 300 } });
 });
 afterAll(async () => {
   await gw?.stop();
