@@ -36,10 +36,14 @@ afterAll(async () => {
 });
 
 test.each([1, 2])('with %i serving process(es), the URL it gives answers as chatgate: the key gets the worker, no key gets 401', async (processes) => {
-  const { child, serving } = spawnChatgate({ ...setup, name: `processes-${processes}`, processes });
+  const { child, serving, admin } = spawnChatgate({ ...setup, name: `processes-${processes}`, processes });
   started.push(child);
   const url = await serving;
   expect(url).toMatch(/^https:\/\/127\.0\.0\.1:\d+\/v1\/chat\/completions$/);
+  // The admin listener's URL is this gateway's too: its /metrics counts the requests below.
+  const adminUrl = await admin;
+  expect(adminUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+  expect(adminUrl).not.toContain(`:${new URL(url).port}`);
 
   const answered = await request(url, { headers: { ...bearer(key), 'content-type': 'application/json' }, body: chatBody({ model: 'bench/echo' }), ca });
   expect(answered.status).toBe(200);
@@ -48,6 +52,9 @@ test.each([1, 2])('with %i serving process(es), the URL it gives answers as chat
   const refused = await request(url, { headers: { 'content-type': 'application/json' }, body: chatBody({ model: 'bench/echo' }), ca });
   expect(refused.status).toBe(401);
   expect(refused.json().error.code).toBe('missing_api_key');
+  const metrics = await request(adminUrl, { method: 'GET', path: '/metrics' });
+  expect(metrics.body).toMatch(/^chatgate_key_cache_misses_total 1$/m); // the key's one lookup
+  expect(metrics.body).toMatch(/^chatgate_auth_failures_total\{reason="missing"\} 1$/m);
 });
 
 test('a gateway that exits before serving fails the start with its own reason', async () => {
