@@ -165,7 +165,7 @@ async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, 
   const publicOrigin = config.console.publicUrl ? new URL(config.console.publicUrl).origin : undefined;
   const oidc = config.console.oidc;
   const oidcRoutes = oidc ? createOidcRoutes(oidc, { accounts: people.accounts, sessions: people.sessions, store: keyStore, publicOrigin, allowedHosts: [...config.console.allowedHosts, config.listen.host], log }) : undefined;
-  const quota = new QuotaTracker(await openQuotaCounters(config, keyStore), {
+  const quota = new QuotaTracker(await openQuotaCounters(config, keyStore, rateLimitStore, metrics, log), {
     // One read for every account in use, each sync: not one per account (a thousand teams would be
     // two thousand queries a second on the database at the default syncMs).
     accountQuota: async (ids) => {
@@ -298,11 +298,23 @@ function modelLabel(provider: Provider, modelName: string): string {
   return listsModel(provider, modelName) ? modelName : 'other';
 }
 
-/** Quota counters where rate limits are shared (Redis), else in the key store. */
-async function openQuotaCounters(config: Config, store: GuardedKeyStore): Promise<QuotaCounters> {
+/**
+ * Quota counters where rate limits are shared: Redis, over the key store (the truth, reseeding Redis
+ * when it comes back empty, and the count while it is away); else in the key store alone.
+ */
+async function openQuotaCounters(config: Config, store: GuardedKeyStore, rateLimitStore: RateLimitStore, metrics: Metrics, log: Logger): Promise<QuotaCounters> {
   if (config.rateLimit.store === 'redis' && config.rateLimit.url) {
     const { RedisQuotaCounters } = await import('./accounts/redis-quota'); // ioredis only where Redis is used
-    return new RedisQuotaCounters(config.rateLimit.url, config.rateLimit.timeoutMs);
+    return new RedisQuotaCounters(store, {
+      url: config.rateLimit.url,
+      timeoutMs: config.rateLimit.timeoutMs,
+      storeFlushMs: config.auth.lastUsedFlushMs,
+      redisUp: () => rateLimitStore.reachable,
+      events: {
+        failed: () => metrics.quotaSyncErrors.inc(),
+        reseeded: (counters) => log.warn({ counters }, 'quota counters lost by Redis (restarted empty?): seeded again from the key store'),
+      },
+    });
   }
   return { add: (amounts) => store.addQuotaUsage(amounts), totals: (scopes) => store.quotaUsage(scopes) };
 }

@@ -1,41 +1,348 @@
 /**
- * Quota counters in Redis, shared by every replica: INCRBY per scope (one pipeline per sync) and one
- * MGET for the totals. A counter lives a little past its period. Commands fail fast while Redis is
- * away; the tracker keeps what it could not add and counts it locally meanwhile.
+ * Quota counters in Redis (the hot counters every replica shares) over the key store (the truth per
+ * period). Each replica adds what its answers used to both: to Redis every sync (one script call,
+ * idempotent), to the store every `storeFlushMs` (auth.lastUsedFlushMs), so the store is at most that
+ * far behind.
+ *
+ * Redis coming back empty (a restart without persistence, a flush, an eviction) is noticed by an
+ * epoch: a random value every replica remembers and every script checks. It is gone or changed when
+ * Redis lost what it held; a counter Redis does not have while the store has a count for it changes
+ * it too. Each replica then writes its own unwritten use to the store, reads the store's totals of its
+ * counters and merges them into Redis by maximum (atomic, so replicas seeding at once do not add up),
+ * and drops what it still owed Redis (the store's totals hold it). What other replicas had not yet
+ * written to the store can be missed: at most `storeFlushMs` of their use, a sync's worth when they
+ * had noticed Redis away (see below).
+ *
+ * Redis away (not answering its pings, or a call failing): the replica writes its use to the store
+ * every sync instead, and reads the store's totals back, so every replica keeps seeing the others'
+ * use, about a sync late. A counter then counts the larger of (the last total Redis gave plus this
+ * replica's use since) and (the store's total plus what this replica has not written yet). When the
+ * store is away too, this replica's use since Redis went away counts once for every replica seen in
+ * the last minute: each replica lets itself spend only its share of what was left. When Redis answers
+ * again with its counters, each replica adds what it used meanwhile as the batch it had tried (a
+ * marker makes a batch count once, so one a frozen Redis ran late is not counted twice).
  */
+import { randomBytes } from 'node:crypto';
 import Redis from 'ioredis';
 import type { QuotaCounters } from './quota';
 
 const DAY_SECONDS = 86_400;
-const key = (scope: string) => `chatgate:quota:${scope}`;
+const PREFIX = 'chatgate:quota:';
+const counterKey = (scope: string) => `${PREFIX}${scope}`;
+const EPOCH_KEY = `${PREFIX}epoch`;
+const REPLICAS_KEY = `${PREFIX}replicas`;
+const batchKey = (id: string) => `${PREFIX}batch:${id}`;
+/** A batch's marker outlives any retry of it. */
+const BATCH_MARKER_MS = 10 * 60_000;
+/** Replicas that read their counters within this window count for the share. */
+const REPLICA_WINDOW_MS = 60_000;
+/** A counter lives a little past its period. */
+const ttlOf = (scope: string) => (scope.includes(':d:') ? 2 * DAY_SECONDS : 40 * DAY_SECONDS);
+
+/**
+ * KEYS: epoch, batch marker, counters. ARGV: epoch, marker ms, then per counter its amount, ttl, and
+ * 1 when it may be created (the store has none of it). Adds all or nothing.
+ */
+const ADD = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {'reset'} end
+if redis.call('EXISTS', KEYS[2]) == 1 then return {'dup'} end
+local out = {'missing'}
+for i = 3, #KEYS do
+  if ARGV[(i - 3) * 3 + 5] ~= '1' and redis.call('EXISTS', KEYS[i]) == 0 then out[#out + 1] = tostring(i - 3) end
+end
+if #out > 1 then return out end
+for i = 3, #KEYS do
+  local a = (i - 3) * 3 + 3
+  redis.call('INCRBY', KEYS[i], ARGV[a])
+  redis.call('EXPIRE', KEYS[i], ARGV[a + 1])
+end
+redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
+return {'ok'}
+`;
+
+/** KEYS: epoch, replicas, counters. ARGV: epoch, replica id, window ms. Missing counters read ''. */
+const READ = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {'reset'} end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local window = tonumber(ARGV[3])
+redis.call('ZADD', KEYS[2], now, ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - window)
+redis.call('PEXPIRE', KEYS[2], 2 * window)
+local out = {'ok', tostring(redis.call('ZCARD', KEYS[2]))}
+for i = 3, #KEYS do out[#out + 1] = redis.call('GET', KEYS[i]) or '' end
+return out
+`;
+
+/** KEYS: counters. ARGV: value and ttl per counter. Each counter becomes the larger of itself and the value. */
+const SEED = `
+local out = {}
+for i = 1, #KEYS do
+  local value = tonumber(ARGV[i * 2 - 1])
+  local current = tonumber(redis.call('GET', KEYS[i]) or '-1')
+  if current < value then
+    redis.call('SET', KEYS[i], ARGV[i * 2 - 1], 'EX', ARGV[i * 2])
+    current = value
+  end
+  out[i] = tostring(current)
+end
+return out
+`;
+
+/** KEYS: epoch. ARGV: a new epoch, kept unless one is there already. Returns whether it was made, and the epoch. */
+const ADOPT = `
+local made = redis.call('SET', KEYS[1], ARGV[1], 'NX')
+return {made and '1' or '0', redis.call('GET', KEYS[1])}
+`;
+
+type ScriptedRedis = Redis & {
+  chatgateQuotaAdd(numberOfKeys: number, ...args: Array<string | number>): Promise<string[]>;
+  chatgateQuotaRead(numberOfKeys: number, ...args: Array<string | number>): Promise<string[]>;
+  chatgateQuotaSeed(numberOfKeys: number, ...args: Array<string | number>): Promise<string[]>;
+  chatgateQuotaAdopt(numberOfKeys: number, ...args: Array<string | number>): Promise<[string, string]>;
+};
+
+/** The store's quota counters (the truth). */
+export interface QuotaTruth {
+  addQuotaUsage(amounts: ReadonlyMap<string, number>): Promise<void>;
+  quotaUsage(scopes: readonly string[]): Promise<Map<string, number>>;
+}
+
+export interface RedisQuotaOptions {
+  url: string;
+  /** Each Redis call gives up after this long. */
+  timeoutMs: number;
+  /** Use is written to the store at least this often (every sync while Redis is away). */
+  storeFlushMs: number;
+  /** Whether Redis answers (the rate limit store's pings): while false, Redis is not asked. */
+  redisUp: () => boolean;
+  events?: {
+    /** Redis or the store did not take a sync; what they did not take is kept and counted here meanwhile. */
+    failed?(err: unknown): void;
+    /** Redis had lost its quota counters: these many were seeded from the store. */
+    reseeded?(counters: number): void;
+  };
+  now?: () => number;
+}
+
+class EpochLost extends Error {}
 
 export class RedisQuotaCounters implements QuotaCounters {
-  private readonly redis: Redis;
+  private readonly redis: ScriptedRedis;
+  private readonly replica = randomBytes(9).toString('base64url');
+  private readonly now: () => number;
+  /** The epoch of Redis this replica counted in; undefined: not known yet, or lost. */
+  private epoch: string | undefined;
+  /** Seed every counter of this replica before adding to it (the epoch was just adopted). */
+  private reseed = false;
+  /** Used here, not yet written to the store. */
+  private storePending = new Map<string, number>();
+  /** Used here, not yet in Redis, nor in the batch under way. */
+  private redisOwed = new Map<string, number>();
+  /** Sent to Redis, not known to be applied: sent again as it is (its marker makes it count once). */
+  private batch: { id: string; amounts: Map<string, number> } | undefined;
+  /** Redis's totals at the last read. */
+  private lastRedis = new Map<string, number>();
+  /** Replicas that read their counters in the last minute (this one included). */
+  private replicas = 1;
+  private lastStoreFlush: number;
 
-  constructor(url: string, timeoutMs: number) {
-    this.redis = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 0, commandTimeout: timeoutMs, connectTimeout: Math.max(timeoutMs, 1000), retryStrategy: (attempt) => Math.min(attempt * 100, 2000) });
-    this.redis.on('error', () => undefined); // surfaced by the failing commands
+  constructor(
+    private readonly store: QuotaTruth,
+    private readonly options: RedisQuotaOptions,
+  ) {
+    this.now = options.now ?? Date.now;
+    this.lastStoreFlush = this.now();
+    const redis = new Redis(options.url, {
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      commandTimeout: options.timeoutMs,
+      connectTimeout: Math.max(options.timeoutMs, 1000),
+      retryStrategy: (attempt) => Math.min(attempt * 100, 2000),
+    });
+    redis.on('error', () => undefined); // surfaced by the failing commands
+    redis.defineCommand('chatgateQuotaAdd', { lua: ADD });
+    redis.defineCommand('chatgateQuotaRead', { lua: READ });
+    redis.defineCommand('chatgateQuotaSeed', { lua: SEED });
+    redis.defineCommand('chatgateQuotaAdopt', { lua: ADOPT });
+    this.redis = redis as ScriptedRedis;
   }
 
+  /** Resolves once connected, or after `ms`: counters work (through the store) before that too. */
+  connected(ms = 2000): Promise<void> {
+    if (this.redis.status === 'ready') return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.redis.off('ready', done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.redis.once('ready', done);
+    });
+  }
+
+  /** Taken here (never fails): kept until Redis and the store have it, counted in the totals meanwhile. */
   async add(amounts: ReadonlyMap<string, number>): Promise<void> {
-    if (amounts.size === 0) return;
-    const pipeline = this.redis.pipeline();
     for (const [scope, tokens] of amounts) {
-      pipeline.incrby(key(scope), tokens);
-      pipeline.expire(key(scope), scope.includes(':d:') ? 2 * DAY_SECONDS : 40 * DAY_SECONDS);
+      bump(this.storePending, scope, tokens);
+      bump(this.redisOwed, scope, tokens);
     }
-    const results = await pipeline.exec();
-    const failed = results?.find(([err]) => err);
-    if (failed) throw failed[0];
   }
 
+  /** Never fails: Redis's totals when it answers, else the estimate above. */
   async totals(scopes: readonly string[]): Promise<Map<string, number>> {
-    if (scopes.length === 0) return new Map();
-    const values = await this.redis.mget(...scopes.map(key));
-    return new Map(scopes.map((scope, i) => [scope, Number(values[i] ?? 0)]));
+    let fromRedis: Map<string, number> | undefined;
+    if (this.options.redisUp()) {
+      try {
+        fromRedis = await this.syncRedis(scopes);
+      } catch (err) {
+        this.options.events?.failed?.(err);
+      }
+    } else {
+      this.options.events?.failed?.(new Error('redis does not answer'));
+    }
+    if (!fromRedis || this.now() - this.lastStoreFlush >= this.options.storeFlushMs) {
+      await this.flushStore().catch((err: unknown) => this.options.events?.failed?.(err));
+    }
+    return fromRedis ?? (await this.estimate(scopes));
   }
 
   async close(): Promise<void> {
+    await this.flushStore().catch((err: unknown) => this.options.events?.failed?.(err));
     this.redis.disconnect();
   }
+
+  private async syncRedis(scopes: readonly string[]): Promise<Map<string, number>> {
+    for (let round = 0; ; round++) {
+      try {
+        if (this.epoch === undefined) {
+          const [created, epoch] = await this.redis.chatgateQuotaAdopt(1, EPOCH_KEY, randomBytes(12).toString('base64url'));
+          this.epoch = epoch;
+          if (created === '1') this.reseed = true; // an empty Redis (or the first start ever)
+        }
+        if (this.reseed) {
+          const mine = new Set([...scopes, ...this.lastRedis.keys(), ...this.storePending.keys(), ...this.redisOwed.keys(), ...(this.batch?.amounts.keys() ?? [])]);
+          await this.seed([...mine]);
+          this.reseed = false;
+          if (round > 0) this.options.events?.reseeded?.(mine.size);
+        }
+        await this.push();
+        return await this.read(scopes);
+      } catch (err) {
+        if (!(err instanceof EpochLost) || round > 0) throw err;
+        // Redis lost its counters: adopt (or make) the new epoch and seed every counter of this replica, once.
+        this.epoch = undefined;
+        this.reseed = true;
+      }
+    }
+  }
+
+  /** The batch under way (or a new one of what is owed), added once. */
+  private async push(): Promise<void> {
+    if (!this.batch) {
+      if (this.redisOwed.size === 0) return;
+      this.batch = { id: randomBytes(12).toString('base64url'), amounts: this.redisOwed };
+      this.redisOwed = new Map();
+    }
+    const batch = this.batch;
+    const scopes = [...batch.amounts.keys()];
+    const fresh = new Set<string>();
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const args = scopes.flatMap((scope) => [batch.amounts.get(scope)!, ttlOf(scope), fresh.has(scope) ? 1 : 0]);
+      const [outcome, ...missing] = await this.redis.chatgateQuotaAdd(scopes.length + 2, EPOCH_KEY, batchKey(batch.id), ...scopes.map(counterKey), this.epoch!, BATCH_MARKER_MS, ...args);
+      if (outcome === 'reset') throw new EpochLost();
+      if (outcome === 'ok' || outcome === 'dup') {
+        this.batch = undefined;
+        return;
+      }
+      // Counters Redis does not have: new ones (the store has none of them either) are created by
+      // this batch; one the store knows means Redis lost what it held.
+      for (const scope of await this.mustBeNew(missing.map((index) => scopes[Number(index)]!))) fresh.add(scope);
+    }
+    throw new Error('quota counters disappeared from redis while being added to');
+  }
+
+  private async read(scopes: readonly string[]): Promise<Map<string, number>> {
+    const [outcome, replicas, ...values] = await this.redis.chatgateQuotaRead(scopes.length + 2, EPOCH_KEY, REPLICAS_KEY, ...scopes.map(counterKey), this.epoch!, this.replica, REPLICA_WINDOW_MS);
+    if (outcome === 'reset') throw new EpochLost();
+    this.replicas = Math.max(1, Number(replicas));
+    const totals = new Map<string, number>();
+    const missing: string[] = [];
+    scopes.forEach((scope, i) => {
+      if (values[i] === '' || values[i] === undefined) missing.push(scope);
+      else totals.set(scope, Number(values[i]));
+    });
+    if (missing.length > 0) {
+      // Never counted anywhere: created at 0, so that the store is asked once, not every sync.
+      await this.mustBeNew(missing);
+      const created = await this.redis.chatgateQuotaSeed(missing.length, ...missing.map(counterKey), ...missing.flatMap((scope) => [0, ttlOf(scope)]));
+      missing.forEach((scope, i) => totals.set(scope, Number(created[i])));
+    }
+    this.lastRedis = totals;
+    return totals;
+  }
+
+  /** Counters Redis does not have must be new: when the store has any of them, Redis lost what it held (a new epoch for every replica). */
+  private async mustBeNew(scopes: readonly string[]): Promise<readonly string[]> {
+    const stored = await this.store.quotaUsage(scopes);
+    if (scopes.some((scope) => (stored.get(scope) ?? 0) > 0)) {
+      await this.redis.set(EPOCH_KEY, randomBytes(12).toString('base64url'));
+      throw new EpochLost();
+    }
+    return scopes;
+  }
+
+  /**
+   * Each counter becomes at least the store's total plus what this replica has not written there
+   * (it writes first, so usually nothing): this replica's whole use of it, which then owes Redis nothing.
+   */
+  private async seed(scopes: readonly string[]): Promise<void> {
+    if (scopes.length === 0) return;
+    await this.flushStore().catch(() => undefined); // what is not written is added to the value below
+    const stored = await this.store.quotaUsage(scopes);
+    const args = scopes.flatMap((scope) => [(stored.get(scope) ?? 0) + (this.storePending.get(scope) ?? 0), ttlOf(scope)]);
+    const merged = await this.redis.chatgateQuotaSeed(scopes.length, ...scopes.map(counterKey), ...args);
+    scopes.forEach((scope, i) => {
+      this.lastRedis.set(scope, Number(merged[i]));
+      this.redisOwed.delete(scope);
+      this.batch?.amounts.delete(scope);
+    });
+    if (this.batch?.amounts.size === 0) this.batch = undefined;
+  }
+
+  private async flushStore(): Promise<void> {
+    if (this.storePending.size === 0) {
+      this.lastStoreFlush = this.now();
+      return;
+    }
+    const sending = this.storePending;
+    this.storePending = new Map();
+    try {
+      await this.store.addQuotaUsage(sending);
+      this.lastStoreFlush = this.now();
+    } catch (err) {
+      for (const [scope, tokens] of sending) bump(this.storePending, scope, tokens);
+      throw err;
+    }
+  }
+
+  /** Redis away: the store's totals (written every sync meanwhile), or this replica's share when the store is away too. */
+  private async estimate(scopes: readonly string[]): Promise<Map<string, number>> {
+    const stored = await this.store.quotaUsage(scopes).catch((err: unknown) => {
+      this.options.events?.failed?.(err);
+      return undefined;
+    });
+    const totals = new Map<string, number>();
+    for (const scope of scopes) {
+      const mine = (this.batch?.amounts.get(scope) ?? 0) + (this.redisOwed.get(scope) ?? 0);
+      const last = this.lastRedis.get(scope) ?? 0;
+      totals.set(scope, stored ? Math.max(last + mine, (stored.get(scope) ?? 0) + (this.storePending.get(scope) ?? 0)) : last + this.replicas * mine);
+    }
+    return totals;
+  }
+}
+
+function bump(map: Map<string, number>, scope: string, tokens: number): void {
+  map.set(scope, (map.get(scope) ?? 0) + tokens);
 }

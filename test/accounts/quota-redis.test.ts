@@ -1,0 +1,226 @@
+/**
+ * Quota counters in Redis over the key store, against a real throwaway redis-server and a store in
+ * memory: Redis restarted empty is seeded from the store (once, however many replicas seed at once),
+ * a counter Redis lost alone is too, a batch a frozen Redis ran late counts once, and while Redis is
+ * away the replicas count through the store (or, with the store away too, each spends its share).
+ */
+import Redis from 'ioredis';
+import { RedisQuotaCounters, type QuotaTruth } from '../../src/accounts/redis-quota';
+import { eventually } from '../helpers/processes';
+import { ThrowawayRedis } from '../helpers/redis';
+
+class MemoryTruth implements QuotaTruth {
+  readonly values = new Map<string, number>();
+  failing = false;
+  async addQuotaUsage(amounts: ReadonlyMap<string, number>) {
+    if (this.failing) throw new Error('store away');
+    for (const [scope, tokens] of amounts) this.values.set(scope, (this.values.get(scope) ?? 0) + tokens);
+  }
+  async quotaUsage(scopes: readonly string[]) {
+    if (this.failing) throw new Error('store away');
+    return new Map(scopes.map((scope) => [scope, this.values.get(scope) ?? 0]));
+  }
+}
+
+const DAY = 'key:key_1:d:2026-11-27';
+const MONTH = 'account:acc_1:m:2026-11';
+const use = (tokens: number, ...scopes: string[]) => new Map((scopes.length ? scopes : [DAY, MONTH]).map((scope) => [scope, tokens]));
+
+let redis: ThrowawayRedis;
+let inspect: Redis;
+const open: RedisQuotaCounters[] = [];
+
+beforeAll(async () => {
+  redis = await ThrowawayRedis.start();
+  inspect = new Redis(redis.url, { maxRetriesPerRequest: 1 });
+  inspect.on('error', () => undefined);
+});
+afterAll(async () => {
+  inspect?.disconnect();
+  redis?.child?.kill('SIGCONT');
+  await redis?.stop();
+});
+beforeEach(async () => {
+  await eventually(async () => ((await inspect.flushall().catch(() => undefined)) === 'OK' ? true : undefined), 10_000);
+});
+afterEach(async () => {
+  redis.child?.kill('SIGCONT');
+  await Promise.all(open.splice(0).map((counters) => counters.close()));
+});
+
+async function replica(store: MemoryTruth, options: { storeFlushMs?: number; up?: () => boolean; failures?: unknown[]; reseeds?: number[] } = {}) {
+  const counters = new RedisQuotaCounters(store, {
+    url: redis.url,
+    timeoutMs: 200,
+    storeFlushMs: options.storeFlushMs ?? 60_000,
+    redisUp: options.up ?? (() => true),
+    events: { failed: (err) => options.failures?.push(err), reseeded: (n) => options.reseeds?.push(n) },
+  });
+  open.push(counters);
+  await counters.connected();
+  return counters;
+}
+
+/** One sync as the tracker does it: add, then read the totals back. */
+async function sync(counters: RedisQuotaCounters, amounts: Map<string, number> = new Map(), scopes: string[] = [DAY, MONTH]) {
+  await counters.add(amounts);
+  return counters.totals(scopes);
+}
+
+const redisValue = async (scope: string) => Number(await inspect.get(`chatgate:quota:${scope}`));
+
+test('counts across replicas in Redis, and writes the truth to the store every storeFlushMs', async () => {
+  const store = new MemoryTruth();
+  const a = await replica(store, { storeFlushMs: 0 });
+  const b = await replica(store, { storeFlushMs: 60_000 });
+  expect(await sync(a, use(100))).toEqual(new Map([[DAY, 100], [MONTH, 100]]));
+  expect(await sync(b, use(50))).toEqual(new Map([[DAY, 150], [MONTH, 150]]));
+  expect(await sync(a)).toEqual(new Map([[DAY, 150], [MONTH, 150]]));
+  expect(store.values.get(DAY)).toBe(100); // b writes its 50 within its storeFlushMs, not every sync
+  await b.close(); // and at the latest when it stops
+  expect(store.values.get(DAY)).toBe(150);
+});
+
+test('Redis restarted empty: two replicas seeding at once restore the store total, once, with the use not yet in the store', async () => {
+  const store = new MemoryTruth();
+  const reseeds: number[] = [];
+  const a = await replica(store, { storeFlushMs: 0, reseeds });
+  const b = await replica(store, { storeFlushMs: 0, reseeds });
+  await sync(a, use(3000));
+  await sync(b, use(1000));
+  await sync(a);
+  expect(store.values.get(DAY)).toBe(4000);
+
+  await redis.stop();
+  await redis.resume(); // empty: no persistence
+  await a.add(use(30)); // used while Redis was restarting, not in the store yet
+  await b.add(use(20));
+  const [fromA, fromB] = await eventually(async () => {
+    const answers = await Promise.all([a.totals([DAY, MONTH]), b.totals([DAY, MONTH])]);
+    // Reconnecting: until both replicas reach Redis again they count through the store.
+    return (await inspect.exists('chatgate:quota:epoch').catch(() => 0)) && answers.every((totals) => totals.get(DAY)! >= 4050) && (await redisValue(DAY)) >= 4050 ? answers : undefined;
+  }, 10_000);
+  expect(fromA.get(DAY)).toBe(4050);
+  expect(fromB.get(DAY)).toBe(4050);
+  expect(await redisValue(DAY)).toBe(4050); // not 8000 (seeded twice), not 50 (forgotten)
+  expect(await redisValue(MONTH)).toBe(4050);
+  expect(store.values.get(DAY)).toBe(4050);
+  // Later use adds up normally on the seeded counters.
+  await sync(a, use(5));
+  expect((await sync(b)).get(DAY)).toBe(4055);
+  expect(reseeds.length).toBeGreaterThanOrEqual(1);
+}, 30_000);
+
+test('a counter Redis lost alone (evicted) while the store has its count is seeded again, not restarted at 0', async () => {
+  const store = new MemoryTruth();
+  const a = await replica(store, { storeFlushMs: 0 });
+  const b = await replica(store, { storeFlushMs: 0 });
+  await sync(a, use(700));
+  await sync(b, use(300));
+  await inspect.del(`chatgate:quota:${DAY}`);
+  await sync(a, use(10));
+  expect((await sync(b)).get(DAY)).toBe(1010);
+  expect(await redisValue(DAY)).toBe(1010);
+  expect(await redisValue(MONTH)).toBe(1010); // the other counters were not doubled by the reseed
+});
+
+test('a counter never counted anywhere is created, not seeded: the store is asked about it once', async () => {
+  const store = new MemoryTruth();
+  let asked = 0;
+  const counting: QuotaTruth = { addQuotaUsage: (amounts) => store.addQuotaUsage(amounts), quotaUsage: (scopes) => ((asked += scopes.length), store.quotaUsage(scopes)) };
+  const a = new RedisQuotaCounters(counting, { url: redis.url, timeoutMs: 200, storeFlushMs: 60_000, redisUp: () => true });
+  open.push(a);
+  await a.connected();
+  expect(await sync(a)).toEqual(new Map([[DAY, 0], [MONTH, 0]]));
+  const afterFirst = asked;
+  for (let i = 0; i < 5; i++) await sync(a);
+  expect(asked).toBe(afterFirst);
+  expect((await sync(a, use(7))).get(DAY)).toBe(7);
+});
+
+test('a batch a frozen Redis ran after the replica gave up on it counts once', async () => {
+  const store = new MemoryTruth();
+  const failures: unknown[] = [];
+  const a = await replica(store, { storeFlushMs: 60_000, failures });
+  await sync(a, use(100));
+  redis.child!.kill('SIGSTOP');
+  let totals: Map<string, number>;
+  try {
+    totals = await sync(a, use(40)); // sent, no answer within 200 ms
+  } finally {
+    redis.child!.kill('SIGCONT'); // Redis runs it now, late
+  }
+  expect(failures.length).toBeGreaterThanOrEqual(1);
+  expect(totals.get(DAY)).toBe(140); // counted here meanwhile
+  expect(await eventually(async () => ((await redisValue(DAY)) === 140 ? 140 : undefined))).toBe(140);
+  // The replica sends the same batch again: its marker says it was applied.
+  expect((await eventually(async () => {
+    const again = await sync(a);
+    return failures.length > 0 && again.get(DAY) === 140 && (await redisValue(DAY)) === 140 ? again : undefined;
+  })).get(DAY)).toBe(140);
+  await sync(a, use(1));
+  expect(await redisValue(DAY)).toBe(141);
+});
+
+test("Redis away: each replica writes to and reads from the store every sync, so it counts the others' use; back, Redis gets what was used meanwhile, once", async () => {
+  const store = new MemoryTruth();
+  let up = true;
+  const a = await replica(store, { storeFlushMs: 60_000, up: () => up });
+  const b = await replica(store, { storeFlushMs: 60_000, up: () => up });
+  await sync(a); // the first replica seeds an empty Redis from the store: nothing to write yet
+  await sync(a, use(100));
+  await sync(b, use(100));
+  expect(store.values.get(DAY)).toBeUndefined(); // Redis holds it; the store gets it within storeFlushMs
+
+  up = false;
+  await sync(a, use(30));
+  await sync(b, use(20)); // b writes its 100 and 20 to the store, reads a's 100 and 30
+  expect((await sync(b)).get(DAY)).toBe(250);
+  expect((await sync(a)).get(DAY)).toBe(250);
+
+  up = true;
+  await sync(a);
+  expect((await sync(b)).get(DAY)).toBe(250);
+  expect(await redisValue(DAY)).toBe(250);
+  expect(store.values.get(DAY)).toBe(250);
+});
+
+test('Redis and the store both away: a replica counts its use since once for every replica seen in the last minute', async () => {
+  const store = new MemoryTruth();
+  let up = true;
+  const a = await replica(store, { up: () => up });
+  const b = await replica(store, { up: () => up });
+  const c = await replica(store, { up: () => up });
+  await sync(a, use(100));
+  await sync(b);
+  await sync(c);
+  expect((await sync(a)).get(DAY)).toBe(100);
+
+  up = false;
+  store.failing = true;
+  // Three replicas seen: 50 used here counts 150, so the 900 left of a quota of 1000 holds across all three.
+  expect((await sync(a, use(50))).get(DAY)).toBe(250);
+  store.failing = false;
+  expect((await sync(a)).get(DAY)).toBe(150); // the store back: the real count
+});
+
+test('use during an outage that ends with Redis restarted empty is counted once: a replica owing Redis its outage use drops it when another has seeded it from the store', async () => {
+  const store = new MemoryTruth();
+  let up = true;
+  const a = await replica(store, { up: () => up });
+  const b = await replica(store, { up: () => up });
+  await sync(a);
+  await sync(a, use(100));
+  await sync(b, use(100));
+  up = false;
+  await sync(a, use(30)); // written to the store, owed to Redis
+  await sync(b, use(20));
+  expect(store.values.get(DAY)).toBe(250);
+  await redis.stop();
+  await redis.resume();
+  up = true;
+  await eventually(async () => ((await sync(a)).get(DAY) === 250 && (await redisValue(DAY)) === 250 ? true : undefined), 10_000); // a seeds first
+  expect((await sync(b)).get(DAY)).toBe(250); // b's owed 20 is in the store's total already
+  expect(await redisValue(DAY)).toBe(250);
+  expect((await sync(a)).get(DAY)).toBe(250);
+}, 30_000);
