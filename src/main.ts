@@ -226,7 +226,7 @@ async function buildServing(config: Config, log: Logger, metrics: Metrics, lasti
       metrics.rateLimitStoreErrors.inc();
       log.debug({ err: (err as Error).message }, 'rate limit store error');
     },
-    storeRecovered: () => log.info('rate limit store answers again: limits enforced'),
+    storeRecovered: () => log.debug('rate limit store took a command again'), // the Redis health check logs when it answers again
   });
   const proxy = createProxy(metrics, providers, {
     usage: (context, provider, tokens) => {
@@ -324,10 +324,12 @@ async function openRateLimitStore(config: Config, log: Logger): Promise<RateLimi
   if (store === 'memory' || !url) return new MemoryRateLimitStore();
   const { RedisRateLimitStore } = await import('./ratelimit/redis'); // ioredis only where Redis is used
   const redis = new RedisRateLimitStore(url, timeoutMs, {
-    connection: (state) =>
+    connection: (state, reason) =>
       state === 'lost'
-        ? log.warn({ failOpen: config.rateLimit.failOpen }, `rate limit store (Redis) unreachable: requests are ${config.rateLimit.failOpen ? 'admitted unlimited' : 'refused'} until it is back`)
-        : log.info('rate limit store (Redis) connected'),
+        ? log.warn({ failOpen: config.rateLimit.failOpen, reason }, `rate limit store (Redis) unreachable: requests are ${config.rateLimit.failOpen ? 'admitted unlimited' : 'refused'} until it is back`)
+        : state === 'restored'
+          ? log.info('rate limit store (Redis) answers again: limits enforced')
+          : log.info('rate limit store (Redis) connected'),
   });
   await redis.connected();
   return redis;

@@ -14,7 +14,7 @@ export class StoreNotReached extends Error {}
 export interface RateLimitStore {
   /** Shared by every replica (Redis), rather than this process's own (memory). */
   readonly shared: boolean;
-  /** Whether the store takes commands now (always, for memory). */
+  /** Whether the store takes commands now (always, for memory; for Redis: connected and answering its pings). */
   readonly reachable: boolean;
   /** Atomically: refill, check and take for the key's request and token buckets, and a concurrency slot. */
   admit(keyId: string, limits: Limits, requestId: string): Promise<Admission>;
