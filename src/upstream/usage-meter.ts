@@ -39,6 +39,11 @@ const CLOSE_BRACKET = 0x5d;
 const COMMA = 0x2c;
 const COLON = 0x3a;
 const USAGE_NAME = Buffer.from('usage');
+/** Below depth 1, the bytes that matter: quotes and brackets. */
+const STRUCTURAL = new Uint8Array(256);
+for (const c of [QUOTE, OPEN_BRACE, CLOSE_BRACE, OPEN_BRACKET, CLOSE_BRACKET]) STRUCTURAL[c] = 1;
+/** How far the scan looks byte by byte before it searches with indexOf. */
+const NEAR_BYTES = 32;
 /** A usage object is a few hundred bytes; a member this long is not one, and is not held. */
 const MAX_USAGE_BYTES = 64 * 1024;
 
@@ -65,6 +70,17 @@ export class TopLevelUsageScanner {
   private usageNext = false;
   private captured: Buffer[] | undefined;
   private capturedBytes = 0;
+  /**
+   * Below depth 1 only strings and brackets matter: the next of each in the chunk, found with indexOf
+   * and kept until passed (-2: not looked for yet in this chunk; -1: none left in it). Each search goes
+   * on from the last one's find, so the chunk is searched once per character, not once per jump: the
+   * numbers of a 3 MiB embeddings answer cost a memchr, not a JavaScript step per byte.
+   */
+  private nextQuote = -2;
+  private nextOpenBrace = -2;
+  private nextCloseBrace = -2;
+  private nextOpenBracket = -2;
+  private nextCloseBracket = -2;
 
   constructor(private readonly found: (value: unknown) => void) {}
 
@@ -72,11 +88,22 @@ export class TopLevelUsageScanner {
     if (this.done) return;
     const n = chunk.length;
     let captureFrom = this.captured ? 0 : -1;
+    this.nextQuote = this.nextOpenBrace = this.nextCloseBrace = this.nextOpenBracket = this.nextCloseBracket = -2;
     let i = 0;
     while (i < n) {
       if (this.inString) {
         i = this.nameMatched >= 0 ? this.matchName(chunk, i) : this.skipString(chunk, i);
         continue;
+      }
+      if (this.depth >= 2) {
+        // The next quote or bracket is most often a few bytes away: looked for byte by byte that far.
+        const near = Math.min(n, i + NEAR_BYTES);
+        while (i < near && STRUCTURAL[chunk[i]!] === 0) i++;
+        if (i === n) break;
+        if (i === near) {
+          i = this.nextStructural(chunk, i);
+          if (i === -1) break;
+        }
       }
       const c = chunk[i]!;
       if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09 || c === COLON) {
@@ -120,6 +147,16 @@ export class TopLevelUsageScanner {
       if (this.capturedBytes > MAX_USAGE_BYTES) this.captured = undefined;
       else this.captured.push(Buffer.from(chunk.subarray(captureFrom)));
     }
+  }
+
+  /** The index of the next quote or bracket at or after `from`, or -1. */
+  private nextStructural(chunk: Buffer, from: number): number {
+    if (this.nextQuote !== -1 && this.nextQuote < from) this.nextQuote = chunk.indexOf(QUOTE, from);
+    if (this.nextOpenBrace !== -1 && this.nextOpenBrace < from) this.nextOpenBrace = chunk.indexOf(OPEN_BRACE, from);
+    if (this.nextCloseBrace !== -1 && this.nextCloseBrace < from) this.nextCloseBrace = chunk.indexOf(CLOSE_BRACE, from);
+    if (this.nextOpenBracket !== -1 && this.nextOpenBracket < from) this.nextOpenBracket = chunk.indexOf(OPEN_BRACKET, from);
+    if (this.nextCloseBracket !== -1 && this.nextCloseBracket < from) this.nextCloseBracket = chunk.indexOf(CLOSE_BRACKET, from);
+    return earliest(earliest(earliest(this.nextQuote, this.nextOpenBrace), earliest(this.nextCloseBrace, this.nextOpenBracket)), this.nextCloseBracket);
   }
 
   private stop(): void {
@@ -182,6 +219,11 @@ export class TopLevelUsageScanner {
       if (i >= n) return n;
     }
   }
+}
+
+/** The earlier of two indexes, -1 being none. */
+function earliest(a: number, b: number): number {
+  return a === -1 ? b : b === -1 || a < b ? a : b;
 }
 
 /**

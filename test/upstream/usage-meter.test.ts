@@ -244,3 +244,29 @@ test('estimatePromptTokens: one token per 4 bytes of the body sent', () => {
   expect(estimatePromptTokens(1)).toBe(1);
   expect(estimatePromptTokens(400)).toBe(100);
 });
+
+test('the scan agrees with JSON.parse on random answers: nesting, escapes, numbers and look-alikes, cut anywhere', () => {
+  let seed = 7;
+  const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+  const pick = <T>(list: T[]): T => list[Math.floor(random() * list.length)]!;
+  const text = () => Array.from({ length: Math.floor(random() * 12) }, () => pick(['a', '"', '\\', '{', '}', '[', ']', ',', ':', 'usage', '"usage":', 'é', '\n', '\u2028'])).join('');
+  const value = (depth: number): unknown => {
+    const kind = depth > 4 ? pick(['number', 'string', 'null']) : pick(['number', 'string', 'null', 'array', 'object', 'usage']);
+    if (kind === 'number') return pick([0, -1.5e-7, 123456789, 0.25]);
+    if (kind === 'string') return text();
+    if (kind === 'null') return null;
+    if (kind === 'array') return Array.from({ length: Math.floor(random() * 5) }, () => value(depth + 1));
+    if (kind === 'usage') return { usage: { prompt_tokens: 0, completion_tokens: 0 } };
+    return Object.fromEntries(Array.from({ length: Math.floor(random() * 5) }, () => [pick(['usage', 'usage ', 'Usage', text()]), value(depth + 1)]));
+  };
+  for (let n = 0; n < 300; n++) {
+    const answer: Record<string, unknown> = {};
+    for (let m = Math.floor(random() * 6); m > 0; m--) answer[pick(['id', 'choices', 'data', 'metadata', text()])] = value(1);
+    if (random() < 0.8) answer.usage = { prompt_tokens: n + 1, completion_tokens: n % 7, prompt_tokens_details: { cached_tokens: 0 } };
+    for (let m = Math.floor(random() * 3); m > 0; m--) answer[pick(['metadata', 'echo', text()])] = value(1);
+    const json = JSON.stringify(answer, null, random() < 0.3 ? 1 : undefined);
+    const expected = usageOf(JSON.parse(json).usage);
+    const size = 1 + Math.floor(random() * 40);
+    expect({ json, usage: jsonUsage(json, size) }).toEqual({ json, usage: expected });
+  }
+});
