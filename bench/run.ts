@@ -2,6 +2,7 @@
  * `npm run bench`: the gateway against the floor and the ceilings of its stack, on this machine, in
  * one run. Servers and the load generator are separate processes; rounds alternate the order of the
  * targets, and each figure is the median of its rounds. `--smoke` runs everything briefly (CI).
+ * `--scale` runs bench/scale.ts instead: chatgate over a million keys in PostgreSQL and SQLite.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -383,7 +384,8 @@ function machine() {
   return { cpus: os.cpus().length, cpu: os.cpus()[0]?.model, memoryGiB: Math.round(os.totalmem() / 2 ** 30), node: process.version, platform: `${os.type()} ${os.release()}` };
 }
 
-main().catch((err: Error) => {
+// `npm run bench -- --scale [--scale-keys N] [--smoke]`: the run over a million keys instead (bench/scale.ts).
+(process.argv.includes('--scale') ? import('./scale').then((scale) => scale.main()) : main()).catch((err: Error) => {
   process.stderr.write(`bench failed: ${err.stack}\n`);
   process.exit(1);
 });

@@ -1,0 +1,468 @@
+/**
+ * `npm run bench -- --scale`: chatgate over a million keys, in PostgreSQL and in SQLite, on this
+ * machine. Per store: a fresh database, key creates through the admin API on it empty, seeded with a
+ * tenth of the keys, and with all of them; the start-up time of a gateway process at each size; then,
+ * with every key seeded, one gateway per number of keys in use (1, a hundredth, a tenth), its
+ * auth.cacheSize set to fit them: a warm pass that uses each key once, then requests at a fixed rate
+ * with keys drawn at random from those in use: the cache's hit ratio (the gateway's /metrics),
+ * latency against the worker called directly, and the gateway's CPU per request (/proc).
+ *
+ *   --scale-keys N   N keys instead of 1,000,000 (1,000 at least)
+ *   --smoke          2,000 keys (or --scale-keys), everything briefly: proves the run works (CI); its figures mean nothing
+ *
+ * Everything runs on loopback: the gateway (`chatgate serve --config FILE`), the mock worker (over
+ * HTTP for the gateway, HTTPS for the direct baseline), PostgreSQL (CHATGATE_BENCH_POSTGRES_URL's
+ * server, default 127.0.0.1:5432, a database made for the run and dropped after; none answering:
+ * PostgreSQL is not measured), and the load, sent from this process. `runScale` runs it from a test too.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import https from 'node:https';
+import os from 'node:os';
+import path from 'node:path';
+import readline from 'node:readline';
+import tls from 'node:tls';
+import Database from 'better-sqlite3';
+import pg from 'pg';
+import { digestKey, displayPrefix } from '../src/auth/keys';
+import { loadOrCreateDevCertificate } from '../src/process/dev-certificate';
+import { DEFAULT_ACCOUNT_ID, defaultAccountId } from '../src/store/default-account';
+import { PostgresKeyStore } from '../src/store/postgres';
+import { SqliteKeyStore } from '../src/store/sqlite/store';
+import { spawnChatgate } from './chatgate-process';
+import { scaleFailures, scaleKey, scaleKeySql, scalePlan, scaleReport, type CreateFigure, type LatencyFigure, type ScalePlan, type ScaleResults, type StoreFigures, type WorkingSetFigure } from './scale-figures';
+
+const CHAT_BODY = JSON.stringify({ model: 'bench/echo', messages: [{ role: 'user', content: 'Say hello to the scale benchmark.' }] });
+/** Requests in flight during the warm pass (closed loop), and clients creating keys at once (as the issue measured). */
+const WARM_CONCURRENCY = 16;
+const CREATE_CLIENTS = 4;
+
+export interface ScaleOptions {
+  plan: ScalePlan;
+  /** An empty database for this run, or why there is none. */
+  postgres: { url: string } | { notMeasured: string };
+  progress?: (line: string) => void;
+}
+
+/** What a store under test is to the run: how a gateway reaches it, how keys are seeded into it. */
+interface StoreUnderTest {
+  name: string;
+  keyStore: Record<string, unknown>;
+  /** Seeds keys from..to (scaleKey numbers, inclusive), with no gateway running. */
+  seed(from: number, to: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+interface Gateway {
+  child: ChildProcess;
+  url: string;
+  adminUrl: string;
+  startupMs: number;
+}
+
+export async function runScale({ plan, postgres, progress = () => undefined }: ScaleOptions): Promise<ScaleResults> {
+  const root = repositoryRoot();
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-bench-scale-'));
+  const children: ChildProcess[] = [];
+  const adminToken = randomBytes(24).toString('base64url');
+  try {
+    const certificate = await loadOrCreateDevCertificate(path.join(dir, 'tls'));
+    const ca = readFileSync(certificate.certFile, 'utf8');
+    const worker = await startWorker(root, certificate, children);
+    const upstream = `http://127.0.0.1:${worker.http}`;
+
+    const startGateway = async (name: string, store: StoreUnderTest, cacheSize: number): Promise<Gateway> => {
+      const began = performance.now();
+      const { child, serving, admin } = spawnChatgate({
+        cli: path.join(root, 'dist', 'cli.js'),
+        dir,
+        name,
+        processes: 1,
+        upstream,
+        certFile: certificate.certFile,
+        keyFile: certificate.keyFile,
+        maxSocketsPerWorker: 1024,
+        settings: { keyStore: store.keyStore, auth: { createFirstKey: false, cacheSize }, admin: { host: '127.0.0.1', port: 0, token: adminToken } },
+      });
+      children.push(child);
+      const url = await serving;
+      const startupMs = performance.now() - began;
+      return { child, url, adminUrl: await admin, startupMs };
+    };
+
+    const stores: StoreFigures[] = [];
+    const runs: Array<{ name: string; open: () => Promise<StoreUnderTest> } | { name: string; notMeasured: string }> = [
+      'url' in postgres ? { name: 'postgres', open: () => postgresStore(postgres.url) } : { name: 'postgres', notMeasured: postgres.notMeasured },
+      { name: 'sqlite', open: () => sqliteStore(path.join(dir, 'sqlite', 'chatgate.db')) },
+    ];
+    for (const run of runs) {
+      if ('notMeasured' in run) {
+        stores.push({ store: run.name, notMeasured: run.notMeasured, seedSeconds: { mid: NaN, full: NaN }, startupMs: { empty: NaN, mid: NaN }, creates: [], direct: { requests: 0, p50: NaN, p99: NaN, failures: 0 }, workingSets: [] });
+        continue;
+      }
+      const store = await run.open();
+      try {
+        stores.push(await measureStore(store, { plan, ca, adminToken, workerHttps: worker.https, startGateway, progress }));
+      } finally {
+        await store.close();
+      }
+    }
+    return { at: new Date().toISOString(), plan, machine: machine(), stores };
+  } finally {
+    await Promise.all(children.map(stop));
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+interface Context {
+  plan: ScalePlan;
+  ca: string;
+  adminToken: string;
+  workerHttps: number;
+  startGateway: (name: string, store: StoreUnderTest, cacheSize: number) => Promise<Gateway>;
+  progress: (line: string) => void;
+}
+
+async function measureStore(store: StoreUnderTest, { plan, ca, adminToken, workerHttps, startGateway, progress }: Context): Promise<StoreFigures> {
+  const agent = new https.Agent({ keepAlive: true, maxSockets: 64, secureContext: tls.createSecureContext({ ca }), servername: 'localhost' });
+  const creates: CreateFigure[] = [];
+  const createOn = async (gateway: Gateway, atKeys: number) => {
+    progress(`${store.name}: ${plan.creates} key creates through the admin API at ${atKeys} keys`);
+    creates.push({ atKeys, ...(await createKeys(gateway.adminUrl, adminToken, plan.creates, `at-${atKeys}`)) });
+  };
+  try {
+    progress(`${store.name}: a gateway on the empty store`);
+    const empty = await startGateway(`${store.name}-empty`, store, 10_000);
+    await createOn(empty, 0);
+    await stop(empty.child);
+
+    progress(`${store.name}: seeding ${plan.midKeys} keys`);
+    let began = performance.now();
+    await store.seed(1, plan.midKeys);
+    const midSeconds = (performance.now() - began) / 1000;
+    const mid = await startGateway(`${store.name}-mid`, store, 10_000);
+    await createOn(mid, plan.midKeys);
+    // Seeded keys answer: the digests made in the seed are the gateway's.
+    const check = await send(mid.url, agent, scaleKey(plan.midKeys));
+    if (check.status !== 200) throw new Error(`${store.name}: seeded key ${plan.midKeys} got ${check.status} from the gateway: the seed's digests are not the gateway's (${check.text.slice(0, 200)})`);
+    await stop(mid.child);
+
+    progress(`${store.name}: seeding keys ${plan.midKeys + 1} to ${plan.keys}`);
+    began = performance.now();
+    await store.seed(plan.midKeys + 1, plan.keys);
+    const fullSeconds = midSeconds + (performance.now() - began) / 1000;
+
+    progress(`${store.name}: the worker directly, ${plan.rate}/s for ${plan.seconds} s`);
+    const directUrl = `https://127.0.0.1:${workerHttps}/v1/chat/completions`;
+    await openLoop(directUrl, agent, plan.rate, plan.rate * plan.leadInSeconds, () => undefined);
+    const direct = await openLoop(directUrl, agent, plan.rate, plan.rate * plan.seconds, () => undefined);
+
+    const workingSets: WorkingSetFigure[] = [];
+    for (const [index, keysInUse] of plan.workingSets.entries()) {
+      const cacheSize = keysInUse + Math.ceil(keysInUse / 10) + 100; // a tenth to spare, and the keys the run creates
+      progress(`${store.name}: ${keysInUse} keys in use of ${plan.keys}, auth.cacheSize ${cacheSize}`);
+      const gateway = await startGateway(`${store.name}-in-use-${keysInUse}`, store, cacheSize);
+      try {
+        if (index === 0) await createOn(gateway, plan.keys);
+        const random = mulberry32(keysInUse);
+        const drawn = () => scaleKey(1 + Math.floor(random() * keysInUse));
+        const warmFailures = await closedLoop(gateway.url, agent, Math.max(keysInUse, plan.warmRequests), (i) => scaleKey(1 + (i % keysInUse)));
+        await openLoop(gateway.url, agent, plan.rate, plan.rate * plan.leadInSeconds, drawn);
+        // The CPU is read inside the two scrapes of /metrics, so that neither counts.
+        const cacheBefore = await cacheCounts(gateway.adminUrl);
+        const cpuBefore = cpuSeconds(gateway.child.pid!);
+        const measured = await openLoop(gateway.url, agent, plan.rate, plan.rate * plan.seconds, drawn);
+        const cpuAfter = cpuSeconds(gateway.child.pid!);
+        const cacheAfter = await cacheCounts(gateway.adminUrl);
+        const hits = cacheAfter.hits - cacheBefore.hits;
+        const misses = cacheAfter.misses - cacheBefore.misses;
+        workingSets.push({
+          keysInUse,
+          cacheSize,
+          startupMs: gateway.startupMs,
+          ...measured,
+          hitRatio: hits / (hits + misses),
+          addedP50: measured.p50 - direct.p50,
+          addedP99: measured.p99 - direct.p99,
+          cpuUsPerRequest: ((cpuAfter - cpuBefore) / Math.max(measured.requests + measured.failures, 1)) * 1e6,
+          rssMiB: rssKiB(gateway.child.pid!) / 1024,
+          warmFailures,
+        });
+      } finally {
+        await stop(gateway.child);
+      }
+    }
+    return { store: store.name, seedSeconds: { mid: midSeconds, full: fullSeconds }, startupMs: { empty: empty.startupMs, mid: mid.startupMs }, creates, direct, workingSets };
+  } finally {
+    agent.destroy();
+  }
+}
+
+/** A fresh PostgreSQL database: its schema as a first gateway makes it, keys seeded by one statement. */
+async function postgresStore(url: string): Promise<StoreUnderTest> {
+  await (await PostgresKeyStore.open(url)).close(); // the schema and the default account, as the gateway makes them
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  return {
+    name: 'postgres',
+    keyStore: { type: 'postgres', url },
+    async seed(from, to) {
+      // One statement, rows as the gateway writes them, digests made in SQL; without a notification a
+      // key, which no gateway is there to hear.
+      await client.query(`
+        alter table chatgate_keys disable trigger chatgate_keys_changed;
+        insert into chatgate_keys (id, name, digest, prefix, created_at, account_id, created_by)
+          select 'key_scale_' || i, 'scale ' || i, encode(sha256(convert_to(${scaleKeySql('i')}, 'UTF8')), 'hex'), left(${scaleKeySql('i')}, ${displayPrefix(scaleKey(1)).length}),
+                 now() - make_interval(secs => i), '${DEFAULT_ACCOUNT_ID}', 'admin-token'
+          from generate_series(${Math.trunc(from)}, ${Math.trunc(to)}) as i;
+        alter table chatgate_keys enable trigger chatgate_keys_changed;`);
+      // As autovacuum leaves a table that has had time: statistics, and the visibility map set.
+      await client.query('vacuum (analyze) chatgate_keys');
+      const { rows } = await client.query<{ digest: string; prefix: string }>('select digest, prefix from chatgate_keys where id = $1', [`key_scale_${from}`]);
+      if (rows[0]?.digest !== digestKey(scaleKey(from)) || rows[0]?.prefix !== displayPrefix(scaleKey(from))) throw new Error(`the seed's digest of key ${from} is not the one src/auth/keys.ts makes`);
+    },
+    close: () => client.end(),
+  };
+}
+
+/** A fresh SQLite file: made by the store, keys seeded in one transaction with a prepared insert. */
+async function sqliteStore(file: string): Promise<StoreUnderTest> {
+  const store = new SqliteKeyStore(file);
+  await defaultAccountId(store); // the gateway makes it with its first key; the seed's keys belong to it
+  await store.close();
+  return {
+    name: 'sqlite',
+    keyStore: { type: 'sqlite', path: file },
+    async seed(from, to) {
+      const db = new Database(file, { timeout: 5000 });
+      try {
+        // The trigger logs each inserted key for other processes' caches: no process is there to read
+        // a million entries. It is put back as it was, in the same transaction.
+        const trigger = db.prepare<[], { sql: string }>("select sql from sqlite_master where type = 'trigger' and name = 'chatgate_keys_inserted'").get();
+        if (!trigger) throw new Error('the SQLite schema has no chatgate_keys_inserted trigger: the seed needs updating');
+        const insert = db.prepare('insert into chatgate_keys (id, name, digest, prefix, created_at, account_id, created_by) values (?, ?, ?, ?, ?, ?, ?)');
+        const now = Date.now();
+        db.transaction(() => {
+          db.exec('drop trigger chatgate_keys_inserted');
+          for (let i = from; i <= to; i++) {
+            const key = scaleKey(i);
+            insert.run(`key_scale_${i}`, `scale ${i}`, digestKey(key), displayPrefix(key), new Date(now - i * 1000).toISOString(), DEFAULT_ACCOUNT_ID, 'admin-token');
+          }
+          db.exec(trigger.sql);
+        })();
+        db.pragma('wal_checkpoint(TRUNCATE)');
+      } finally {
+        db.close();
+      }
+    },
+    close: async () => undefined,
+  };
+}
+
+/** The mock worker in its own process, over HTTP (for the gateway) and HTTPS (for the direct baseline), from dist/. */
+function startWorker(root: string, certificate: { certFile: string; keyFile: string }, children: ChildProcess[]): Promise<{ http: number; https: number }> {
+  const code = `
+    const http = require('node:http'), https = require('node:https'), fs = require('node:fs');
+    require(${JSON.stringify(path.join(root, 'dist', 'tuning', 'pretenuring.js'))}).turnOffPretenuring();
+    const handler = require(${JSON.stringify(path.join(root, 'dist', 'mock-worker', 'server.js'))}).mockWorkerHandler({ latencyMs: 0, tokensPerSecond: 1e6 });
+    const servers = [http.createServer({ keepAliveTimeout: 60000 }, handler),
+      https.createServer({ cert: fs.readFileSync(${JSON.stringify(certificate.certFile)}), key: fs.readFileSync(${JSON.stringify(certificate.keyFile)}), keepAliveTimeout: 60000 }, handler)];
+    let listening = 0;
+    for (const server of servers) server.listen(0, '127.0.0.1', () => {
+      if (++listening === 2) process.stdout.write(JSON.stringify({ http: servers[0].address().port, https: servers[1].address().port }) + '\\n');
+    });
+    process.on('SIGTERM', () => process.exit(0));`;
+  const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
+  children.push(child);
+  return new Promise((resolve, reject) => {
+    readline.createInterface({ input: child.stdout! }).once('line', (line) => resolve(JSON.parse(line) as { http: number; https: number }));
+    child.once('exit', (code) => reject(new Error(`the mock worker exited with ${code}`)));
+  });
+}
+
+function send(url: string, agent: https.Agent, key: string | undefined): Promise<{ status: number; text: string }> {
+  return new Promise((resolve) => {
+    const headers: Record<string, string> = { 'content-type': 'application/json' };
+    if (key !== undefined) headers.authorization = `Bearer ${key}`;
+    const req = https.request(url, { method: 'POST', agent, headers }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (text += chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+      res.on('error', (err: Error) => resolve({ status: 0, text: err.message }));
+    });
+    req.on('error', (err: Error) => resolve({ status: 0, text: err.message }));
+    req.end(CHAT_BODY);
+  });
+}
+
+/**
+ * Open loop, as bench/load.ts's rate task: sent on schedule whether or not earlier requests have
+ * answered, each latency counted from its scheduled time (no coordinated omission), or from its send
+ * when that was up to a millisecond early.
+ */
+async function openLoop(url: string, agent: https.Agent, rate: number, count: number, keyOf: () => string | undefined): Promise<LatencyFigure> {
+  const latencies: number[] = [];
+  let failures = 0;
+  const started = performance.now();
+  const pending: Array<Promise<void>> = [];
+  for (let i = 0; i < count; i++) {
+    const due = started + (i * 1000) / rate;
+    const wait = due - performance.now();
+    if (wait > 1) await new Promise((resolve) => setTimeout(resolve, wait));
+    const from = Math.min(due, performance.now());
+    pending.push(
+      send(url, agent, keyOf()).then(({ status }) => {
+        if (status === 200) latencies.push(performance.now() - from);
+        else failures++;
+      }),
+    );
+  }
+  await Promise.all(pending);
+  latencies.sort((a, b) => a - b);
+  const at = (p: number) => (latencies.length === 0 ? NaN : latencies[Math.min(latencies.length - 1, Math.ceil((p / 100) * latencies.length) - 1)]!);
+  return { requests: latencies.length, p50: at(50), p99: at(99), failures };
+}
+
+/** `count` requests, WARM_CONCURRENCY at a time, request i with key keyOf(i); how many did not answer 200. */
+async function closedLoop(url: string, agent: https.Agent, count: number, keyOf: (i: number) => string): Promise<number> {
+  let next = 0;
+  let failures = 0;
+  await Promise.all(
+    Array.from({ length: WARM_CONCURRENCY }, async () => {
+      while (next < count) if ((await send(url, agent, keyOf(next++))).status !== 200) failures++;
+    }),
+  );
+  return failures;
+}
+
+/** `count` keys created through the admin API, CREATE_CLIENTS at a time. */
+async function createKeys(adminUrl: string, token: string, count: number, label: string): Promise<Omit<CreateFigure, 'atKeys'>> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: CREATE_CLIENTS });
+  const create = (i: number) =>
+    new Promise<number>((resolve) => {
+      const req = http.request(`${adminUrl}/admin/api/keys`, { method: 'POST', agent, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' } }, (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      });
+      req.on('error', () => resolve(0));
+      req.end(JSON.stringify({ name: `scale-create-${label}-${i}` }));
+    });
+  let next = 0;
+  let failures = 0;
+  const began = performance.now();
+  await Promise.all(
+    Array.from({ length: CREATE_CLIENTS }, async () => {
+      while (next < count) if ((await create(next++)) !== 201) failures++;
+    }),
+  );
+  const ms = performance.now() - began;
+  agent.destroy();
+  return { creates: count, perSecond: (count / ms) * 1000, msEach: (ms * CREATE_CLIENTS) / count, failures };
+}
+
+async function cacheCounts(adminUrl: string): Promise<{ hits: number; misses: number }> {
+  const text = await (await fetch(`${adminUrl}/metrics`)).text();
+  const counter = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+  return { hits: counter('chatgate_key_cache_hits_total'), misses: counter('chatgate_key_cache_misses_total') };
+}
+
+/** A small deterministic generator (mulberry32): the same keys are drawn in every run. */
+function mulberry32(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** User + system CPU seconds of one process (the gateway runs as one: server.processes 1). */
+function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (USER_HZ 100)
+}
+
+function rssKiB(pid: number): number {
+  return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN);
+}
+
+function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    child.once('exit', () => resolve());
+    child.kill('SIGTERM');
+  });
+}
+
+/** The repository: from bench/ (a test) or dist/bench/bench/ (npm run bench), the folder with chatgate's package.json. */
+function repositoryRoot(): string {
+  for (let dir = __dirname; dir !== path.dirname(dir); dir = path.dirname(dir)) {
+    const file = path.join(dir, 'package.json');
+    if (existsSync(file) && (JSON.parse(readFileSync(file, 'utf8')) as { name?: string }).name === 'chatgate') return dir;
+  }
+  throw new Error(`no chatgate repository above ${__dirname}`);
+}
+
+function machine() {
+  return { cpus: os.cpus().length, cpu: os.cpus()[0]?.model, memoryGiB: Math.round(os.totalmem() / 2 ** 30), node: process.version, platform: `${os.type()} ${os.release()}`, loadAverage: os.loadavg() };
+}
+
+/** A database of its own on the benchmark's PostgreSQL server, or why there is none. */
+async function scaleDatabase(): Promise<{ url: string; drop: () => Promise<void> } | { notMeasured: string }> {
+  const server = (process.env.CHATGATE_BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/chatgate_bench').replace(/\/[^/]*$/, '/postgres');
+  const name = `chatgate_scale_${randomBytes(6).toString('hex')}`;
+  const admin = async (text: string) => {
+    const client = new pg.Client({ connectionString: server, connectionTimeoutMillis: 2000 });
+    await client.connect();
+    try {
+      await client.query(text);
+    } finally {
+      await client.end();
+    }
+  };
+  try {
+    await admin(`create database ${name}`);
+  } catch (err) {
+    return { notMeasured: `no PostgreSQL at ${server.replace(/\/\/[^@/]*@/, '//')}: ${(err as Error).message}` };
+  }
+  return { url: server.replace(/\/[^/]*$/, `/${name}`), drop: () => admin(`drop database if exists ${name} with (force)`) };
+}
+
+/** The command line: `--scale [--scale-keys N] [--smoke]`. */
+export async function main(argv = process.argv.slice(2)): Promise<void> {
+  const started = performance.now();
+  const progress = (line: string) => process.stderr.write(`[bench scale +${Math.round((performance.now() - started) / 1000)}s] ${line}\n`);
+  const smoke = argv.includes('--smoke');
+  const given = argv.indexOf('--scale-keys');
+  const plan = scalePlan(given >= 0 ? Number(argv[given + 1]) : smoke ? 2000 : 1_000_000, smoke);
+  const database = await scaleDatabase();
+  if ('notMeasured' in database) progress(`PostgreSQL not measured: ${database.notMeasured}`);
+  let results: ScaleResults;
+  try {
+    results = await runScale({ plan, postgres: database, progress });
+  } finally {
+    if ('drop' in database) await database.drop();
+  }
+  const resultsDir = path.join(repositoryRoot(), 'bench', 'results');
+  mkdirSync(resultsDir, { recursive: true });
+  const file = path.join(resultsDir, `${results.at.replace(/[:.]/g, '-')}-scale${smoke ? '-smoke' : ''}.json`);
+  writeFileSync(file, JSON.stringify(results, null, 2) + '\n');
+  process.stdout.write(scaleReport(results) + `\nfigures written to ${path.relative(process.cwd(), file)}; ${Math.round((performance.now() - started) / 1000)} s in all\n`);
+  const failed = scaleFailures(results);
+  if (failed.length > 0) {
+    progress(`requests failed (${failed.map(([store, n]) => `${store}: ${n}`).join(', ')}): those figures are not of a working gateway`);
+    process.exitCode = 1;
+  }
+}
+
+if (require.main === module) {
+  main().catch((err: Error) => {
+    process.stderr.write(`bench scale failed: ${err.stack}\n`);
+    process.exit(1);
+  });
+}
