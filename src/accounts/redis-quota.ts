@@ -294,14 +294,17 @@ export class RedisQuotaCounters implements QuotaCounters {
   }
 
   /**
-   * Each counter becomes at least the store's total plus what this replica has not written there
-   * (it writes first, so usually nothing): this replica's whole use of it, which then owes Redis nothing.
+   * Each counter becomes at least the larger of two counts that are both at most the real one: the
+   * store's total plus what this replica has not written there (it writes first, so usually nothing),
+   * and the last total Redis gave plus what this replica used since. Either holds all of this
+   * replica's use, which then owes Redis nothing; the second holds the others' use up to the last read
+   * even when they had not written it to the store yet.
    */
   private async seed(scopes: readonly string[]): Promise<void> {
     if (scopes.length === 0) return;
     await this.flushStore().catch(() => undefined); // what is not written is added to the value below
     const stored = await this.store.quotaUsage(scopes);
-    const args = scopes.flatMap((scope) => [(stored.get(scope) ?? 0) + (this.storePending.get(scope) ?? 0), ttlOf(scope)]);
+    const args = scopes.flatMap((scope) => [Math.max((stored.get(scope) ?? 0) + (this.storePending.get(scope) ?? 0), this.knownTotal(scope)), ttlOf(scope)]);
     const merged = await this.redis.chatgateQuotaSeed(scopes.length, ...scopes.map(counterKey), ...args);
     scopes.forEach((scope, i) => {
       this.lastRedis.set(scope, Number(merged[i]));
@@ -327,6 +330,11 @@ export class RedisQuotaCounters implements QuotaCounters {
     }
   }
 
+  /** The last total Redis gave plus what this replica used since (not in Redis yet): at most the real count. */
+  private knownTotal(scope: string): number {
+    return (this.lastRedis.get(scope) ?? 0) + (this.batch?.amounts.get(scope) ?? 0) + (this.redisOwed.get(scope) ?? 0);
+  }
+
   /** Redis away: the store's totals (written every sync meanwhile), or this replica's share when the store is away too. */
   private async estimate(scopes: readonly string[]): Promise<Map<string, number>> {
     const stored = await this.store.quotaUsage(scopes).catch((err: unknown) => {
@@ -337,7 +345,7 @@ export class RedisQuotaCounters implements QuotaCounters {
     for (const scope of scopes) {
       const mine = (this.batch?.amounts.get(scope) ?? 0) + (this.redisOwed.get(scope) ?? 0);
       const last = this.lastRedis.get(scope) ?? 0;
-      totals.set(scope, stored ? Math.max(last + mine, (stored.get(scope) ?? 0) + (this.storePending.get(scope) ?? 0)) : last + this.replicas * mine);
+      totals.set(scope, stored ? Math.max(this.knownTotal(scope), (stored.get(scope) ?? 0) + (this.storePending.get(scope) ?? 0)) : last + this.replicas * mine);
     }
     return totals;
   }

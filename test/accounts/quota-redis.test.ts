@@ -224,3 +224,25 @@ test('use during an outage that ends with Redis restarted empty is counted once:
   expect(await redisValue(DAY)).toBe(250);
   expect((await sync(a)).get(DAY)).toBe(250);
 }, 30_000);
+
+test('Redis restarted empty while the store lags (other replicas have not written their use yet): the first replica back seeds from what Redis last told it, never below', async () => {
+  const store = new MemoryTruth();
+  const a = await replica(store, { storeFlushMs: 60_000 });
+  const b = await replica(store, { storeFlushMs: 60_000 });
+  await sync(a);
+  await sync(a, use(300));
+  await sync(b, use(200));
+  expect((await sync(a)).get(DAY)).toBe(500);
+  expect(store.values.get(DAY) ?? 0).toBe(0); // nothing written yet: within storeFlushMs
+  await redis.stop();
+  await redis.resume();
+  // a alone comes back first: the store has only a's 300 (written as it seeds), b's 200 only in b.
+  const first = await eventually(async () => {
+    const totals = await a.totals([DAY, MONTH]);
+    return (await inspect.exists('chatgate:quota:epoch').catch(() => 0)) ? totals : undefined;
+  }, 10_000);
+  expect(first.get(DAY)).toBe(500);
+  expect(await redisValue(DAY)).toBe(500);
+  expect((await sync(b)).get(DAY)).toBe(500); // and b's seed (the store now has 500) does not add up
+  expect(await redisValue(DAY)).toBe(500);
+}, 30_000);
