@@ -3,8 +3,9 @@
  * period reach the quota, requests with the account's keys get 429 insufficient_quota until the
  * period turns. A stream in flight is never cut: only admission is checked.
  *
- * One count across all replicas: each replica adds what its answers used to shared counters (Redis
- * when configured, else the key store) and reads the totals back, both every `syncMs`; between two
+ * One count across all replicas: each replica adds what its answers used to shared counters (the key
+ * store; with Redis configured, Redis over the key store, see redis-quota.ts) and reads the totals
+ * back, both every `syncMs`; between two
  * syncs it adds its own uncounted use to the last totals it read. So a quota reached through one
  * replica is enforced by every replica within about two syncs (1 s by default), and the check on the
  * request path is a few map lookups: no store round trip, whatever the quota's state. Account quotas
