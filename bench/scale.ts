@@ -9,6 +9,7 @@
  *
  *   --scale-keys N   N keys instead of 1,000,000 (1,000 at least)
  *   --smoke          2,000 keys (or --scale-keys), everything briefly: proves the run works (CI); its figures mean nothing
+ *   CHATGATE_BENCH_PROFILE=DIR   CPU profiles of every gateway process, written to DIR
  *
  * Everything runs on loopback: the gateway (`chatgate serve --config FILE`), the mock worker (over
  * HTTP for the gateway, HTTPS for the direct baseline), PostgreSQL (CHATGATE_BENCH_POSTGRES_URL's
@@ -84,6 +85,8 @@ export async function runScale({ plan, postgres, progress = () => undefined }: S
         certFile: certificate.certFile,
         keyFile: certificate.keyFile,
         maxSocketsPerWorker: 1024,
+        // CHATGATE_BENCH_PROFILE=DIR: a CPU profile of each gateway process there, as for the main run.
+        nodeFlags: process.env.CHATGATE_BENCH_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.CHATGATE_BENCH_PROFILE}`] : [],
         settings: { keyStore: store.keyStore, auth: { createFirstKey: false, cacheSize }, admin: { host: '127.0.0.1', port: 0, token: adminToken } },
       });
       children.push(child);
