@@ -134,6 +134,40 @@ describe.each(backends)('%s key store', (kind, makeBackend) => {
     ]);
   });
 
+  test('recordUse takes a batch: several keys, one key on two days, all added up', async () => {
+    const keys = await Promise.all(['zeta-1', 'zeta-2', 'zeta-3'].map(async (name) => (await issueKey(store, { name })).record));
+    const uses = (date: string, tokens: number) => keys.map((record, i) => ({ keyId: record.id, accountId: record.accountId, date, at: new Date(`${date}T12:00:00Z`), requests: 1, promptTokens: tokens + i, completionTokens: 1 }));
+    await store.recordUse([...uses('2031-05-01', 10), ...uses('2031-05-02', 20)]);
+    await other.recordUse(uses('2031-05-02', 100));
+    for (const [i, record] of keys.entries()) {
+      expect((await store.get(record.id))?.usage).toEqual({ requests: 3, promptTokens: 130 + 3 * i, completionTokens: 3 });
+      expect((await store.get(record.id))?.lastUsedAt).toBe('2031-05-02T12:00:00.000Z');
+    }
+    const days = (await store.usage(keys[0]!.accountId, '2031-05-01', '2031-05-02')).filter((row) => row.keyId === keys[1]!.id);
+    expect(days).toEqual([
+      { date: '2031-05-01', accountId: keys[1]!.accountId, keyId: keys[1]!.id, requests: 1, promptTokens: 11, completionTokens: 1 },
+      { date: '2031-05-02', accountId: keys[1]!.accountId, keyId: keys[1]!.id, requests: 2, promptTokens: 122, completionTokens: 2 },
+    ]);
+  });
+
+  test('quota counters: added up across handles, read back as one batch, 0 for one never counted', async () => {
+    const today = new Date().toISOString().slice(0, 10);
+    const scopes = Array.from({ length: 1000 }, (_, i) => `key:contract_${i}:d:${today}`);
+    const month = `account:contract:m:${today.slice(0, 7)}`;
+    await store.addQuotaUsage(new Map([...scopes.map((scope, i) => [scope, i + 1] as const), [month, 5]]));
+    await other.addQuotaUsage(new Map([[scopes[7]!, 100], [month, 6]]));
+    await store.addQuotaUsage(new Map());
+    const never = `key:contract_never:d:${today}`;
+    const totals = await other.quotaUsage([...scopes, month, never]);
+    expect(totals.size).toBe(1002);
+    expect(totals.get(scopes[0]!)).toBe(1);
+    expect(totals.get(scopes[7]!)).toBe(108);
+    expect(totals.get(scopes[999]!)).toBe(1000);
+    expect(totals.get(month)).toBe(11);
+    expect(totals.get(never)).toBe(0);
+    expect(await store.quotaUsage([])).toEqual(new Map());
+  });
+
   test('per-key limits are kept, changed field by field, and announced', async () => {
     const { record } = await issueKey(store, { name: 'limited', rateLimit: { requestsPerMinute: 10 } });
     expect(record.rateLimit).toEqual({ requestsPerMinute: 10, tokensPerMinute: null, maxConcurrent: null });

@@ -15,17 +15,30 @@ export const KEY_UPDATES: ReadonlyArray<[column: string, pick: (c: KeyChanges) =
   ['created_by', (c) => c.createdBy],
 ];
 
-/** A batch's use of one key: its totals and latest use (a key deleted meanwhile gets no row: nothing is added for it). */
-export const RECORD_KEY_USE = `insert into chatgate_key_usage as u (key_id, requests, prompt_tokens, completion_tokens, last_used_at)
-  select @keyId, @requests, @promptTokens, @completionTokens, @at where exists (select 1 from chatgate_keys where id = @keyId)
+/**
+ * A batch's use of its keys, in one statement: `?` is a JSON array of [keyId, requests, promptTokens,
+ * completionTokens, at], one a key (a key deleted meanwhile gets no row: nothing is added for it). One
+ * statement for the batch rather than one per key: the flush runs on the event loop (see recordUse).
+ */
+export const RECORD_KEY_USES = `insert into chatgate_key_usage as u (key_id, requests, prompt_tokens, completion_tokens, last_used_at)
+  select value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4 from json_each(?)
+  where exists (select 1 from chatgate_keys where id = value ->> 0)
   on conflict (key_id) do update set requests = u.requests + excluded.requests, prompt_tokens = u.prompt_tokens + excluded.prompt_tokens,
     completion_tokens = u.completion_tokens + excluded.completion_tokens, last_used_at = max(coalesce(u.last_used_at, ''), excluded.last_used_at)`;
 
-/** A batch's use of one key on one day. */
-export const RECORD_DAY_USE = `insert into chatgate_usage_daily as d (key_id, date, account_id, requests, prompt_tokens, completion_tokens)
-  values (@keyId, @date, @accountId, @requests, @promptTokens, @completionTokens)
+/** A batch's use of its keys by day, in one statement: `?` is a JSON array of [keyId, date, accountId, requests, promptTokens, completionTokens]. */
+export const RECORD_DAY_USES = `insert into chatgate_usage_daily as d (key_id, date, account_id, requests, prompt_tokens, completion_tokens)
+  select value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5 from json_each(?) where true
   on conflict (key_id, date) do update set requests = d.requests + excluded.requests,
     prompt_tokens = d.prompt_tokens + excluded.prompt_tokens, completion_tokens = d.completion_tokens + excluded.completion_tokens`;
+
+/** Adds to quota counters in one statement: `?` is a JSON array of [scope, period, tokens]. */
+export const ADD_QUOTA_USAGE = `insert into chatgate_quota_usage as q (scope, period, tokens)
+  select value ->> 0, value ->> 1, value ->> 2 from json_each(?) where true
+  on conflict (scope) do update set tokens = q.tokens + excluded.tokens`;
+
+/** Quota counters' totals in one statement: `?` is a JSON array of scopes (a scope never counted has no row). */
+export const QUOTA_USAGE = 'select scope, tokens from chatgate_quota_usage where scope in (select value from json_each(?))';
 
 /** One counter, made at 1 with its expiry, or counted up while it lasts (an expired one starts again). */
 export const BUMP_COUNTER = `insert into chatgate_counters as c (name, count, expires_at) values (@name, 1, @expiresAt)

@@ -83,18 +83,15 @@ export class SqliteKeyStore implements Store {
 
   async recordUse(uses: readonly KeyUse[]): Promise<void> {
     if (uses.length === 0) return;
+    // Two statements for the whole batch, each given it as one JSON array: better-sqlite3 runs them on
+    // the event loop. Two statements a key took 5.5-5.9 µs a key (55-59 ms for 10,000), these 3.7-4.7:
+    // the rest is writing the rows.
+    const keyUses = JSON.stringify(uses.map((use) => [use.keyId, use.requests, use.promptTokens, use.completionTokens, rows.instant(use.at)]));
+    const dayUses = JSON.stringify(uses.map((use) => [use.keyId, use.date, use.accountId, use.requests, use.promptTokens, use.completionTokens]));
     await this.sql.write(() => {
-      for (const use of uses) {
-        // A key deleted meanwhile has no row to count against (the foreign key): nothing is added for it.
-        this.sql.run(
-          statements.RECORD_KEY_USE,
-          { keyId: use.keyId, requests: use.requests, promptTokens: use.promptTokens, completionTokens: use.completionTokens, at: rows.instant(use.at) },
-        );
-        this.sql.run(
-          statements.RECORD_DAY_USE,
-          { keyId: use.keyId, date: use.date, accountId: use.accountId, requests: use.requests, promptTokens: use.promptTokens, completionTokens: use.completionTokens },
-        );
-      }
+      // A key deleted meanwhile has no row to count against (the foreign key): nothing is added for it.
+      this.sql.run(statements.RECORD_KEY_USES, keyUses);
+      this.sql.run(statements.RECORD_DAY_USES, dayUses);
       this.prune('usage', () => this.sql.run('delete from chatgate_usage_daily where date < ?', statements.daysBefore(new Date(), USAGE_DAYS_KEPT)));
     });
   }
@@ -299,20 +296,22 @@ export class SqliteKeyStore implements Store {
 
   async addQuotaUsage(amounts: ReadonlyMap<string, number>): Promise<void> {
     if (amounts.size === 0) return;
+    const batch = JSON.stringify(Array.from(amounts, ([scope, tokens]) => [scope, rows.periodOf(scope), tokens]));
     await this.sql.write(() => {
-      for (const [scope, tokens] of amounts) {
-        this.sql.run('insert into chatgate_quota_usage as q (scope, period, tokens) values (?, ?, ?) on conflict (scope) do update set tokens = q.tokens + excluded.tokens', scope, rows.periodOf(scope), tokens);
-      }
+      this.sql.run(statements.ADD_QUOTA_USAGE, batch);
       // Counters of periods long gone are dropped: a scope ends with its day or month.
       const oldest = statements.daysBefore(new Date(), QUOTA_DAYS_KEPT);
       this.prune('quota', () => this.sql.run('delete from chatgate_quota_usage where period < substr(?, 1, length(period))', oldest));
     });
   }
 
+  /** One statement for every scope asked, on the event loop: 1.2-1.3 µs a scope (one select each took 2.9-3.6). */
   quotaUsage(scopes: readonly string[]): Promise<Map<string, number>> {
+    if (scopes.length === 0) return Promise.resolve(new Map());
+    const asked = JSON.stringify(scopes);
     return this.sql.read(() => {
       const totals = new Map(scopes.map((scope) => [scope, 0]));
-      for (const scope of scopes) totals.set(scope, this.sql.get<{ tokens: number }>('select tokens from chatgate_quota_usage where scope = ?', scope)?.tokens ?? 0);
+      for (const row of this.sql.all<{ scope: string; tokens: number }>(statements.QUOTA_USAGE, asked)) totals.set(row.scope, row.tokens);
       return totals;
     });
   }
