@@ -104,13 +104,13 @@ test('better-sqlite3 is compiled in the build stage (python3, make, g++, then th
   const index = (stage: string[], pattern: RegExp) => stage.findIndex((line) => pattern.test(line));
   const tools = index(build, /^RUN\s.*apt-get install\b.*\bpython3\b.*\bmake\b.*\bg\+\+/);
   const npmCi = index(build, /^RUN\s.*\bnpm ci\b/);
-  const compile = index(build, /^RUN\s+node scripts\/build-native\.cjs\b/);
+  const compile = index(build, /^RUN\s+node deploy\/build-native\.cjs\b/);
   expect({ tools, npmCi, compile }).toEqual({ tools: expect.any(Number), npmCi: expect.any(Number), compile: expect.any(Number) });
   expect(tools).toBeGreaterThanOrEqual(0);
   expect(tools).toBeLessThan(compile);
   expect(npmCi).toBeLessThan(compile);
   // The script the build stage runs comes from the build context.
-  expect(build.some((line) => /^COPY\s/.test(line) && !/--from=/.test(line) && line.includes('scripts/build-native.cjs'))).toBe(true);
+  expect(build.some((line) => /^COPY\s/.test(line) && !/--from=/.test(line) && line.includes('deploy/build-native.cjs'))).toBe(true);
   // The final stage installs nothing and builds nothing: it copies the compiled node_modules from the build stage.
   expect(final.filter((line) => /^RUN\s/.test(line) && (/\b(apt-get|apk|npm|npx|yum|dnf)\b/.test(line) || COMPILERS.test(line)))).toEqual([]);
   expect(final.some((line) => /^COPY\s+--from=build\s+\/app\/node_modules\s/.test(line))).toBe(true);
@@ -147,7 +147,7 @@ test('.dockerignore keeps data/, node_modules/, .git/, keys and build output out
 test('the build context holds every file the Dockerfile copies, and nothing else of the repository', () => {
   const patterns = parseDockerignore(read(ROOT, '.dockerignore'));
   const sources = contextSources();
-  expect(sources).toEqual(expect.arrayContaining(['package.json', 'package-lock.json', '.npmrc', 'src', 'config', 'scripts/build-native.cjs']));
+  expect(sources).toEqual(expect.arrayContaining(['package.json', 'package-lock.json', '.npmrc', 'src', 'config', 'deploy/build-native.cjs']));
   for (const source of sources) expect({ source, ignored: ignored(source, patterns) }).toEqual({ source, ignored: false });
   for (const file of ['src/main.ts', 'src/admin/console/index.html', 'config/compose.yaml', 'config/default.yaml']) {
     expect({ file, ignored: ignored(file, patterns) }).toEqual({ file, ignored: false });
