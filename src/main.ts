@@ -173,7 +173,15 @@ async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, 
       const wanted = new Set(ids);
       return new Map((await keyStore.listAccounts()).filter((account) => wanted.has(account.id)).map((account) => [account.id, account.quota] as const));
     },
+    // Where a quota set midway through a period starts from (see quota.ts): what the keys used, as
+    // every replica writes it every auth.lastUsedFlushMs.
+    usage: (accountId, from, to) => keyStore.usage(accountId, from, to),
     syncFailed: () => metrics.quotaSyncErrors.inc(),
+  }, undefined, {
+    usageFlushMs: config.auth.lastUsedFlushMs,
+    // Every replica knows a key's new quota at once while its change feed is live, within auth.cacheTtlMs
+    // when it is not; then it has written what it used before within a flush.
+    settleMs: config.auth.cacheTtlMs + 2 * config.auth.lastUsedFlushMs,
   });
   quota.start(config.quota.syncMs);
   // The platform's default rate limits, which a reload may change (buildServing keeps this current).

@@ -5,14 +5,38 @@
  *
  * One count across all replicas: each replica adds what its answers used to shared counters (the key
  * store; with Redis configured, Redis over the key store, see redis-quota.ts) and reads the totals
- * back, both every `syncMs`; between two
- * syncs it adds its own uncounted use to the last totals it read. So a quota reached through one
- * replica is enforced by every replica within about two syncs (1 s by default), and the check on the
- * request path is a few map lookups: no store round trip, whatever the quota's state. Account quotas
- * are read from the store on the same sync, for the accounts in use.
+ * back, both every `syncMs`; between two syncs it adds its own uncounted use to the last totals it
+ * read. So a quota reached through one replica is enforced by every replica within about two syncs
+ * (1 s by default), and the check on the request path is a few map lookups: no store round trip,
+ * whatever the quota's state. Account quotas are read from the store on the same sync, for the
+ * accounts in use.
+ *
+ * Only what has a quota is counted: a key with a quota of its own gets counters for the periods it
+ * limits, and a key whose account has a quota counts towards the account's counters. A key with
+ * neither makes no counter, and no sync writes or reads anything for it (what it used is still
+ * recorded by auth/usage-recorder.ts). Counting every key cost 63 % of the gateway's CPU at 100,000
+ * keys in use (docs/performance.md, Scale). A use whose account's quota is not known yet (the account's first
+ * use on this replica) is held until the next sync has read it, then counted or let go.
+ *
+ * A quota set when the period is under way starts from what was already used in it. The store's
+ * quota counters cannot tell: they hold nothing of what was used while neither the key nor its
+ * account had a quota. The store's daily usage can: every replica writes every key's use to it
+ * every `usageFlushMs` (auth.lastUsedFlushMs), quota or not. So a counter counts the larger of two
+ * figures that are each at most the real use: the shared counter plus this replica's use not yet in
+ * it, and the daily usage last read (the day's, or the month's days summed; the key's, or all the
+ * account's keys') plus this replica's use since that read. The larger, never the sum: nothing is
+ * counted twice, so a key counted from the period's start is held exactly as before. The daily usage
+ * is read for a new counter at the next sync, one read per account for all its counters (a few
+ * accounts a sync), and then:
+ * - while it is above the shared counter (a quota set midway), again every `usageFlushMs`, to the
+ *   end of the period: the count is then up to `usageFlushMs` of the replicas' use behind;
+ * - else once more after `settleMs` (by then every replica knows the quota and counts the scope, and
+ *   has written what it used before), and no more if it is still not above the shared counter: two
+ *   reads for a counter counted from the period's start. Use from before the quota that is smaller
+ *   than what all replicas use in `usageFlushMs` can so go uncounted.
  */
 import type { CallerKey } from '../context';
-import type { Quota } from '../store/types';
+import type { Quota, UsageDay } from '../store/types';
 
 /** Where the shared counters live. */
 export interface QuotaCounters {
@@ -26,8 +50,20 @@ export interface QuotaCounters {
 export interface QuotaEvents {
   /** An account's quota, read on a sync (undefined: no such account). */
   accountQuota(accountIds: readonly string[]): Promise<Map<string, Quota>>;
+  /**
+   * The store's daily usage of an account's keys, dates inclusive: where a quota set midway through
+   * a period starts from. Without it a new counter starts from the shared counter alone.
+   */
+  usage?(accountId: string, from: string, to: string): Promise<readonly UsageDay[]>;
   /** A sync failed (the counters or the store away); what was not added is kept for the next. */
   syncFailed?(err: unknown): void;
+}
+
+export interface QuotaOptions {
+  /** How often every replica writes its use to the store's daily usage (auth.lastUsedFlushMs). */
+  usageFlushMs?: number;
+  /** How long after a counter is made every replica counts its scope and has written its use from before. */
+  settleMs?: number;
 }
 
 export type Period = 'day' | 'month';
@@ -47,15 +83,35 @@ interface Counter {
   sending: number;
   /** The sync (count) that last checked or charged it: counters not touched for a while stop being synced. */
   touched: number;
+  /** Whose use it counts: the key's (keyId) or all the account's keys'. */
+  readonly accountId: string;
+  readonly keyId: string | undefined;
+  /** When it was made (ms). */
+  readonly born: number;
+  /** The store's daily usage for the period at the last read, and what this replica used since. */
+  floor: number;
+  sinceFloor: number;
+  /** When the daily usage is next read (ms); undefined: never again (the shared counter holds it all). */
+  floorDue: number | undefined;
 }
 
 /** A counter not used for this many syncs is no longer read back. */
 const IDLE_SYNCS = 120;
+/** At most this many accounts' daily usage is read on one sync. */
+const FLOOR_ACCOUNTS_PER_SYNC = 16;
+const PERIODS = ['day', 'month'] as const;
 
 export class QuotaTracker {
   private readonly counters = new Map<string, Counter>();
-  private readonly accountQuotas = new Map<string, Quota>();
+  /** An account's quota as last read; null: it has none. Not here: not read yet. */
+  private readonly accountQuotas = new Map<string, Quota | null>();
   private readonly activeAccounts = new Map<string, number>();
+  /** Use of accounts whose quota is not known yet: account -> day -> tokens. */
+  private readonly held = new Map<string, Map<string, number>>();
+  /** Keys that have (or lately had) counters: a key seen without its quota has them dropped. */
+  private keysCounted = new Set<string>();
+  private readonly usageFlushMs: number;
+  private readonly settleMs: number;
   private syncs = 0;
   private timer: NodeJS.Timeout | undefined;
   private syncing: Promise<void> | undefined;
@@ -64,7 +120,11 @@ export class QuotaTracker {
     private readonly shared: QuotaCounters,
     private readonly events: QuotaEvents,
     private readonly now: () => Date = () => new Date(),
-  ) {}
+    options: QuotaOptions = {},
+  ) {
+    this.usageFlushMs = options.usageFlushMs ?? 10_000;
+    this.settleMs = options.settleMs ?? 3 * this.usageFlushMs;
+  }
 
   start(syncMs: number): void {
     this.timer = setInterval(() => void this.sync(), syncMs);
@@ -81,31 +141,49 @@ export class QuotaTracker {
   check(key: CallerKey): QuotaRefusal | undefined {
     const at = this.now();
     this.activeAccounts.set(key.accountId, this.syncs);
-    const account = this.accountQuotas.get(key.accountId);
-    for (const [scope, id, quota] of [
-      ['key', key.id, key.quota],
-      ['account', key.accountId, account],
-    ] as const) {
-      if (!quota) continue;
-      for (const period of ['day', 'month'] as const) {
-        const limit = period === 'day' ? quota.tokensPerDay : quota.tokensPerMonth;
-        if (limit === null) continue;
-        if (this.used(scopeName(scope, id, period, at)) >= limit) return { scope, period, retryAfterSeconds: secondsToNext(period, at) };
+    const counted = this.keysCounted.has(key.id);
+    for (const period of PERIODS) {
+      const limit = limitOf(key.quota, period);
+      if (limit === null) {
+        if (counted) this.counters.delete(scopeName('key', key.id, period, at)); // its quota is gone: a new one starts from the daily usage
+        continue;
       }
+      if (this.used(this.counter(scopeName('key', key.id, period, at), key.accountId, key.id)) >= limit) return { scope: 'key', period, retryAfterSeconds: secondsToNext(period, at) };
+    }
+    const account = this.accountQuotas.get(key.accountId);
+    if (!account) return undefined;
+    for (const period of PERIODS) {
+      const limit = limitOf(account, period);
+      if (limit === null) continue;
+      if (this.used(this.counter(scopeName('account', key.accountId, period, at), key.accountId, undefined)) >= limit) return { scope: 'account', period, retryAfterSeconds: secondsToNext(period, at) };
     }
     return undefined;
   }
 
-  /** An answer used these tokens: counted for the key and its account, this day and month. */
+  /** An answer used these tokens: counted, this day and month, for the key and its account where they have a quota. */
   charge(key: CallerKey, tokens: number): void {
     if (!(tokens > 0)) return;
     const at = this.now();
-    for (const scope of [scopeName('key', key.id, 'day', at), scopeName('key', key.id, 'month', at), scopeName('account', key.accountId, 'day', at), scopeName('account', key.accountId, 'month', at)]) {
-      this.counter(scope).pending += tokens;
+    for (const period of PERIODS) {
+      if (limitOf(key.quota, period) !== null) charged(this.counter(scopeName('key', key.id, period, at), key.accountId, key.id), tokens);
+    }
+    const account = this.accountQuotas.get(key.accountId);
+    if (account === undefined) {
+      // Not read yet: held until the next sync says whether the account has a quota.
+      this.activeAccounts.set(key.accountId, this.syncs);
+      const day = at.toISOString().slice(0, 10);
+      let held = this.held.get(key.accountId);
+      if (!held) this.held.set(key.accountId, (held = new Map()));
+      held.set(day, (held.get(day) ?? 0) + tokens);
+      return;
+    }
+    if (!account) return;
+    for (const period of PERIODS) {
+      if (limitOf(account, period) !== null) charged(this.counter(scopeName('account', key.accountId, period, at), key.accountId, undefined), tokens);
     }
   }
 
-  /** Adds what was used here to the shared counters, then reads back the totals and the account quotas in use. */
+  /** Reads the account quotas in use, adds what was used here to the shared counters, then reads back their totals. */
   sync(): Promise<void> {
     this.syncing ??= this.syncOnce().finally(() => (this.syncing = undefined));
     return this.syncing;
@@ -113,6 +191,7 @@ export class QuotaTracker {
 
   private async syncOnce(): Promise<void> {
     this.syncs++;
+    await this.readAccountQuotas();
     const amounts = new Map<string, number>();
     for (const [scope, counter] of this.counters) {
       if (counter.pending === 0) continue;
@@ -124,7 +203,7 @@ export class QuotaTracker {
       await this.shared.add(amounts);
       // Added: the totals read next include it.
       const scopes = [...this.counters.keys()];
-      const totals = await this.shared.totals(scopes);
+      const totals = scopes.length > 0 ? await this.shared.totals(scopes) : new Map<string, number>();
       for (const [scope, total] of totals) {
         const counter = this.counters.get(scope);
         if (!counter) continue;
@@ -132,13 +211,6 @@ export class QuotaTracker {
         counter.sending = 0;
       }
       this.forgetIdle();
-      const accounts = [...this.activeAccounts.keys()];
-      const quotas = await this.events.accountQuota(accounts);
-      for (const id of accounts) {
-        const quota = quotas.get(id);
-        if (quota) this.accountQuotas.set(id, quota);
-        else this.accountQuotas.delete(id);
-      }
     } catch (err) {
       // Not added (or not known to be): kept for the next sync, still counted here meanwhile.
       for (const [scope, tokens] of amounts) {
@@ -149,19 +221,113 @@ export class QuotaTracker {
         }
       }
       this.events.syncFailed?.(err);
+      return;
+    }
+    await this.readFloors();
+  }
+
+  /** The quotas of the accounts in use; then held use is counted or let go, and counters of quotas gone are dropped. */
+  private async readAccountQuotas(): Promise<void> {
+    const accounts = [...this.activeAccounts.keys()];
+    if (accounts.length === 0) return;
+    try {
+      const quotas = await this.events.accountQuota(accounts);
+      for (const id of accounts) {
+        const quota = quotas.get(id);
+        this.accountQuotas.set(id, quota && (quota.tokensPerDay !== null || quota.tokensPerMonth !== null) ? quota : null);
+      }
+    } catch (err) {
+      this.events.syncFailed?.(err); // the quotas last read hold meanwhile
+      return;
+    }
+    for (const [id, held] of this.held) {
+      const quota = this.accountQuotas.get(id);
+      if (quota === undefined) continue;
+      this.held.delete(id);
+      if (!quota) continue;
+      for (const [day, tokens] of held) {
+        const at = new Date(`${day}T00:00:00Z`);
+        // Used before any read of the daily usage for these counters: added to the counter, not to `sinceFloor`.
+        for (const period of PERIODS) if (limitOf(quota, period) !== null) this.counter(scopeName('account', id, period, at), id, undefined).pending += tokens;
+      }
+    }
+    for (const [scope, counter] of this.counters) {
+      if (counter.keyId !== undefined) continue;
+      const quota = this.accountQuotas.get(counter.accountId);
+      if (quota === null || (quota && limitOf(quota, periodKind(scope)) === null)) this.counters.delete(scope);
     }
   }
 
-  private used(scope: string): number {
-    const counter = this.counter(scope);
-    return counter.synced + counter.pending + counter.sending;
+  /**
+   * The store's daily usage for counters due a read (see the header), one read per account. A
+   * counter of a past period, kept only until what it holds is added, is not read for.
+   */
+  private async readFloors(): Promise<void> {
+    const usage = this.events.usage;
+    if (!usage) return;
+    const at = this.now();
+    const ms = at.getTime();
+    const today = at.toISOString().slice(0, 10);
+    const month = today.slice(0, 7);
+    const due = new Map<string, Array<[string, Counter]>>();
+    for (const entry of this.counters) {
+      const [scope, counter] = entry;
+      if (counter.floorDue === undefined || counter.floorDue > ms) continue;
+      const period = periodOf(scope);
+      if (period !== today && period !== month) {
+        stopFloor(counter);
+        continue;
+      }
+      let list = due.get(counter.accountId);
+      if (!list) {
+        if (due.size === FLOOR_ACCOUNTS_PER_SYNC) continue;
+        due.set(counter.accountId, (list = []));
+      }
+      list.push(entry);
+    }
+    for (const [accountId, list] of due) {
+      const from = list.some(([scope]) => periodKind(scope) === 'month') ? `${month}-01` : today;
+      let rows: readonly UsageDay[];
+      try {
+        rows = await usage(accountId, from, today);
+      } catch (err) {
+        for (const [, counter] of list) counter.floorDue = ms + this.usageFlushMs;
+        this.events.syncFailed?.(err);
+        continue;
+      }
+      const sums = new Map<string, { day: number; month: number }>(); // by key; '' for the account
+      for (const row of rows) {
+        const tokens = row.promptTokens + row.completionTokens;
+        for (const id of [row.keyId, '']) {
+          let sum = sums.get(id);
+          if (!sum) sums.set(id, (sum = { day: 0, month: 0 }));
+          if (row.date === today) sum.day += tokens;
+          if (row.date.startsWith(month)) sum.month += tokens;
+        }
+      }
+      for (const [scope, counter] of list) {
+        if (this.counters.get(scope) !== counter) continue; // dropped meanwhile
+        const sum = sums.get(counter.keyId ?? '');
+        counter.floor = sum ? sum[periodKind(scope)] : 0;
+        counter.sinceFloor = 0;
+        if (counter.floor > counter.synced) counter.floorDue = ms + this.usageFlushMs;
+        else if (ms - counter.born < this.settleMs) counter.floorDue = counter.born + this.settleMs;
+        else stopFloor(counter);
+      }
+    }
   }
 
-  private counter(scope: string): Counter {
+  private used(counter: Counter): number {
+    return Math.max(counter.synced + counter.pending + counter.sending, counter.floor + counter.sinceFloor);
+  }
+
+  private counter(scope: string, accountId: string, keyId: string | undefined): Counter {
     let counter = this.counters.get(scope);
     if (!counter) {
-      counter = { synced: 0, pending: 0, sending: 0, touched: this.syncs };
+      const born = this.now().getTime();
+      counter = { synced: 0, pending: 0, sending: 0, touched: this.syncs, accountId, keyId, born, floor: 0, sinceFloor: 0, floorDue: this.events.usage ? born : undefined };
       this.counters.set(scope, counter);
+      if (keyId !== undefined) this.keysCounted.add(keyId);
     }
     counter.touched = this.syncs;
     return counter;
@@ -172,14 +338,41 @@ export class QuotaTracker {
     const at = this.now();
     const today = at.toISOString().slice(0, 10);
     const month = today.slice(0, 7);
+    const keys = new Set<string>();
     for (const [scope, counter] of this.counters) {
-      const period = scope.slice(scope.lastIndexOf(':') + 1);
+      const period = periodOf(scope);
       const current = period === today || period === month;
       if (counter.pending === 0 && counter.sending === 0 && (!current || this.syncs - counter.touched > IDLE_SYNCS)) this.counters.delete(scope);
+      else if (counter.keyId !== undefined) keys.add(counter.keyId);
     }
-    for (const [account, seen] of this.activeAccounts) if (this.syncs - seen > IDLE_SYNCS) this.activeAccounts.delete(account);
+    this.keysCounted = keys;
+    for (const [account, seen] of this.activeAccounts) {
+      if (this.syncs - seen <= IDLE_SYNCS) continue;
+      this.activeAccounts.delete(account);
+      this.accountQuotas.delete(account);
+      this.held.delete(account);
+    }
   }
 }
+
+function charged(counter: Counter, tokens: number): void {
+  counter.pending += tokens;
+  if (counter.floorDue !== undefined) counter.sinceFloor += tokens;
+}
+
+function stopFloor(counter: Counter): void {
+  counter.floorDue = undefined;
+  counter.floor = 0;
+  counter.sinceFloor = 0;
+}
+
+function limitOf(quota: Quota | Readonly<Quota>, period: Period): number | null {
+  return period === 'day' ? quota.tokensPerDay : quota.tokensPerMonth;
+}
+
+/** A counter's period: what its scope ends with (a day `2026-11-27` or a month `2026-11`). */
+const periodOf = (scope: string): string => scope.slice(scope.lastIndexOf(':') + 1);
+const periodKind = (scope: string): Period => (periodOf(scope).length === 10 ? 'day' : 'month');
 
 /** `key:<id>:d:2026-11-27`, `account:<id>:m:2026-11`: a counter ends with its period. */
 export function scopeName(scope: 'key' | 'account', id: string, period: Period, at: Date): string {

@@ -4,17 +4,23 @@
  */
 import { QuotaTracker, scopeName, secondsToNext, type QuotaCounters } from '../../src/accounts/quota';
 import type { CallerKey } from '../../src/context';
-import type { Quota } from '../../src/store/types';
+import type { Quota, UsageDay } from '../../src/store/types';
 
 class SharedCounters implements QuotaCounters {
   readonly values = new Map<string, number>();
+  /** Every scope added to or read back. */
+  readonly asked = new Set<string>();
   failing = false;
   async add(amounts: ReadonlyMap<string, number>) {
     if (this.failing) throw new Error('counters away');
-    for (const [scope, tokens] of amounts) this.values.set(scope, (this.values.get(scope) ?? 0) + tokens);
+    for (const [scope, tokens] of amounts) {
+      this.asked.add(scope);
+      this.values.set(scope, (this.values.get(scope) ?? 0) + tokens);
+    }
   }
   async totals(scopes: readonly string[]) {
     if (this.failing) throw new Error('counters away');
+    for (const scope of scopes) this.asked.add(scope);
     return new Map(scopes.map((scope) => [scope, this.values.get(scope) ?? 0]));
   }
 }
@@ -22,13 +28,23 @@ class SharedCounters implements QuotaCounters {
 const NONE: Quota = { tokensPerDay: null, tokensPerMonth: null };
 const key = (quota: Quota = NONE, id = 'key_1', accountId = 'acc_1'): CallerKey => ({ id, name: id, accountId, models: [], endpoints: [], rateLimit: { requestsPerMinute: null, tokensPerMinute: null, maxConcurrent: null }, quota });
 
-function replicas(accountQuotas: Record<string, Quota> = {}, at = new Date('2026-11-27T10:00:00Z')) {
+function replicas(accountQuotas: Record<string, Quota> = {}, at = new Date('2026-11-27T10:00:00Z'), daily?: UsageDay[]) {
   const shared = new SharedCounters();
   const clock = { at };
+  /** The accounts whose daily usage was read, in order. */
+  const usageReads: string[] = [];
+  const usage = daily && (async (accountId: string, from: string, to: string) => {
+    usageReads.push(accountId);
+    return daily.filter((row) => row.accountId === accountId && row.date >= from && row.date <= to).map((row) => ({ ...row }));
+  });
   const make = () =>
-    new QuotaTracker(shared, { accountQuota: async (ids) => new Map(ids.filter((id) => accountQuotas[id]).map((id) => [id, accountQuotas[id]!])) }, () => clock.at);
-  return { shared, clock, a: make(), b: make() };
+    new QuotaTracker(shared, { accountQuota: async (ids) => new Map(ids.filter((id) => accountQuotas[id]).map((id) => [id, accountQuotas[id]!])), usage }, () => clock.at, { usageFlushMs: 10_000, settleMs: 30_000 });
+  return { shared, clock, usageReads, a: make(), b: make() };
 }
+
+/** A day's usage of a key, as the usage recorder writes it. */
+const day = (date: string, tokens: number, keyId = 'key_1', accountId = 'acc_1'): UsageDay => ({ date, accountId, keyId, requests: 1, promptTokens: tokens - 1, completionTokens: 1 });
+const later = (clock: { at: Date }, ms: number) => (clock.at = new Date(clock.at.getTime() + ms));
 
 test("a key's daily quota: refused once its tokens reach it, with Retry-After until midnight UTC", async () => {
   const { a } = replicas();
@@ -84,6 +100,128 @@ test('counters away: what was used is kept, counted here meanwhile, and added on
   expect(shared.values.get(scopeName('key', 'key_1', 'day', new Date('2026-11-27T10:00:00Z')))).toBe(100);
   await a.sync();
   expect(shared.values.get(scopeName('key', 'key_1', 'day', new Date('2026-11-27T10:00:00Z')))).toBe(100); // added once
+});
+
+test('a key with no quota, whose account has none, makes no counter: nothing is added or read back for it', async () => {
+  const { a, shared } = replicas({ acc_2: { tokensPerDay: 1000, tokensPerMonth: null } }, undefined, []);
+  for (let i = 0; i < 5; i++) {
+    for (const [id, account] of [['key_1', 'acc_1'], ['key_2', 'acc_1'], ['key_3', 'acc_3']]) {
+      expect(a.check(key(NONE, id, account))).toBeUndefined();
+      a.charge(key(NONE, id, account), 100);
+    }
+    await a.sync();
+  }
+  expect([...shared.asked]).toEqual([]);
+  // A key with a quota of its own counts for the periods it limits; a key of an account with a quota, for the account.
+  const limited = key({ tokensPerDay: null, tokensPerMonth: 5000 }, 'key_4', 'acc_1');
+  a.check(limited);
+  a.charge(limited, 10);
+  const metered = key(NONE, 'key_5', 'acc_2');
+  a.check(metered);
+  await a.sync(); // acc_2's quota is read here: what key_5 used before is held until then, not lost
+  a.charge(metered, 20);
+  await a.sync();
+  expect(shared.values).toEqual(new Map([['key:key_4:m:2026-11', 10], ['account:acc_2:d:2026-11-27', 20]]));
+  expect([...shared.asked].sort()).toEqual(['account:acc_2:d:2026-11-27', 'key:key_4:m:2026-11']);
+});
+
+test("use before the account's quota is known (its first use here) is held, then counted once the sync has read the quota", async () => {
+  const { a, shared } = replicas({ acc_1: { tokensPerDay: 100, tokensPerMonth: null } });
+  const first = key(NONE, 'key_1');
+  expect(a.check(first)).toBeUndefined(); // not known yet: admitted
+  a.charge(first, 60);
+  a.charge(key(NONE, 'key_9', 'acc_9'), 60); // an account without a quota: let go at the sync
+  await a.sync();
+  expect(shared.values).toEqual(new Map([['account:acc_1:d:2026-11-27', 60]]));
+  a.charge(first, 40);
+  expect(a.check(first)).toMatchObject({ scope: 'account', period: 'day' });
+  await a.sync();
+  expect(shared.values).toEqual(new Map([['account:acc_1:d:2026-11-27', 100]]));
+});
+
+test('a quota set on a key already used this period starts from its daily usage; another replica follows within a usage flush', async () => {
+  const daily = [day('2026-11-02', 5000), day('2026-11-27', 900), day('2026-11-27', 400, 'key_2')];
+  const { a, b, shared, clock } = replicas({}, undefined, daily);
+  // Used without a quota: nothing counted.
+  a.charge(key(), 900);
+  await a.sync();
+  expect(shared.values.size).toBe(0);
+  // The quota is set: 1,000 a day, 6,000 a month.
+  const limited = key({ tokensPerDay: 1000, tokensPerMonth: 6000 });
+  expect(a.check(limited)).toBeUndefined(); // the daily usage is read on the next sync
+  await a.sync();
+  expect(a.check(limited)).toBeUndefined(); // 900 of 1,000 today, 5,900 of 6,000 this month
+  a.charge(limited, 100);
+  expect(a.check(limited)).toEqual({ scope: 'key', period: 'day', retryAfterSeconds: 14 * 3600 });
+  await a.sync();
+  expect(a.check(limited)).toMatchObject({ scope: 'key', period: 'day' });
+  // b reads the daily usage too; a's last 100 reach it when a's usage is written, and b reads it again a flush later.
+  b.check(limited);
+  await b.sync();
+  expect(b.check(limited)).toBeUndefined(); // 900 written, 100 in the shared counter: the larger, 900
+  daily[1] = day('2026-11-27', 1000);
+  later(clock, 10_000);
+  await b.sync();
+  expect(b.check(limited)).toMatchObject({ scope: 'key', period: 'day' });
+  // The counters count only what was used with the quota: the daily usage holds the rest.
+  expect(shared.values).toEqual(new Map([['key:key_1:d:2026-11-27', 100], ['key:key_1:m:2026-11', 100]]));
+});
+
+test("a quota set on an account starts from all its keys' daily usage", async () => {
+  const quotas: Record<string, Quota> = {};
+  const daily = [day('2026-11-27', 300, 'key_1'), day('2026-11-27', 500, 'key_2'), day('2026-11-27', 999, 'key_3', 'acc_2')];
+  const { a, clock } = replicas(quotas, undefined, daily);
+  a.check(key(NONE, 'key_1'));
+  await a.sync();
+  quotas.acc_1 = { tokensPerDay: 1000, tokensPerMonth: null };
+  later(clock, 500);
+  await a.sync(); // the quota is read; the account's counter is made
+  expect(a.check(key(NONE, 'key_1'))).toBeUndefined();
+  await a.sync(); // its daily usage read: 800
+  a.charge(key(NONE, 'key_2'), 150);
+  expect(a.check(key(NONE, 'key_1'))).toBeUndefined();
+  a.charge(key(NONE, 'key_1'), 50);
+  expect(a.check(key(NONE, 'key_3', 'acc_1'))).toMatchObject({ scope: 'account', period: 'day' });
+});
+
+test('a quota removed, then set again, starts again from the daily usage: use meanwhile is not lost', async () => {
+  const daily: UsageDay[] = [];
+  const { a, shared, clock } = replicas({}, undefined, daily);
+  const limited = key({ tokensPerDay: 100, tokensPerMonth: null });
+  a.check(limited);
+  a.charge(limited, 30);
+  await a.sync();
+  daily.push(day('2026-11-27', 30));
+  expect(a.check(key())).toBeUndefined(); // the quota is gone: its counter with it
+  a.charge(key(), 50);
+  daily[0] = day('2026-11-27', 80);
+  later(clock, 1000);
+  await a.sync();
+  expect(a.check(limited)).toBeUndefined(); // set again: a new counter
+  await a.sync();
+  a.charge(limited, 20);
+  expect(a.check(limited)).toMatchObject({ scope: 'key', period: 'day' }); // 30 + 50 + 20
+  expect(shared.values.get('key:key_1:d:2026-11-27')).toBe(30); // what was counted under the first quota
+});
+
+test('a counter counted from the start of its period reads the daily usage twice, then no more; one set midway reads it every flush', async () => {
+  const daily: UsageDay[] = [day('2026-11-27', 700, 'key_2')];
+  const { a, clock, usageReads } = replicas({}, undefined, daily);
+  const fresh = key({ tokensPerDay: 1000, tokensPerMonth: null }, 'key_1');
+  const midway = key({ tokensPerDay: 1000, tokensPerMonth: null }, 'key_2', 'acc_2');
+  daily[0] = day('2026-11-27', 700, 'key_2', 'acc_2');
+  a.check(fresh);
+  a.check(midway);
+  for (let second = 0; second < 120; second++) {
+    a.charge(fresh, 1);
+    daily.push(day('2026-11-27', 1)); // written as the replica's usage recorder would, a little behind
+    await a.sync();
+    later(clock, 1000);
+  }
+  const reads = (id: string) => usageReads.filter((account) => account === id).length;
+  expect(reads('acc_1')).toBe(2); // when made, and once settled (30 s)
+  expect(reads('acc_2')).toBe(12); // every 10 s of the 2 minutes
+  expect(a.check(midway)).toBeUndefined();
 });
 
 test('secondsToNext: to the next UTC day and month', () => {
