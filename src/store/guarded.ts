@@ -91,7 +91,10 @@ export class GuardedKeyStore implements Store {
   rotate(id: string, digest: string, prefix: string): Promise<KeyRecord | undefined> {
     return this.call(() => this.inner.rotate(id, digest, prefix));
   }
+  // An empty batch asks the store nothing, so it is answered here and says nothing of the store's
+  // health: a success that never reached a frozen database must not log that it answers again.
   recordUse(uses: readonly KeyUse[]): Promise<void> {
+    if (uses.length === 0) return Promise.resolve();
     return this.call(() => this.inner.recordUse(uses));
   }
   createAccount(record: AccountRecord): Promise<void> {
@@ -161,9 +164,11 @@ export class GuardedKeyStore implements Store {
     return this.call(() => this.inner.takeToken(digest, kind, now));
   }
   bumpCounters(counters: ReadonlyArray<{ name: string; expiresAt: Date }>, now: Date): Promise<number[]> {
+    if (counters.length === 0) return Promise.resolve([]);
     return this.call(() => this.inner.bumpCounters(counters, now));
   }
   clearCounters(names: readonly string[]): Promise<void> {
+    if (names.length === 0) return Promise.resolve();
     return this.call(() => this.inner.clearCounters(names));
   }
   appendAudit(event: AuditEvent): Promise<void> {
@@ -176,9 +181,11 @@ export class GuardedKeyStore implements Store {
     return this.call(() => this.inner.usage(accountId, from, to));
   }
   addQuotaUsage(amounts: ReadonlyMap<string, number>): Promise<void> {
+    if (amounts.size === 0) return Promise.resolve();
     return this.call(() => this.inner.addQuotaUsage(amounts));
   }
   quotaUsage(scopes: readonly string[]): Promise<Map<string, number>> {
+    if (scopes.length === 0) return Promise.resolve(new Map());
     return this.call(() => this.inner.quotaUsage(scopes));
   }
   onChange(listener: (digests: string[] | undefined) => void): void {

@@ -43,6 +43,20 @@ test('an outage is reported once as it begins and once as it ends, whatever the 
   expect(events).toEqual(['down', 'up']);
 });
 
+test('empty batches ask the store nothing and say nothing of its health: an outage does not look over when they succeed', async () => {
+  const { inner, store, events } = guarded();
+  inner.failing = true;
+  await store.findByDigest('0'.repeat(64)).catch(() => undefined);
+  expect(store.reachable).toBe(false);
+  await store.recordUse([]);
+  await store.addQuotaUsage(new Map());
+  expect(await store.quotaUsage([])).toEqual(new Map());
+  expect(await store.bumpCounters([], new Date())).toEqual([]);
+  await store.clearCounters([]);
+  expect(store.reachable).toBe(false);
+  expect(events).toEqual(['down']);
+});
+
 test('an error the store gives about the call itself passes through as it is, and says nothing of its health', async () => {
   const { inner, store, events } = guarded();
   const refusal = Object.assign(new Error('value out of range for type integer'), { code: '22003' });
