@@ -40,7 +40,7 @@ function nodeDir() {
   throw new Error(`no Node headers under ${prefix}/include/node: cannot build better-sqlite3 for ${process.version} without downloading them`);
 }
 
-/** npm's own node-gyp: beside the npm that runs this script, beside this Node, or the npm on PATH. */
+/** npm's own node-gyp: beside the npm that runs this script, beside this Node, or any npm on PATH. */
 function nodeGyp() {
   const inNpm = (npmDir) => path.join(npmDir, 'node_modules', 'node-gyp', 'bin', 'node-gyp.js');
   const candidates = [];
@@ -50,6 +50,17 @@ function nodeGyp() {
     candidates.push(inNpm(path.join(execFileSync('npm', ['root', '-g'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim(), 'npm')));
   } catch {
     // no npm on PATH
+  }
+  // Every npm on PATH, by where its command really lives (a Node unpacked from the registry's
+  // node-linux package, put first on PATH, has no npm of its own: the machine's npm's node-gyp builds
+  // for it as well, given that Node's headers).
+  for (const dir of (process.env.PATH ?? '').split(path.delimiter).filter(Boolean)) {
+    try {
+      const cli = fs.realpathSync(path.join(dir, 'npm'));
+      if (path.basename(cli) === 'npm-cli.js') candidates.push(inNpm(path.resolve(path.dirname(cli), '..')));
+    } catch {
+      // no npm there
+    }
   }
   const found = candidates.find((file) => fs.existsSync(file));
   if (!found) throw new Error(`node-gyp not found (looked in ${candidates.join(', ')})`);
