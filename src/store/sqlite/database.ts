@@ -39,6 +39,14 @@ export class SqliteDatabase {
       this.db.close();
       throw unavailableError(err);
     }
+    // Closed before the process ends, however it ends: on Node 24, a statement that better-sqlite3
+    // finalizes during the environment's teardown aborts the process (RemoveEnvironmentCleanupHook:
+    // Assertion failed: (env) != nullptr), so a CLI run or a process.exit() would crash on its way out.
+    if (openDatabases.size === 0 && !closingAtExit) {
+      closingAtExit = true;
+      process.once('exit', closeAll);
+    }
+    openDatabases.add(this);
   }
 
   /** A prepared statement, made once per connection. */
@@ -74,8 +82,22 @@ export class SqliteDatabase {
   }
 
   close(): void {
+    openDatabases.delete(this);
     this.statements.clear();
     if (this.db.open) this.db.close();
+  }
+}
+
+/** Every database open in this process, closed at its exit. */
+const openDatabases = new Set<SqliteDatabase>();
+let closingAtExit = false;
+function closeAll(): void {
+  for (const database of [...openDatabases]) {
+    try {
+      database.close();
+    } catch {
+      // exiting: nothing more to do for it
+    }
   }
 }
 
