@@ -26,9 +26,14 @@ export class ChangeFeed {
   /** The last poll failed: the next that succeeds announces `undefined`. */
   private failing = false;
   private readonly since: Database.Statement<[number], { seq: number; digest: string }>;
+  /** Made once: a statement made at every poll would be freed at every collection (see database.ts). */
+  private readonly dataVersionStatement: Database.Statement<[], number>;
+  private readonly pruneStatement: Database.Statement<[string]>;
 
-  constructor(private readonly db: Database.Database) {
+  constructor(db: Database.Database) {
     this.since = db.prepare('select seq, digest from chatgate_key_changes where seq > ? order by seq');
+    this.dataVersionStatement = (db.prepare('PRAGMA data_version') as Database.Statement<[], number>).pluck();
+    this.pruneStatement = db.prepare('delete from chatgate_key_changes where at < ?');
     // The last sequence number handed out, even if its entry was pruned since.
     this.lastSeq = (db.prepare("select coalesce(max(seq), 0) as seq from sqlite_sequence where name = 'chatgate_key_changes'").get() as { seq: number }).seq;
     this.dataVersion = this.version();
@@ -60,7 +65,7 @@ export class ChangeFeed {
   prune(now: number): void {
     if (now - this.prunedAt < PRUNE_EVERY_MS) return;
     this.prunedAt = now;
-    this.db.prepare('delete from chatgate_key_changes where at < ?').run(new Date(now - KEEP_MS).toISOString());
+    this.pruneStatement.run(new Date(now - KEEP_MS).toISOString());
   }
 
   close(): void {
@@ -90,7 +95,7 @@ export class ChangeFeed {
   }
 
   private version(): number {
-    return this.db.pragma('data_version', { simple: true }) as number;
+    return this.dataVersionStatement.get() as number;
   }
 
   private emit(digests: string[] | undefined): void {

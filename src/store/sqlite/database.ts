@@ -20,6 +20,7 @@ export class SqliteDatabase {
   /** Whether this open made the schema (a new file). */
   readonly created: boolean;
   private readonly statements = new Map<string, Database.Statement>();
+  private readonly kept: Database.Statement[] = [];
 
   constructor(
     readonly file: string,
@@ -30,6 +31,16 @@ export class SqliteDatabase {
     // -wal and -shm files the same mode.
     closeSync(openSync(file, 'a', 0o600));
     this.db = unavailableOnFailure(() => new Database(file, { timeout: busyTimeoutMs }));
+    // Node 24: a statement better-sqlite3 frees while the process runs can abort it
+    // (RemoveEnvironmentCleanupHook: Assertion failed: (env) != nullptr), so every statement made on
+    // this connection, pragma() and transaction()'s own included, is kept until it closes. Each is
+    // made once (cached here or by its caller), so what is kept is bounded.
+    const prepare = this.db.prepare.bind(this.db) as (...args: unknown[]) => Database.Statement;
+    (this.db as unknown as { prepare: (...args: unknown[]) => Database.Statement }).prepare = (...args: unknown[]) => {
+      const statement = prepare(...args);
+      this.kept.push(statement);
+      return statement;
+    };
     try {
       this.db.pragma('journal_mode = WAL');
       this.db.pragma('synchronous = NORMAL');
@@ -83,7 +94,6 @@ export class SqliteDatabase {
 
   close(): void {
     openDatabases.delete(this);
-    this.statements.clear();
     if (this.db.open) this.db.close();
   }
 }
