@@ -101,7 +101,7 @@ export class SqliteDatabase {
 /** Every database open in this process, closed at its exit. */
 const openDatabases = new Set<SqliteDatabase>();
 let closingAtExit = false;
-function closeAll(): void {
+function closeAll(code: number): void {
   for (const database of [...openDatabases]) {
     try {
       database.close();
@@ -109,6 +109,10 @@ function closeAll(): void {
       // exiting: nothing more to do for it
     }
   }
+  // Node 24 may still collect a statement while it tears the environment down, and better-sqlite3
+  // 12.11.1 then aborts the process: with every database closed and written, the process ends here,
+  // with its exit code, without that teardown.
+  (process as unknown as { reallyExit(code: number): never }).reallyExit(code);
 }
 
 function unavailableOnFailure<T>(work: () => T): T {
