@@ -66,3 +66,22 @@ export async function removeStaleLock(lockFile: string, seen: string): Promise<v
   await fs.rm(aside, { force: true });
 }
 
+
+/** The file's size, time and inode: a change of any means another process wrote it ('absent': none yet). */
+export async function fileStamp(file: string): Promise<string> {
+  try {
+    const stat = await fs.stat(file, { bigint: true });
+    return `${stat.size}:${stat.mtimeNs}:${stat.ino}`;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 'absent';
+    throw err;
+  }
+}
+
+/** Replaces the file at once (a new file renamed over it, mode 0600): a reader sees the old or the new. */
+export async function replaceFile(file: string, contents: unknown): Promise<void> {
+  await fs.mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
+  const temporary = `${file}.${randomBytes(6).toString('hex')}.tmp`;
+  await fs.writeFile(temporary, JSON.stringify(contents, null, 2) + '\n', { mode: 0o600 });
+  await fs.rename(temporary, file);
+}

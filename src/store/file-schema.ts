@@ -1,7 +1,7 @@
 /** What the file store's JSON file may hold, read and checked record by record. */
 import { z } from 'zod';
 import { DEFAULT_ACCOUNT_ID } from './default-account';
-import { DEFAULT_ACCOUNT_NAME, NO_QUOTA, type AccountRecord, type AuditEvent, type IdentityRecord, type KeyRecord, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type UsageDay } from './types';
+import { DEFAULT_ACCOUNT_NAME, NO_QUOTA, type KeyUse, type AccountRecord, type AuditEvent, type IdentityRecord, type KeyRecord, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type UsageDay } from './types';
 
 /** Everything the file holds. */
 export interface Data {
@@ -136,3 +136,19 @@ function parseJson(text: string, file: string): unknown {
 export function defaultAccount(createdAt: string): AccountRecord {
   return { id: DEFAULT_ACCOUNT_ID, name: DEFAULT_ACCOUNT_NAME, createdAt, quota: { ...NO_QUOTA } };
 }
+
+export function emptyData(): Data {
+  return { keys: [], accounts: [], people: [], members: [], sessions: [], tokens: [], identities: [], counters: [], audit: [], usage: [], quotaUsage: {} };
+}
+
+/** A new set-password link voids the older ones for the same person (and a used one, its siblings). */
+export function voidedBy(token: OneTimeToken, other: OneTimeToken): boolean {
+  return token.kind === 'password' && other.kind === 'password' && other.email !== null && other.email === token.email;
+}
+
+
+export const sum = (uses: readonly KeyUse[], field: 'requests' | 'promptTokens' | 'completionTokens') => uses.reduce((total, use) => total + use[field], 0);
+export const byDateThenKey = (a: UsageDay, b: UsageDay) => (a.date === b.date ? a.keyId.localeCompare(b.keyId) : a.date.localeCompare(b.date));
+export const daysBefore = (now: Date, days: number) => new Date(now.getTime() - days * 86_400_000).toISOString().slice(0, 10);
+/** A quota scope ends with its period: `...:d:2026-11-27` or `...:m:2026-11`. */
+export const periodOf = (scope: string) => scope.slice(scope.lastIndexOf(':') + 1);

@@ -7,13 +7,12 @@
  * PostgreSQL.
  */
 import { EventEmitter } from 'node:events';
-import { randomBytes } from 'node:crypto';
 import { promises as fs, unwatchFile, watchFile } from 'node:fs';
-import path from 'node:path';
 import { definedFields } from '../common/defined-fields';
 import { StoreUnreadable } from './guarded';
-import { withLockFile } from './file-lock';
-import { parseContents, type Data } from './file-schema';
+import { fileStamp, replaceFile, withLockFile } from './file-lock';
+import { withCountersBumped, withQuotaUsage, withUse } from './file-data';
+import { byDateThenKey, daysBefore, emptyData, parseContents, voidedBy, type Data } from './file-schema';
 
 export { removeStaleLock } from './file-lock';
 export { parseContents, type Data } from './file-schema';
@@ -38,8 +37,6 @@ import {
 const WATCH_INTERVAL_MS = 1000;
 /** Daily usage is kept this long; quota counters of days and months before it are dropped. */
 const USAGE_DAYS_KEPT = 400;
-
-/** Everything a key file holds (parseContents reads it; the SQLite store's import takes it). */
 
 interface Snapshot {
   stamp: string;
@@ -109,37 +106,7 @@ export class FileKeyStore implements Store {
 
   async recordUse(uses: readonly KeyUse[]): Promise<void> {
     if (uses.length === 0) return;
-    await this.modify((data) => {
-      const byKey = new Map<string, KeyUse[]>();
-      for (const use of uses) byKey.set(use.keyId, [...(byKey.get(use.keyId) ?? []), use]);
-      const keys = data.keys.map((k) => {
-        const mine = byKey.get(k.id);
-        if (!mine) return k;
-        const latest = mine.reduce((at, use) => (use.at.toISOString() > at ? use.at.toISOString() : at), k.lastUsedAt ?? '');
-        return {
-          ...k,
-          lastUsedAt: latest || null,
-          usage: {
-            requests: k.usage.requests + sum(mine, 'requests'),
-            promptTokens: k.usage.promptTokens + sum(mine, 'promptTokens'),
-            completionTokens: k.usage.completionTokens + sum(mine, 'completionTokens'),
-          },
-        };
-      });
-      const usage = [...data.usage];
-      for (const use of uses) {
-        const day = usage.find((row) => row.keyId === use.keyId && row.date === use.date);
-        if (day) {
-          day.requests += use.requests;
-          day.promptTokens += use.promptTokens;
-          day.completionTokens += use.completionTokens;
-        } else {
-          usage.push({ date: use.date, accountId: use.accountId, keyId: use.keyId, requests: use.requests, promptTokens: use.promptTokens, completionTokens: use.completionTokens });
-        }
-      }
-      const oldest = daysBefore(new Date(), USAGE_DAYS_KEPT);
-      return { data: { ...data, keys, usage: usage.filter((row) => row.date >= oldest) }, result: undefined };
-    });
+    await this.modify((data) => ({ data: withUse(data, uses, daysBefore(new Date(), USAGE_DAYS_KEPT)), result: undefined }));
   }
 
   async createAccount(record: AccountRecord): Promise<void> {
@@ -288,17 +255,7 @@ export class FileKeyStore implements Store {
   }
 
   bumpCounters(counters: ReadonlyArray<{ name: string; expiresAt: Date }>, now: Date): Promise<number[]> {
-    return this.modify((data) => {
-      const at = now.toISOString();
-      const live = new Map(data.counters.filter((c) => c.expiresAt > at).map((c) => [c.name, c]));
-      const result = counters.map(({ name, expiresAt }) => {
-        const counter = live.get(name) ?? { name, count: 0, expiresAt: expiresAt.toISOString() };
-        const bumped = { ...counter, count: counter.count + 1 };
-        live.set(name, bumped);
-        return bumped.count;
-      });
-      return { data: { ...data, counters: [...live.values()] }, result };
-    });
+    return this.modify((data) => withCountersBumped(data, counters, now));
   }
 
   async clearCounters(names: readonly string[]): Promise<void> {
@@ -322,14 +279,7 @@ export class FileKeyStore implements Store {
 
   async addQuotaUsage(amounts: ReadonlyMap<string, number>): Promise<void> {
     if (amounts.size === 0) return;
-    await this.modify((data) => {
-      const quotaUsage = { ...data.quotaUsage };
-      for (const [scope, tokens] of amounts) quotaUsage[scope] = (quotaUsage[scope] ?? 0) + tokens;
-      // Counters of periods long gone are dropped: a scope ends with its day or month.
-      const oldest = daysBefore(new Date(), 62);
-      for (const scope of Object.keys(quotaUsage)) if (periodOf(scope) < oldest.slice(0, periodOf(scope).length)) delete quotaUsage[scope];
-      return { data: { ...data, quotaUsage }, result: undefined };
-    });
+    await this.modify((data) => ({ data: withQuotaUsage(data, amounts, daysBefore(new Date(), 62)), result: undefined }));
   }
 
   async quotaUsage(scopes: readonly string[]): Promise<Map<string, number>> {
@@ -417,37 +367,12 @@ export class FileKeyStore implements Store {
   }
 
   private async stamp(): Promise<string> {
-    try {
-      const stat = await fs.stat(this.file, { bigint: true });
-      return `${stat.size}:${stat.mtimeNs}:${stat.ino}`;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 'absent';
-      throw err;
-    }
+    return fileStamp(this.file);
   }
 
   private async write(data: Data): Promise<void> {
-    await fs.mkdir(path.dirname(this.file), { recursive: true, mode: 0o700 });
-    const contents = { version: 2, ...data };
-    const temporary = `${this.file}.${randomBytes(6).toString('hex')}.tmp`;
-    await fs.writeFile(temporary, JSON.stringify(contents, null, 2) + '\n', { mode: 0o600 });
-    await fs.rename(temporary, this.file);
+    await replaceFile(this.file, { version: 2, ...data });
     this.snapshot = undefined;
   }
 }
 
-function emptyData(): Data {
-  return { keys: [], accounts: [], people: [], members: [], sessions: [], tokens: [], identities: [], counters: [], audit: [], usage: [], quotaUsage: {} };
-}
-
-/** A new set-password link voids the older ones for the same person (and a used one, its siblings). */
-function voidedBy(token: OneTimeToken, other: OneTimeToken): boolean {
-  return token.kind === 'password' && other.kind === 'password' && other.email !== null && other.email === token.email;
-}
-
-
-const sum = (uses: readonly KeyUse[], field: 'requests' | 'promptTokens' | 'completionTokens') => uses.reduce((total, use) => total + use[field], 0);
-const byDateThenKey = (a: UsageDay, b: UsageDay) => (a.date === b.date ? a.keyId.localeCompare(b.keyId) : a.date.localeCompare(b.date));
-const daysBefore = (now: Date, days: number) => new Date(now.getTime() - days * 86_400_000).toISOString().slice(0, 10);
-/** A quota scope ends with its period: `...:d:2026-11-27` or `...:m:2026-11`. */
-const periodOf = (scope: string) => scope.slice(scope.lastIndexOf(':') + 1);
