@@ -2,7 +2,11 @@
  * The PostgreSQL schema as versioned migrations, applied in order once each (postgres.ts holds the
  * advisory lock that serialises them across replicas).
  */
+import type pg from 'pg';
 import { CHANNEL } from './postgres-channel';
+
+/** Arbitrary, fixed: the advisory lock that serialises migrations across replicas. */
+const MIGRATION_LOCK = 7_462_301;
 
 export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
   {
@@ -192,3 +196,29 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
     `,
   },
 ];
+
+/** Applies the migrations not applied yet, in one transaction under the advisory lock (replicas starting together apply each once). */
+export async function migrate(pool: pg.Pool): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query('begin');
+    // A migration runs once and may rewrite a big table (6 copies the usage of up to a million keys:
+    // 4 s here): not bound by the per-query timeout, which would fail every start until it fits.
+    await client.query('set local statement_timeout = 0');
+    await client.query('select pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+    await client.query('create table if not exists chatgate_schema_migrations (version integer primary key, applied_at timestamptz not null default now())');
+    const { rows } = await client.query<{ version: number }>('select version from chatgate_schema_migrations');
+    const applied = new Set(rows.map((row) => row.version));
+    for (const migration of MIGRATIONS) {
+      if (applied.has(migration.version)) continue;
+      await client.query(migration.sql);
+      await client.query('insert into chatgate_schema_migrations (version) values ($1)', [migration.version]);
+    }
+    await client.query('commit');
+  } catch (err) {
+    await client.query('rollback').catch(() => undefined);
+    throw err;
+  } finally {
+    client.release();
+  }
+}

@@ -31,13 +31,11 @@ import {
   type UsageDay,
 } from './types';
 
-import { MIGRATIONS } from './postgres-migrations';
-import { toAccount, toAuthRecord, toIdentity, toMember, toPerson, toRecord, toSession, type AccountRow, type AuditRow, type IdentityRow, type KeyRow, type MemberRow, type PersonRow, type SessionRow, type TokenRow } from './postgres-rows';
+import { migrate } from './postgres-migrations';
+import { ChangeFeed, type PostgresEvents } from './postgres-notify';
 
-import { CHANNEL } from './postgres-channel';
-/** Arbitrary, fixed: the advisory lock that serialises migrations across replicas. */
-const MIGRATION_LOCK = 7_462_301;
-const RECONNECT_DELAYS_MS = [100, 250, 500, 1000, 2000, 5000];
+export type { PostgresEvents } from './postgres-notify';
+import { toAccount, toAuthRecord, toIdentity, toMember, toPerson, toRecord, toSession, type AccountRow, type AuditRow, type IdentityRow, type KeyRow, type MemberRow, type PersonRow, type SessionRow, type TokenRow } from './postgres-rows';
 
 
 /** The key columns the code reads: what authenticating needs (the usage figures live in chatgate_key_usage). */
@@ -45,35 +43,26 @@ const KEY_COLUMNS = ['id', 'name', 'digest', 'prefix', 'created_at', 'revoked_at
 /** A key row with its usage figures: `k` the key row (or a CTE returning KEY_COLUMNS), `u` its usage row if any. */
 const WITH_USAGE = `select ${KEY_COLUMNS.map((column) => `k.${column}`).join(', ')},
   u.requests as requests_total, u.prompt_tokens as prompt_tokens_total, u.completion_tokens as completion_tokens_total, u.last_used_at`;
-/** How often the listening connection is asked to answer, so that one cut silently is noticed ... */
-const HEARTBEAT_MS = 5000;
-/** ... when it has not answered within this: the change feed is then down, and reconnects. */
-const HEARTBEAT_DEADLINE_MS = 5000;
 
 /** Expired counters are deleted at most this often by each process. */
 const PRUNE_COUNTERS_EVERY_MS = 60_000;
 
 /** A key row as KEY_COLUMNS reads it; the usage fields (null without a usage row) only where it is joined. */
 
-export interface PostgresEvents {
-  /** The notification connection failed or came back; for logs. Never given the URL (it may hold a password). */
-  listener(state: 'lost' | 'restored', error?: Error): void;
-}
 
 export class PostgresKeyStore implements Store {
   private readonly changes = new EventEmitter();
-  private listenerClient: pg.Client | undefined;
-  private closed = false;
-  private reconnectAttempt = 0;
-  private reconnectTimer: NodeJS.Timeout | undefined;
+  private readonly feed: ChangeFeed;
   private countersPrunedAt = 0;
 
   private constructor(
-    private readonly url: string,
+    url: string,
     private readonly pool: pg.Pool,
-    private readonly events: PostgresEvents,
+    events: PostgresEvents,
     private readonly timeoutMs: number,
-  ) {}
+  ) {
+    this.feed = new ChangeFeed(url, events, (digests) => this.changes.emit('change', digests));
+  }
 
   /**
    * Connects, applies pending migrations and starts listening for changes. `timeoutMs` bounds the wait
@@ -85,7 +74,7 @@ export class PostgresKeyStore implements Store {
     const store = new PostgresKeyStore(url, pool, events, timeoutMs);
     try {
       await migrate(pool);
-      await store.listen();
+      await store.feed.listen();
     } catch (err) {
       await pool.end();
       throw err;
@@ -119,7 +108,7 @@ export class PostgresKeyStore implements Store {
 
   /** The LISTEN connection is up and answered its last heartbeat (a silent cut is noticed within HEARTBEAT_MS + HEARTBEAT_DEADLINE_MS). */
   get changeFeedLive(): boolean {
-    return this.listenerClient !== undefined && !this.closed;
+    return this.feed.live;
   }
 
   async insert(record: KeyRecord): Promise<void> {
@@ -482,12 +471,10 @@ export class PostgresKeyStore implements Store {
   }
 
   async close(): Promise<void> {
-    this.closed = true;
-    clearTimeout(this.reconnectTimer);
     this.changes.removeAllListeners();
     // A server that does not answer would hold these for ever: the process is stopping anyway.
     const gaveUp = new Promise<void>((resolve) => setTimeout(resolve, this.timeoutMs).unref());
-    await Promise.race([Promise.all([this.listenerClient?.end().catch(() => undefined), this.pool.end().catch(() => undefined)]), gaveUp]);
+    await Promise.race([Promise.all([this.feed.close(), this.pool.end().catch(() => undefined)]), gaveUp]);
   }
 
   private async one(sql: string, params: unknown[]): Promise<KeyRecord | undefined> {
@@ -525,103 +512,5 @@ export class PostgresKeyStore implements Store {
       if (stuck) running.catch(() => undefined);
       client.release(stuck ? new Error('query outlived its deadline') : undefined);
     }
-  }
-
-  private async listen(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.url, connectionTimeoutMillis: 5000, keepAlive: true });
-    const lost = (error?: Error) => {
-      if (this.listenerClient !== client || this.closed) return;
-      this.listenerClient = undefined;
-      client.end().catch(() => undefined);
-      this.events.listener('lost', error);
-      this.scheduleReconnect();
-    };
-    client.on('error', lost);
-    client.on('end', () => lost());
-    client.on('notification', (message) => {
-      if (message.channel === CHANNEL && message.payload) this.changes.emit('change', [message.payload]);
-    });
-    try {
-      await client.connect();
-      await client.query(`listen ${CHANNEL}`);
-    } catch (err) {
-      await client.end().catch(() => undefined); // a client connected but not listening would stay open
-      throw err;
-    }
-    if (this.closed) {
-      await client.end().catch(() => undefined); // closed while this reconnect was under way
-      throw new Error('key store closed');
-    }
-    this.listenerClient = client;
-    this.heartbeat(client, lost);
-  }
-
-  /**
-   * A connection cut without a word (a dropped route, a frozen server) delivers no notification and
-   * no error either: the listening connection is asked to answer every HEARTBEAT_MS, and one that
-   * does not within HEARTBEAT_DEADLINE_MS is taken for lost (changeFeedLive goes false; reconnect).
-   */
-  private heartbeat(client: pg.Client, lost: (error?: Error) => void): void {
-    let waiting = false;
-    const timer = setInterval(() => {
-      if (this.listenerClient !== client || this.closed) return clearInterval(timer);
-      if (waiting) return;
-      waiting = true;
-      const deadline = setTimeout(() => lost(new Error(`the change feed did not answer within ${HEARTBEAT_DEADLINE_MS} ms`)), HEARTBEAT_DEADLINE_MS);
-      deadline.unref();
-      client.query('select 1').then(
-        () => {
-          waiting = false;
-          clearTimeout(deadline);
-        },
-        (err: Error) => {
-          clearTimeout(deadline);
-          lost(err);
-        },
-      );
-    }, HEARTBEAT_MS);
-    timer.unref();
-  }
-
-  private scheduleReconnect(): void {
-    const delay = RECONNECT_DELAYS_MS[Math.min(this.reconnectAttempt++, RECONNECT_DELAYS_MS.length - 1)];
-    this.reconnectTimer = setTimeout(async () => {
-      if (this.closed) return;
-      try {
-        await this.listen();
-        this.reconnectAttempt = 0;
-        this.events.listener('restored');
-        // Whatever changed while nobody was listening: every cached key is suspect.
-        this.changes.emit('change', undefined);
-      } catch {
-        if (!this.closed) this.scheduleReconnect();
-      }
-    }, delay);
-    this.reconnectTimer.unref();
-  }
-}
-
-async function migrate(pool: pg.Pool): Promise<void> {
-  const client = await pool.connect();
-  try {
-    await client.query('begin');
-    // A migration runs once and may rewrite a big table (6 copies the usage of up to a million keys:
-    // 4 s here): not bound by the per-query timeout, which would fail every start until it fits.
-    await client.query('set local statement_timeout = 0');
-    await client.query('select pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
-    await client.query('create table if not exists chatgate_schema_migrations (version integer primary key, applied_at timestamptz not null default now())');
-    const { rows } = await client.query<{ version: number }>('select version from chatgate_schema_migrations');
-    const applied = new Set(rows.map((row) => row.version));
-    for (const migration of MIGRATIONS) {
-      if (applied.has(migration.version)) continue;
-      await client.query(migration.sql);
-      await client.query('insert into chatgate_schema_migrations (version) values ($1)', [migration.version]);
-    }
-    await client.query('commit');
-  } catch (err) {
-    await client.query('rollback').catch(() => undefined);
-    throw err;
-  } finally {
-    client.release();
   }
 }
