@@ -25,12 +25,12 @@ import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
 import tls from 'node:tls';
-import Database from 'better-sqlite3';
 import pg from 'pg';
 import { digestKey, displayPrefix } from '../src/auth/keys';
 import { loadOrCreateDevCertificate } from '../src/process/dev-certificate';
 import { DEFAULT_ACCOUNT_ID, defaultAccountId } from '../src/store/default-account';
 import { PostgresKeyStore } from '../src/store/postgres';
+import { immediate, openConnection } from '../src/store/sqlite/driver';
 import { SqliteKeyStore } from '../src/store/sqlite/store';
 import { spawnChatgate } from './chatgate-process';
 import { scaleFailures, scaleKey, scaleKeySql, scalePlan, scaleReport, type CreateFigure, type LatencyFigure, type ScalePlan, type ScaleResults, type StoreFigures, type WorkingSetFigure } from './scale-figures';
@@ -239,23 +239,24 @@ async function sqliteStore(file: string): Promise<StoreUnderTest> {
     name: 'sqlite',
     keyStore: { type: 'sqlite', path: file },
     async seed(from, to) {
-      const db = new Database(file, { timeout: 5000 });
+      const db = openConnection(file);
       try {
+        db.exec('PRAGMA busy_timeout = 5000');
         // The trigger logs each inserted key for other processes' caches: no process is there to read
         // a million entries. It is put back as it was, in the same transaction.
-        const trigger = db.prepare<[], { sql: string }>("select sql from sqlite_master where type = 'trigger' and name = 'chatgate_keys_inserted'").get();
+        const trigger = db.prepare("select sql from sqlite_master where type = 'trigger' and name = 'chatgate_keys_inserted'").get() as { sql: string } | undefined;
         if (!trigger) throw new Error('the SQLite schema has no chatgate_keys_inserted trigger: the seed needs updating');
         const insert = db.prepare('insert into chatgate_keys (id, name, digest, prefix, created_at, account_id, created_by) values (?, ?, ?, ?, ?, ?, ?)');
         const now = Date.now();
-        db.transaction(() => {
+        immediate(db, () => {
           db.exec('drop trigger chatgate_keys_inserted');
           for (let i = from; i <= to; i++) {
             const key = scaleKey(i);
             insert.run(`key_scale_${i}`, `scale ${i}`, digestKey(key), displayPrefix(key), new Date(now - i * 1000).toISOString(), DEFAULT_ACCOUNT_ID, 'admin-token');
           }
           db.exec(trigger.sql);
-        })();
-        db.pragma('wal_checkpoint(TRUNCATE)');
+        });
+        db.exec('PRAGMA wal_checkpoint(TRUNCATE)');
       } finally {
         db.close();
       }

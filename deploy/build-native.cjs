@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 /**
- * Builds better-sqlite3's native part (the embedded key store) for the Node that runs this script,
- * when it is missing or was built for another Node. The project's .npmrc keeps every dependency's
+ * Builds better-sqlite3's native part (the embedded key store on Node 20) for the Node that runs this
+ * script, when it is missing or was built for another Node. A Node that has `node:sqlite` without a
+ * flag (22.13, 23.4 and later: the image's Node) runs the store on it (src/store/sqlite/driver.ts)
+ * and needs no build: the script then does nothing. The project's .npmrc keeps every dependency's
  * install script from running (SECURITY.md), so `npm ci` leaves this one module unbuilt; `npm run
  * build` (and so `npm start` and `npm test`) calls this script, which compiles it from the source the
  * registry package ships (SQLite's amalgamation included) with npm's node-gyp, python3, make and a
@@ -67,8 +69,15 @@ function nodeGyp() {
   return found;
 }
 
+/** The same test as src/store/sqlite/driver.ts: this Node has node:sqlite without a flag. */
+function hasNodeSqlite() {
+  const [major, minor] = process.versions.node.split('.').map(Number);
+  return major > 23 || (major === 23 && minor >= 4) || (major === 22 && minor >= 13);
+}
+
 function main() {
-  if (!fs.existsSync(moduleDir)) throw new Error('node_modules/better-sqlite3 is missing: run npm ci first');
+  if (hasNodeSqlite()) return;
+  if (!fs.existsSync(moduleDir)) throw new Error(`node_modules/better-sqlite3 is missing: run npm ci first (Node ${process.version} has no node:sqlite; it needs better-sqlite3)`);
   if (works()) return keep();
   if (fs.existsSync(kept)) {
     fs.mkdirSync(path.dirname(binding), { recursive: true });

@@ -1,6 +1,6 @@
 /**
  * The image: deploy/Dockerfile installs with the project's .npmrc (no install scripts run), compiles
- * better-sqlite3 in its build stage and ships no compiler, and the
+ * nothing (its Node runs SQLite itself) and ships no compiler, and the
  * build context .dockerignore lets through holds what the Dockerfile copies and nothing else: not
  * data/ (the dev TLS key, keys.json), not node_modules/, not .git/. .dockerignore is read with
  * Docker's own rules (moby/patternmatcher: last match wins, a pattern also matches a file's parents).
@@ -99,22 +99,27 @@ const stagesOf = () => {
 };
 const COMPILERS = /\b(g\+\+|gcc|clang|make|python3?|build-essential|node-gyp)\b/;
 
-test('better-sqlite3 is compiled in the build stage (python3, make, g++, then the build script after npm ci); the final stage ships no compiler', () => {
+test('the image compiles nothing: no compiler in either stage, the build script a no-op on its Node (node:sqlite), better-sqlite3 pruned', () => {
   const [build, final] = stagesOf() as [string[], string[]];
   const index = (stage: string[], pattern: RegExp) => stage.findIndex((line) => pattern.test(line));
-  const tools = index(build, /^RUN\s.*apt-get install\b.*\bpython3\b.*\bmake\b.*\bg\+\+/);
+  for (const stage of [build, final]) expect(stage.filter((line) => /^RUN\s/.test(line) && (/\bapt-get\b|\bapk\b/.test(line) || COMPILERS.test(line)))).toEqual([]);
   const npmCi = index(build, /^RUN\s.*\bnpm ci\b/);
-  const compile = index(build, /^RUN\s+node deploy\/build-native\.cjs\b/);
-  expect({ tools, npmCi, compile }).toEqual({ tools: expect.any(Number), npmCi: expect.any(Number), compile: expect.any(Number) });
-  expect(tools).toBeGreaterThanOrEqual(0);
-  expect(tools).toBeLessThan(compile);
-  expect(npmCi).toBeLessThan(compile);
-  // The script the build stage runs comes from the build context.
+  const buildAndPrune = index(build, /^RUN\s+npm run build && npm prune --omit=dev --omit=optional\b/);
+  expect({ npmCi, buildAndPrune }).toEqual({ npmCi: expect.any(Number), buildAndPrune: expect.any(Number) });
+  expect(npmCi).toBeGreaterThanOrEqual(0);
+  expect(npmCi).toBeLessThan(buildAndPrune);
+  // The build script comes from the build context; on the image's Node it builds nothing.
   expect(build.some((line) => /^COPY\s/.test(line) && !/--from=/.test(line) && line.includes('deploy/build-native.cjs'))).toBe(true);
-  // The final stage installs nothing and builds nothing: it copies the compiled node_modules from the build stage.
-  expect(final.filter((line) => /^RUN\s/.test(line) && (/\b(apt-get|apk|npm|npx|yum|dnf)\b/.test(line) || COMPILERS.test(line)))).toEqual([]);
+  const major = Number(/^FROM\s+node:(\d+)/.exec(build[0]!)?.[1]);
+  expect(major).toBeGreaterThanOrEqual(24);
+  // better-sqlite3 is optional (Node 20 only), so the prune leaves it out of the image.
+  const pkg = JSON.parse(read(ROOT, 'package.json')) as { dependencies: Record<string, string>; optionalDependencies: Record<string, string> };
+  expect(Object.keys(pkg.optionalDependencies)).toEqual(['better-sqlite3']);
+  expect(pkg.dependencies['better-sqlite3']).toBeUndefined();
+  // The final stage installs nothing and builds nothing: it copies node_modules from the build stage.
+  expect(final.filter((line) => /^RUN\s/.test(line) && /\b(apt-get|apk|npm|npx|yum|dnf)\b/.test(line))).toEqual([]);
   expect(final.some((line) => /^COPY\s+--from=build\s+\/app\/node_modules\s/.test(line))).toBe(true);
-  expect(final[0]).toBe(build[0]!.replace(/\s+AS\s+build$/i, '')); // the same Node as the module was built for
+  expect(final[0]).toBe(build[0]!.replace(/\s+AS\s+build$/i, '')); // the same Node as it was built with
 });
 
 test('.dockerignore keeps data/, node_modules/, .git/, keys and build output out of the build context', () => {

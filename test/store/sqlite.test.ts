@@ -13,6 +13,7 @@ import { issueKey } from '../../src/auth/issue';
 import { digestKey } from '../../src/auth/keys';
 import { defaultAccountId } from '../../src/store/default-account';
 import { FileKeyStore } from '../../src/store/file';
+import { immediate, openConnection, sqliteCode, sqliteDriver, unflagged } from '../../src/store/sqlite/driver';
 import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import type { Store } from '../../src/store/types';
 import { CLI } from '../helpers/processes';
@@ -63,8 +64,8 @@ test('one file, mode 0600, in WAL mode with foreign keys on; processes opening i
   expect(statSync(file).mode & 0o777).toBe(0o600);
   expect(statSync(path.dirname(file)).mode & 0o077).toBe(0);
   const { db } = pair[1]!.sql;
-  expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
-  expect(db.pragma('foreign_keys', { simple: true })).toBe(1);
+  expect(db.prepare('PRAGMA journal_mode').get()).toEqual({ journal_mode: 'wal' });
+  expect(db.prepare('PRAGMA foreign_keys').get()).toEqual({ foreign_keys: 1 });
   expect(db.prepare('select version from chatgate_schema_migrations').all()).toEqual([{ version: 1 }]);
   // Every lookup by something other than the primary key has its index.
   const plan = (sql: string) => JSON.stringify(db.prepare(`explain query plan ${sql}`).all());
@@ -75,6 +76,57 @@ test('one file, mode 0600, in WAL mode with foreign keys on; processes opening i
   // A key of an account that does not exist is refused, as PostgreSQL refuses it.
   const { record } = await issueKey(pair[0]!, { name: 'first' });
   await expect(pair[0]!.insert({ ...record, id: 'key_orphan', digest: digestKey('cgk_orphan'), accountId: 'acc_missing' })).rejects.toHaveProperty('message', expect.stringMatching(/FOREIGN KEY/));
+});
+
+test('the driver: node:sqlite on a Node that has it unflagged, better-sqlite3 before; a failed change rolls back whole; SQLite codes read from either', () => {
+  const versions = { 'v20.20.2': false, '22.12.0': false, '22.13.0': true, '23.3.0': false, '23.4.0': true, 'v24.21.0': true, '26.0.0': true };
+  for (const [version, expected] of Object.entries(versions)) expect({ version, has: unflagged(version) }).toEqual({ version, has: expected });
+  expect(sqliteDriver()).toBe(unflagged(process.version) ? 'node:sqlite' : 'better-sqlite3');
+
+  const file = path.join(dir, 'driver', 'plain.db');
+  mkdirSync(path.dirname(file), { recursive: true });
+  const db = openConnection(file);
+  const other = openConnection(file);
+  try {
+    expect(db.driver).toBe(sqliteDriver());
+    db.exec('create table t (id integer primary key, v text not null)');
+    immediate(db, () => db.prepare('insert into t (id, v) values (?, ?)').run(1, 'kept'));
+    // A change that throws half way leaves nothing of itself, and the connection takes the next one.
+    expect(() =>
+      immediate(db, () => {
+        db.prepare('insert into t (id, v) values (?, ?)').run(2, 'lost');
+        db.prepare('insert into t (id, v) values (?, ?)').run(1, 'duplicate');
+      }),
+    ).toThrow(/UNIQUE constraint failed: t\.id/);
+    immediate(db, () => db.prepare('insert into t (id, v) values (@id, @v)').run({ id: 3, v: 'named' }));
+    expect(db.prepare('select id, v from t order by id').all().map((row) => ({ ...(row as object) }))).toEqual([
+      { id: 1, v: 'kept' },
+      { id: 3, v: 'named' },
+    ]);
+    // A constraint and a lock, as each library reports them, read as the same SQLite codes.
+    let constraint: unknown;
+    try {
+      db.prepare('insert into t (id, v) values (1, null)').run();
+    } catch (err) {
+      constraint = err;
+    }
+    expect(sqliteCode(constraint)).toMatch(/^SQLITE_CONSTRAINT/);
+    other.exec('PRAGMA busy_timeout = 0');
+    db.exec('BEGIN IMMEDIATE');
+    let busy: unknown;
+    try {
+      other.exec('BEGIN IMMEDIATE');
+    } catch (err) {
+      busy = err;
+    }
+    db.exec('ROLLBACK');
+    expect(sqliteCode(busy)).toBe('SQLITE_BUSY');
+    expect(sqliteCode(new Error('not from SQLite'))).toBeUndefined();
+  } finally {
+    db.close();
+    other.close();
+  }
+  expect(db.open).toBe(false);
 });
 
 test('two processes and the CLI writing at once lose no change: every key, every use of one key, every bump of one counter', async () => {

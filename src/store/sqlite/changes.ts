@@ -7,7 +7,7 @@
  * KEEP_MS; a reader that fell further behind than that (a process stopped in a debugger) announces
  * `undefined`: anything may have changed.
  */
-import type Database from 'better-sqlite3';
+import type { SqlConnection, SqlStatement } from './driver';
 
 /** How often the database is asked whether another process committed. */
 export const POLL_MS = 250;
@@ -25,14 +25,13 @@ export class ChangeFeed {
   private prunedAt = 0;
   /** The last poll failed: the next that succeeds announces `undefined`. */
   private failing = false;
-  private readonly since: Database.Statement<[number], { seq: number; digest: string }>;
-  /** Made once: a statement made at every poll would be freed at every collection (see database.ts). */
-  private readonly dataVersionStatement: Database.Statement<[], number>;
-  private readonly pruneStatement: Database.Statement<[string]>;
+  private readonly since: SqlStatement;
+  private readonly dataVersionStatement: SqlStatement;
+  private readonly pruneStatement: SqlStatement;
 
-  constructor(db: Database.Database) {
+  constructor(db: SqlConnection) {
     this.since = db.prepare('select seq, digest from chatgate_key_changes where seq > ? order by seq');
-    this.dataVersionStatement = (db.prepare('PRAGMA data_version') as Database.Statement<[], number>).pluck();
+    this.dataVersionStatement = db.prepare('PRAGMA data_version');
     this.pruneStatement = db.prepare('delete from chatgate_key_changes where at < ?');
     // The last sequence number handed out, even if its entry was pruned since.
     this.lastSeq = (db.prepare("select coalesce(max(seq), 0) as seq from sqlite_sequence where name = 'chatgate_key_changes'").get() as { seq: number }).seq;
@@ -53,7 +52,7 @@ export class ChangeFeed {
 
   /** Reads what was logged since the last look (after a change of ours, or another process's). */
   read(): void {
-    const rows = this.since.all(this.lastSeq);
+    const rows = this.since.all(this.lastSeq) as Array<{ seq: number; digest: string }>;
     if (rows.length === 0) return;
     // Sequence numbers have no gaps (a rolled back insert hands its number out again): a gap is a prune.
     const missed = rows[0]!.seq > this.lastSeq + 1;
@@ -80,7 +79,7 @@ export class ChangeFeed {
       if (this.failing) {
         this.failing = false;
         this.dataVersion = version;
-        this.lastSeq = this.since.all(this.lastSeq).at(-1)?.seq ?? this.lastSeq;
+        this.lastSeq = (this.since.all(this.lastSeq) as Array<{ seq: number }>).at(-1)?.seq ?? this.lastSeq;
         this.emit(undefined); // whatever changed while the file could not be read
         return;
       }
@@ -95,7 +94,7 @@ export class ChangeFeed {
   }
 
   private version(): number {
-    return this.dataVersionStatement.get() as number;
+    return (this.dataVersionStatement.get() as { data_version: number }).data_version;
   }
 
   private emit(digests: string[] | undefined): void {

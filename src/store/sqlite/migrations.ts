@@ -4,7 +4,7 @@
  * at once apply each once. Timestamps are ISO 8601 text in UTC (as Date.toISOString writes them, so
  * they sort as text), dates YYYY-MM-DD, lists and objects JSON text, booleans 0 or 1.
  */
-import type Database from 'better-sqlite3';
+import { immediate, type SqlConnection } from './driver';
 
 export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
   {
@@ -151,18 +151,16 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
 ];
 
 /** Applies the migrations this file lacks; true when it made the schema (a new database). */
-export function migrate(db: Database.Database): boolean {
-  return db
-    .transaction(() => {
-      db.exec('create table if not exists chatgate_schema_migrations (version integer primary key, applied_at text not null)');
-      const applied = new Set(db.prepare<[], { version: number }>('select version from chatgate_schema_migrations').all().map((row) => row.version));
-      const record = db.prepare('insert into chatgate_schema_migrations (version, applied_at) values (?, ?)');
-      for (const migration of MIGRATIONS) {
-        if (applied.has(migration.version)) continue;
-        db.exec(migration.sql);
-        record.run(migration.version, new Date().toISOString());
-      }
-      return applied.size === 0;
-    })
-    .immediate();
+export function migrate(db: SqlConnection): boolean {
+  return immediate(db, () => {
+    db.exec('create table if not exists chatgate_schema_migrations (version integer primary key, applied_at text not null)');
+    const applied = new Set((db.prepare('select version from chatgate_schema_migrations').all() as Array<{ version: number }>).map((row) => row.version));
+    const record = db.prepare('insert into chatgate_schema_migrations (version, applied_at) values (?, ?)');
+    for (const migration of MIGRATIONS) {
+      if (applied.has(migration.version)) continue;
+      db.exec(migration.sql);
+      record.run(migration.version, new Date().toISOString());
+    }
+    return applied.size === 0;
+  });
 }
