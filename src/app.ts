@@ -28,7 +28,7 @@ import type { RateLimiter } from './ratelimit/limiter';
 import { route } from './pipeline/route';
 import { API_SECURITY_HEADERS, CONSOLE_SECURITY_HEADERS, securityHeaders } from './pipeline/security-headers';
 import { CONSOLE_PATH } from './console/app';
-import { enforceQuota } from './accounts/enforce-quota';
+import { enforceQuota, reserveQuota } from './accounts/enforce-quota';
 import type { QuotaTracker } from './accounts/quota';
 import { continueTrace } from './pipeline/trace';
 import { limitHeaderCount, requireHttps } from './pipeline/transport';
@@ -76,11 +76,12 @@ export function createPublicApp({ config, metrics, log, keyCache, providers, ali
     limitRate(limiter, metrics),
     enforceQuota(quota, (scope, period) => metrics.quotaRefused.series({ scope, period }).inc()),
   ];
+  const reserve = reserveQuota(quota, { defaultReserveTokens: config.quota.defaultReserveTokens, holdAfterCloseMs: config.usage.drainAfterDisconnectMs + 1000 }, (scope, period) => metrics.quotaRefused.series({ scope, period }).inc());
   const routeRequest = route(providers, aliases);
   // Chat completions first: the hot route is the router's first layer. Every endpoint has the same
   // chain; only what its body must hold differs.
   for (const endpoint of ENDPOINTS) {
-    app.post(ENDPOINT_PATHS[endpoint], ...front, ...admit, readAndValidateBody(limits, endpoint), routeRequest, proxy.handle);
+    app.post(ENDPOINT_PATHS[endpoint], ...front, ...admit, readAndValidateBody(limits, endpoint), reserve, routeRequest, proxy.handle);
   }
   const models = modelLister(providers, aliases);
   app.get(MODELS_PATH, ...front, authenticateKey, models.list);

@@ -319,7 +319,13 @@ const schema = z.strictObject({
     })
     .prefault({}),
   /** Token quotas of accounts and keys: counters every replica shares, synced this often. */
-  quota: z.strictObject({ syncMs: milliseconds.default(500) }).prefault({}),
+  quota: z
+    .strictObject({
+      syncMs: milliseconds.default(500),
+      /** Reserved at admission for the output of a request that sets no max_tokens (or kin), under a quota. */
+      defaultReserveTokens: z.number().int().min(0).max(100_000_000).default(1024),
+    })
+    .prefault({}),
   /** What an answer used, as the worker reports it. */
   usage: z
     .strictObject({

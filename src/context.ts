@@ -51,6 +51,8 @@ export interface ModelRequest {
   stream: boolean;
   /** The client's `stream_options`, if it sent an object. */
   streamOptions: Record<string, unknown> | undefined;
+  /** The most output tokens the request allows (`max_tokens` and its kin); undefined: it sets none; 0: the endpoint has no output. */
+  maxOutputTokens: number | undefined;
 }
 
 /** Where the route stage sends the request, and the bytes it goes with (model renamed for the worker). */
@@ -100,6 +102,8 @@ export interface RequestContext {
   firstByteAt?: number;
   usage?: TokenUsage;
   errorCode?: string;
+  /** What the quota stage reserved: released when the answer's use is charged. */
+  quotaReservation?: { release(): void };
 }
 
 export function createContext(res: Response, arrivedAt: number): RequestContext {

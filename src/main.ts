@@ -245,6 +245,7 @@ async function buildServing(config: Config, log: Logger, metrics: Metrics, lasti
       metrics.tokens.series({ ...labels, kind: 'completion' }).inc(tokens.completionTokens);
       usage.tokens(key, tokens.promptTokens, tokens.completionTokens);
       lasting.quota.charge(key, tokens.promptTokens + tokens.completionTokens);
+      context.quotaReservation?.release(); // charged: what it reserved is let go
       if (context.tokensPerMinute) limiter.debitTokens(key.id, context.tokensPerMinute, tokens.promptTokens + tokens.completionTokens);
     },
   }, config.usage);

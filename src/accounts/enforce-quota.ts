@@ -1,9 +1,17 @@
 /**
- * The quota stage: after the rate limit, before the body is read. A request whose key, or whose
- * account, has used its tokens for the UTC day or month gets 429 insufficient_quota (OpenAI's type
- * and code) with Retry-After until the period turns. The check reads the tracker's counts in memory.
+ * The quota stages. Before the body is read (after the rate limit): a request whose key, or whose
+ * account, has used (or has in flight) its tokens for the UTC day or month gets 429
+ * insufficient_quota (OpenAI's type and code) with Retry-After until the period turns. After the
+ * body is read: the request reserves what it may cost, its prompt estimate (one token per 4 bytes)
+ * plus the output it allows (`max_tokens`, `max_completion_tokens`, `max_output_tokens`; when it sets
+ * none, `quota.defaultReserveTokens`), and is refused the same way when that does not fit. The
+ * reservation is released when the answer's real use is charged, or, for an answer that charged
+ * none (a worker that failed), `holdAfterCloseMs` after the exchange closed: a client that left
+ * early is charged after the gateway drained the worker's answer (usage.drainAfterDisconnectMs), and
+ * its reservation holds until then. Both read and change the tracker's counts in memory: no I/O.
  */
 import type { RequestHandler } from 'express';
+import { estimatePromptTokens } from '../common/estimate';
 import { contextOf, required } from '../context';
 import { errors } from '../errors';
 import type { QuotaTracker } from './quota';
@@ -15,6 +23,34 @@ export function enforceQuota(tracker: QuotaTracker, refused: (scope: 'key' | 'ac
       refused(refusal.scope, refusal.period);
       throw errors.insufficientQuota(refusal.scope, refusal.period, refusal.retryAfterSeconds);
     }
+    next();
+  };
+}
+
+export interface ReserveOptions {
+  /** Reserved for the output of a request that sets no bound on it. */
+  defaultReserveTokens: number;
+  /** How long a reservation whose answer charged nothing is held after the exchange closed. */
+  holdAfterCloseMs: number;
+}
+
+export function reserveQuota(tracker: QuotaTracker, options: ReserveOptions, refused: (scope: 'key' | 'account', period: 'day' | 'month') => void): RequestHandler {
+  return function reserve(_req, res, next) {
+    const context = contextOf(res);
+    const key = required(context.key, 'key');
+    if (!tracker.limits(key)) return next(); // no quota: nothing to reserve, and the body is not measured
+    const request = required(context.modelRequest, 'modelRequest');
+    const tokens = estimatePromptTokens(Buffer.byteLength(required(context.body, 'body'))) + (request.maxOutputTokens ?? options.defaultReserveTokens);
+    const reservation = tracker.reserve(key, tokens);
+    if (reservation === undefined) return next();
+    if ('scope' in reservation) {
+      refused(reservation.scope, reservation.period);
+      throw errors.insufficientQuota(reservation.scope, reservation.period, reservation.retryAfterSeconds);
+    }
+    context.quotaReservation = reservation;
+    res.once('close', () => {
+      setTimeout(() => reservation.release(), options.holdAfterCloseMs).unref();
+    });
     next();
   };
 }

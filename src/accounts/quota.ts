@@ -3,6 +3,12 @@
  * period reach the quota, requests with the account's keys get 429 insufficient_quota until the
  * period turns. A stream in flight is never cut: only admission is checked.
  *
+ * Admission reserves what a request may cost (its prompt estimate plus the output it allows, see
+ * enforce-quota.ts) on this replica's counters until its real use is charged: a request whose
+ * reservation does not fit beside what is used and what the requests in flight here reserved is
+ * refused, so no burst through one replica (or one process) overshoots. Reservations are this
+ * replica's own: replicas see each other's use at the syncs, not each other's requests in flight.
+ *
  * One count across all replicas: each replica adds what its answers used to shared counters (the key
  * store; with Redis configured, Redis over the key store, see redis-quota.ts) and reads the totals
  * back, both every `syncMs`; between two syncs it adds its own uncounted use to the last totals it
@@ -67,6 +73,11 @@ export interface QuotaOptions {
 }
 
 export type Period = 'day' | 'month';
+/** What a request reserved: released once its real use is charged, or it ended without any. Idempotent. */
+export interface QuotaReservation {
+  release(): void;
+}
+
 export interface QuotaRefusal {
   scope: 'key' | 'account';
   period: Period;
@@ -81,6 +92,8 @@ interface Counter {
   pending: number;
   /** Being added by the sync under way. */
   sending: number;
+  /** Reserved by requests in flight on this replica. */
+  reserved: number;
   /** The sync (count) that last checked or charged it: counters not touched for a while stop being synced. */
   touched: number;
   /** Whose use it counts: the key's (keyId) or all the account's keys'. */
@@ -148,16 +161,59 @@ export class QuotaTracker {
         if (counted) this.counters.delete(scopeName('key', key.id, period, at)); // its quota is gone: a new one starts from the daily usage
         continue;
       }
-      if (this.used(this.counter(scopeName('key', key.id, period, at), key.accountId, key.id)) >= limit) return { scope: 'key', period, retryAfterSeconds: secondsToNext(period, at) };
+      const counter = this.counter(scopeName('key', key.id, period, at), key.accountId, key.id);
+      if (this.used(counter) + counter.reserved >= limit) return { scope: 'key', period, retryAfterSeconds: secondsToNext(period, at) };
     }
     const account = this.accountQuotas.get(key.accountId);
     if (!account) return undefined;
     for (const period of PERIODS) {
       const limit = limitOf(account, period);
       if (limit === null) continue;
-      if (this.used(this.counter(scopeName('account', key.accountId, period, at), key.accountId, undefined)) >= limit) return { scope: 'account', period, retryAfterSeconds: secondsToNext(period, at) };
+      const counter = this.counter(scopeName('account', key.accountId, period, at), key.accountId, undefined);
+      if (this.used(counter) + counter.reserved >= limit) return { scope: 'account', period, retryAfterSeconds: secondsToNext(period, at) };
     }
     return undefined;
+  }
+
+  /** Whether the key or its account (as last read) has a quota: what reserve() needs to be asked. */
+  limits(key: CallerKey): boolean {
+    return key.quota.tokensPerDay !== null || key.quota.tokensPerMonth !== null || !!this.accountQuotas.get(key.accountId);
+  }
+
+  /**
+   * Reserves `tokens` on every counter of the key's and its account's quotas (no I/O): a refusal when
+   * they do not fit beside what is used and reserved; undefined when nothing has a quota (nothing to
+   * release). An account whose quota is not read yet reserves nothing for it (as check() lets it by).
+   */
+  reserve(key: CallerKey, tokens: number): QuotaReservation | QuotaRefusal | undefined {
+    if (!this.limits(key)) return undefined;
+    const at = this.now();
+    const counters: Counter[] = [];
+    for (const period of PERIODS) {
+      const limit = limitOf(key.quota, period);
+      if (limit === null) continue;
+      const counter = this.counter(scopeName('key', key.id, period, at), key.accountId, key.id);
+      if (this.used(counter) + counter.reserved + tokens > limit) return { scope: 'key', period, retryAfterSeconds: secondsToNext(period, at) };
+      counters.push(counter);
+    }
+    const account = this.accountQuotas.get(key.accountId);
+    for (const period of PERIODS) {
+      const limit = account ? limitOf(account, period) : null;
+      if (limit === null) continue;
+      const counter = this.counter(scopeName('account', key.accountId, period, at), key.accountId, undefined);
+      if (this.used(counter) + counter.reserved + tokens > limit) return { scope: 'account', period, retryAfterSeconds: secondsToNext(period, at) };
+      counters.push(counter);
+    }
+    if (counters.length === 0) return undefined;
+    for (const counter of counters) counter.reserved += tokens;
+    let held = true;
+    return {
+      release() {
+        if (!held) return;
+        held = false;
+        for (const counter of counters) counter.reserved -= tokens;
+      },
+    };
   }
 
   /** An answer used these tokens: counted, this day and month, for the key and its account where they have a quota. */
@@ -325,7 +381,7 @@ export class QuotaTracker {
     let counter = this.counters.get(scope);
     if (!counter) {
       const born = this.now().getTime();
-      counter = { synced: 0, pending: 0, sending: 0, touched: this.syncs, accountId, keyId, born, floor: 0, sinceFloor: 0, floorDue: this.events.usage ? born : undefined };
+      counter = { synced: 0, pending: 0, sending: 0, reserved: 0, touched: this.syncs, accountId, keyId, born, floor: 0, sinceFloor: 0, floorDue: this.events.usage ? born : undefined };
       this.counters.set(scope, counter);
       if (keyId !== undefined) this.keysCounted.add(keyId);
     }
@@ -342,7 +398,7 @@ export class QuotaTracker {
     for (const [scope, counter] of this.counters) {
       const period = periodOf(scope);
       const current = period === today || period === month;
-      if (counter.pending === 0 && counter.sending === 0 && (!current || this.syncs - counter.touched > IDLE_SYNCS)) this.counters.delete(scope);
+      if (counter.pending === 0 && counter.sending === 0 && counter.reserved === 0 && (!current || this.syncs - counter.touched > IDLE_SYNCS)) this.counters.delete(scope);
       else if (counter.keyId !== undefined) keys.add(counter.keyId);
     }
     this.keysCounted = keys;

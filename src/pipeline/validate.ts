@@ -28,6 +28,8 @@ export function validateModelRequest(endpoint: Endpoint, body: unknown): ModelRe
   if (streamOptions !== undefined && streamOptions !== null && !isObject(streamOptions)) {
     return errors.invalidBody('stream_options', "'stream_options' must be an object, such as {\"include_usage\": true}.");
   }
+  const maxOutputTokens = outputLimitOf(endpoint, body);
+  if (maxOutputTokens instanceof GatewayError) return maxOutputTokens;
   // Fields named one by one: on Node 20, a spread followed by more properties took ~2 µs per request.
   return {
     endpoint,
@@ -36,7 +38,38 @@ export function validateModelRequest(endpoint: Endpoint, body: unknown): ModelRe
     modelName: model.modelName,
     stream: endpoint !== 'embeddings' && body.stream === true,
     streamOptions: isObject(streamOptions) ? streamOptions : undefined,
+    maxOutputTokens,
   };
+}
+
+/** The fields that bound an answer's output, per endpoint (chat's newer name first). */
+const OUTPUT_LIMITS: Record<Endpoint, readonly string[]> = {
+  chat: ['max_completion_tokens', 'max_tokens'],
+  completions: ['max_tokens'],
+  responses: ['max_output_tokens'],
+  embeddings: [],
+};
+/** Larger than any model's output window; a larger bound is refused rather than trusted. */
+export const MAX_OUTPUT_TOKENS = 100_000_000;
+
+/**
+ * The most output the request allows, from whichever of its endpoint's fields it sets (the larger
+ * when it sets two): what the quota stage reserves. Each must be a whole number from 1 to
+ * MAX_OUTPUT_TOKENS: a negative, fractional or string bound would buy a smaller reservation than the
+ * answer may cost. Undefined when none is set (embeddings: no output, 0).
+ */
+function outputLimitOf(endpoint: Endpoint, body: Record<string, unknown>): number | undefined | GatewayError {
+  if (endpoint === 'embeddings') return 0;
+  let limit: number | undefined;
+  for (const field of OUTPUT_LIMITS[endpoint]) {
+    const value = body[field];
+    if (value === undefined || value === null) continue;
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > MAX_OUTPUT_TOKENS) {
+      return errors.invalidBody(field, `'${field}' must be a whole number from 1 to ${MAX_OUTPUT_TOKENS}.`);
+    }
+    limit = Math.max(limit ?? 0, value);
+  }
+  return limit;
 }
 
 /** Chat completions (the request path's own, kept by name for its many callers and tests). */

@@ -265,10 +265,7 @@ export interface UsageEstimate {
   generates: boolean;
 }
 
-/** Pure: the prompt estimate of a request body sent to a worker, at one token per 4 bytes. */
-export function estimatePromptTokens(bodyBytes: number): number {
-  return Math.ceil(bodyBytes / 4);
-}
+export { estimatePromptTokens } from '../common/estimate';
 
 /**
  * What proxy.ts writes between the worker's answer and the client: each chunk goes through `relay`,

@@ -51,7 +51,8 @@ afterAll(async () => {
 
 const admin = (method: string, apiPath: string, body?: unknown) =>
   request(replicas[0].adminUrl, { method, path: `/admin/api${apiPath}`, headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
-const chat = (replica: GatewayProcess, key: string, headers: Record<string, string> = {}) => request(replica.url, { ca: replica.ca, headers: { ...bearer(key), 'x-mock-tokens': '20', ...headers }, body: chatBody() });
+// max_tokens bounds what each request reserves (quota.defaultReserveTokens, 1024, would not fit these quotas).
+const chat = (replica: GatewayProcess, key: string, headers: Record<string, string> = {}) => request(replica.url, { ca: replica.ca, headers: { ...bearer(key), 'x-mock-tokens': '20', ...headers }, body: chatBody({ max_tokens: 20 }) });
 const today = () => new Date().toISOString().slice(0, 10);
 const ready = async (replica: GatewayProcess) => ((await (await fetch(`${replica.adminUrl}/readyz`)).json()) as { status: string }).status === 'ready';
 

@@ -228,3 +228,51 @@ test('secondsToNext: to the next UTC day and month', () => {
   expect(secondsToNext('day', new Date('2026-11-27T23:59:30Z'))).toBe(30);
   expect(secondsToNext('month', new Date('2026-12-31T23:00:00Z'))).toBe(3600);
 });
+
+test('reservations: a request is refused when what it may cost does not fit beside what is used and in flight; released, it frees its room', async () => {
+  const { a } = replicas();
+  const metered = key({ tokensPerDay: 100, tokensPerMonth: null });
+  const first = a.reserve(metered, 40);
+  const second = a.reserve(metered, 40);
+  expect(first).toHaveProperty('release');
+  expect(second).toHaveProperty('release');
+  // 80 in flight: 30 more does not fit, 20 does; then the quota is all in flight and check() refuses too.
+  expect(a.reserve(metered, 30)).toEqual({ scope: 'key', period: 'day', retryAfterSeconds: 14 * 3600 });
+  expect(a.check(metered)).toBeUndefined();
+  const third = a.reserve(metered, 20) as { release(): void };
+  expect(a.check(metered)).toMatchObject({ scope: 'key', period: 'day' });
+  // The first answer used 25 of its 40: charged, then released; released twice counts once.
+  a.charge(metered, 25);
+  (first as { release(): void }).release();
+  (first as { release(): void }).release();
+  expect(a.reserve(metered, 16)).toMatchObject({ scope: 'key' }); // 25 used + 60 in flight + 16 > 100
+  const fourth = a.reserve(metered, 15) as { release(): void };
+  expect(fourth).toHaveProperty('release');
+  for (const reservation of [second as { release(): void }, third, fourth]) reservation.release();
+  expect(a.reserve(metered, 75)).toHaveProperty('release');
+  expect(a.reserve(metered, 1)).toMatchObject({ scope: 'key' });
+});
+
+test("reservations hold an account's quota over its keys; a key with no quota in an account with none reserves nothing", async () => {
+  const { a } = replicas({ acc_1: { tokensPerDay: null, tokensPerMonth: 50 } });
+  const one = key(NONE, 'key_1');
+  const two = key(NONE, 'key_2');
+  a.check(one);
+  await a.sync(); // the account's quota is read
+  expect(a.limits(one)).toBe(true);
+  expect(a.reserve(one, 30)).toHaveProperty('release');
+  expect(a.reserve(two, 30)).toEqual({ scope: 'account', period: 'month', retryAfterSeconds: expect.any(Number) });
+  expect(a.reserve(two, 20)).toHaveProperty('release');
+  const free = key(NONE, 'key_free', 'acc_free');
+  a.check(free);
+  await a.sync();
+  expect(a.limits(free)).toBe(false);
+  expect(a.reserve(free, 1_000_000)).toBeUndefined();
+});
+
+test('a reservation larger than the whole quota is refused even at zero use; the boundary fits exactly', () => {
+  const { a } = replicas();
+  const metered = key({ tokensPerDay: 100, tokensPerMonth: 1000 });
+  expect(a.reserve(metered, 101)).toMatchObject({ scope: 'key', period: 'day' });
+  expect(a.reserve(metered, 100)).toHaveProperty('release');
+});

@@ -10,13 +10,34 @@ function rejection(body: unknown): { status: number; type: string; code: string;
   return { status: result.status, type: result.type, code: result.code, param: result.param };
 }
 
+describe('output bounds (what the quota stage reserves)', () => {
+  test.each([
+    ['chat', { max_tokens: 7 }, 7],
+    ['chat', { max_completion_tokens: 9 }, 9],
+    ['chat', { max_tokens: 3, max_completion_tokens: 40 }, 40],
+    ['chat', { max_tokens: 40, max_completion_tokens: 3 }, 40],
+    ['chat', { max_tokens: null }, undefined],
+    ['chat', {}, undefined],
+    ['completions', { max_tokens: 12 }, 12],
+    ['responses', { max_output_tokens: 30, max_tokens: 1 }, 30],
+    ['embeddings', { max_tokens: 99 }, 0],
+  ] as const)('%s %j: %p', (endpoint, bounds, expected) => {
+    const body = { model: 'p/m', messages: [user], prompt: 'x', input: 'x', ...bounds };
+    expect(validateModelRequest(endpoint, body)).toMatchObject({ maxOutputTokens: expected });
+  });
+
+  test.each([-1, 0, 1.5, '10', 1e9, true, Number.MAX_SAFE_INTEGER])('max_tokens %p is refused, naming the field', (value) => {
+    expect(rejection(valid({ max_tokens: value }))).toEqual({ status: 400, type: 'invalid_request_error', code: 'invalid_body', param: 'max_tokens' });
+  });
+});
+
 describe('validateChatRequest accepts', () => {
   test('the minimal request', () => {
-    expect(validateChatRequest(valid())).toStrictEqual({ endpoint: 'chat', model: 'mock/echo', provider: 'mock', modelName: 'echo', stream: false, streamOptions: undefined });
+    expect(validateChatRequest(valid())).toStrictEqual({ endpoint: 'chat', model: 'mock/echo', provider: 'mock', modelName: 'echo', stream: false, streamOptions: undefined, maxOutputTokens: undefined });
   });
 
   test('a model without a slash: a name for the route stage to find among the aliases', () => {
-    expect(validateChatRequest(valid({ model: 'gpt-4o' }))).toStrictEqual({ endpoint: 'chat', model: 'gpt-4o', provider: undefined, modelName: undefined, stream: false, streamOptions: undefined });
+    expect(validateChatRequest(valid({ model: 'gpt-4o' }))).toStrictEqual({ endpoint: 'chat', model: 'gpt-4o', provider: undefined, modelName: undefined, stream: false, streamOptions: undefined, maxOutputTokens: undefined });
   });
 
   test('a model of exactly 256 characters is taken', () => {
@@ -85,6 +106,7 @@ describe('validateChatRequest accepts', () => {
       modelName: 'm',
       stream: false,
       streamOptions: undefined,
+      maxOutputTokens: 5,
     });
   });
 });

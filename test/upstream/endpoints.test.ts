@@ -97,20 +97,23 @@ test("each endpoint's tokens are charged to the key: its usage, and its quota re
     ['/v1/responses', { model: 'mock/echo', input: 'one two three', max_output_tokens: 3, stream: true }],
   ];
   for (const [path, body] of calls) {
-    const limited = await gw.issueKey({ name: `quota ${path}`, quota: { tokensPerDay: 2 } });
+    // 25 tokens: the first request's reservation (its body at 4 bytes a token, plus its output bound) fits; once charged, soon one does not.
+    const limited = await gw.issueKey({ name: `quota ${path}`, quota: { tokensPerDay: 25 } });
     const first = await request(gw.url, { ca: gw.ca, path, headers: bearer(limited.key), body: JSON.stringify(body) });
     expect({ path, status: first.status }).toEqual({ path, status: 200 });
+    let served = 1;
     const refused = await eventually(async () => {
       const next = await request(gw.url, { ca: gw.ca, path, headers: bearer(limited.key), body: JSON.stringify(body) });
+      if (next.status === 200) served++;
       return next.status === 429 ? next : undefined;
     });
     expect(refused.json().error.code).toBe('insufficient_quota');
     const usage = await eventually(async () => {
       const record = await store.get(limited.id);
-      return record && record.usage.promptTokens > 0 ? record.usage : undefined;
+      // the mock counts words, and 3 for a prompt's framing
+      return record && record.usage.promptTokens === served * (path === '/v1/embeddings' ? 3 : 6) ? record.usage : undefined;
     });
-    expect(usage.promptTokens).toBe(path === '/v1/embeddings' ? 3 : 6); // the mock counts words, and 3 for a prompt's framing
-    expect(usage.completionTokens).toBe(path === '/v1/embeddings' ? 0 : 3);
+    expect(usage.completionTokens).toBe(served * (path === '/v1/embeddings' ? 0 : 3));
   }
 });
 
