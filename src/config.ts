@@ -117,6 +117,12 @@ const provider = z.strictObject({
   models: z.array(z.string().min(1)).optional(),
   /** The endpoints its workers serve; absent: all of them. */
   endpoints: z.array(z.enum(ENDPOINTS)).min(1).optional(),
+  /**
+   * A request whose worker failed after it was sent but before any byte of the answer (reset, closed,
+   * the worker killed) is run once more on another worker (absent: true). false: never (upstreams where a second
+   * generation costs money or has effects).
+   */
+  replay: z.boolean().optional(),
   upstream: upstreamSettings(false).optional(),
 });
 

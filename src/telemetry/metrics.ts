@@ -201,8 +201,8 @@ export function createMetrics() {
     }),
     retries: new CounterFamily({
       name: 'chatgate_upstream_retries_total',
-      help: 'Requests sent again after the connection to this worker failed before it could have read them (refused, or reset as it was reused).',
-      labelNames: ['provider', 'worker'] as const,
+      help: 'Requests sent again after the connection to this worker failed: reason unsent (before the request was sent), stale (a reused connection reset unread), replayed (sent, but the worker failed before any byte of its answer).',
+      labelNames: ['provider', 'worker', 'reason'] as const,
       registers,
     }),
     timeouts: new CounterFamily({

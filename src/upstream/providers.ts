@@ -23,6 +23,8 @@ export interface Provider {
   readonly configuredModels: readonly string[] | undefined;
   /** The endpoints its workers serve (all unless the config names some). */
   readonly endpoints: ReadonlySet<Endpoint>;
+  /** A request no worker answered a byte of is run once more on another (providers.<name>.replay). */
+  readonly replay: boolean;
 }
 
 export type ProviderTable = ReadonlyMap<string, Provider>;
@@ -44,6 +46,7 @@ export function buildProviders(config: Config, events: UpstreamEvents, env: Node
       settings,
       configuredModels: provider.models,
       endpoints: new Set(provider.endpoints ?? ENDPOINTS),
+      replay: provider.replay ?? true,
     });
   }
   return table;

@@ -1,8 +1,10 @@
 /**
  * The proxy stage, through http-proxy: take a worker from the provider's pool, send it the validated
  * body with headers we build ourselves, and stream the answer back as it arrives. A connection that
- * fails before any byte of the request was sent is retried on another worker; nothing is retried
- * once a worker may have started generating.
+ * fails before any byte of the request was sent is retried on another worker. One that failed after
+ * the request was sent but before any byte of the answer came (reset, closed: the worker died) is
+ * replayed once on another worker, unless the provider says `replay: false`; nothing is sent again
+ * once an answer started, nor after a timeout (the worker may still be generating).
  *
  * What http-proxy 1.18 does not do for us, and this module does (each has a test):
  * - Header hygiene. It copies every client header and its `proxyReq` hook can come too late (after the
@@ -70,7 +72,7 @@ interface Attempt extends SlotMember {
   readonly target: UpstreamTarget;
   readonly state: WorkerState;
   upstreamRequest?: ClientRequest;
-  /** The request's bytes may have reached the worker: from here on it is never retried. */
+  /** The request's bytes may have reached the worker: from here on it is only replayed (once, if the provider allows, before any answer byte), never retried. */
   connected: boolean;
   answering: boolean;
   /** The phase being timed and its deadline (`now()` time), checked while the attempt is in `timed`. */
@@ -275,6 +277,7 @@ export function createProxy(
     let provider = required(providers.get(target.provider), 'provider');
     let tried = new Set<WorkerState>();
     let staleRetried = false;
+    let replayed = false;
     // Waiting for a worker: a client that leaves gives its place in the queue up.
     const whenGone = (giveUp: () => void) => (res.destroyed ? giveUp() : res.once('close', giveUp));
 
@@ -339,8 +342,16 @@ export function createProxy(
           tried.delete(state);
         }
         if (stale || (!attempt.connected && tried.size <= provider.settings.retries)) {
-          metrics.retries.series(labels(attempt)).inc();
+          metrics.retries.series({ ...labels(attempt), reason: stale ? 'stale' : 'unsent' }).inc();
           provider.pool.acquire(tried, whenGone).then(attemptOn, (noneLeft: GatewayError) => failOver(withCause(upstreamFailure(attempt), err, noneLeft)));
+          return;
+        }
+        if (attempt.connected && !attempt.timedOut && !replayed && provider.replay) {
+          // Sent, and the worker died before a byte of its answer: nothing reached the client, so
+          // another worker runs it, once. None left: the request fails as it would have.
+          replayed = true;
+          metrics.retries.series({ ...labels(attempt), reason: 'replayed' }).inc();
+          provider.pool.acquire(tried, whenGone).then(attemptOn, (noneLeft: GatewayError) => next(withCause(upstreamFailure(attempt), err, noneLeft)));
           return;
         }
         if (!attempt.connected) return failOver(withCause(upstreamFailure(attempt), err));

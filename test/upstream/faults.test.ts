@@ -92,7 +92,7 @@ describe('faults on small pools', () => {
       upstream: FAST_HEALTH,
       providers: {
         frozen: { workers: [frozen], upstream: { firstByteTimeoutMs: 500 } },
-        pair: { workers: [pairA, pairB] },
+        pair: { workers: [pairA, pairB], replay: false },
         streamer: { workers: [streamer] },
         single: { workers: [{ url: single, maxConcurrent: 1 }], upstream: { queue: { size: 1, timeoutMs: 1000 } } },
         narrow: { workers: [sleepy2], upstream: { maxSocketsPerWorker: 1, queue: { size: 1, timeoutMs: 300 } } },
@@ -138,7 +138,7 @@ describe('faults on small pools', () => {
     }
   });
 
-  test('nothing is retried once the request reached a worker', async () => {
+  test('replay: false: nothing is retried once the request reached a worker (replay.test.ts: the default)', async () => {
     const [, a, b] = workers;
     // Warm both workers' pooled connections, so the reset below arrives on a reused one: a hang-up
     // there after the worker read the request must not pass for a stale connection and be retried.
@@ -391,7 +391,7 @@ describe('faults the mock worker cannot make: a refused connection, a JSON answe
   test('a worker that refuses the connection: the request is retried on the other worker, answered, and the retry counted', async () => {
     const statuses = await Promise.all([0, 1, 2, 3].map(() => send('halfdown/any')));
     expect(statuses.map((response) => response.status)).toEqual([200, 200, 200, 200]);
-    const retries = sample(await scrape(gw.adminUrl), `chatgate_upstream_retries_total{provider="halfdown",worker="${workerLabel(deadUrl)}"}`);
+    const retries = sample(await scrape(gw.adminUrl), `chatgate_upstream_retries_total{provider="halfdown",worker="${workerLabel(deadUrl)}",reason="unsent"}`);
     expect(retries).toBeGreaterThanOrEqual(1);
   });
 
@@ -412,7 +412,7 @@ describe('faults the mock worker cannot make: a refused connection, a JSON answe
     const metrics = await scrape(gw.adminUrl);
     const labels = `provider="halfunreachable",worker="${workerLabel(blackHole.url)}"`;
     expect(sample(metrics, `chatgate_upstream_timeouts_total{${labels},phase="connect"}`)).toBeGreaterThanOrEqual(1);
-    expect(sample(metrics, `chatgate_upstream_retries_total{${labels}}`)).toBeGreaterThanOrEqual(1);
+    expect(sample(metrics, `chatgate_upstream_retries_total{${labels},reason="unsent"}`)).toBeGreaterThanOrEqual(1);
   });
 
   test('a JSON answer cut short: the client connection is cut (never a short 200 that looks whole), counted, and serving goes on', async () => {
