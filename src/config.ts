@@ -179,6 +179,8 @@ const schema = z.strictObject({
     .prefault({}),
   trustedProxies,
   dataDir: z.string().min(1).default('./data'),
+  /** Starting while the key store (PostgreSQL) is away: wait for it, or give up (exit 1) after startupTimeoutMs; null: wait as long as it takes. */
+  store: z.strictObject({ startupTimeoutMs: milliseconds.nullable().default(null) }).prefault({}),
   keyStore: z
     .discriminatedUnion('type', [
       // The embedded default: one SQLite file, shared by the gateway, its processes and the CLI.

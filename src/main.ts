@@ -17,7 +17,7 @@ import { KeyCache } from './auth/cache';
 import type { GuardedKeyStore } from './store/guarded';
 import { UsageRecorder } from './auth/usage-recorder';
 import { startPrimary, type WorkerMessages } from './process/cluster';
-import { accountParts, banner, openStore, prepareOnce, reloadConfig, tlsMaterial, type Gateway } from './process/startup';
+import { accountParts, banner, openWorkerStore, prepareOnce, reloadConfig, tlsMaterial, type Gateway } from './process/startup';
 import { consoleApp } from './console/app';
 import { createOidcRoutes } from './accounts/oidc';
 import { createMailer } from './accounts/mailer';
@@ -49,7 +49,7 @@ export async function startGateway(configFile: string, out: NodeJS.WritableStrea
 }
 
 async function startServing(config: Config, configFile: string, log: Logger, role: 'single' | 'worker', out: NodeJS.WritableStream = process.stderr): Promise<Gateway> {
-  const once = role === 'single' ? await prepareOnce(config, log) : { tls: await tlsMaterial(config), keyStore: await openStore(config, log), firstKey: undefined, firstOwner: undefined, mockWorker: undefined };
+  const once = role === 'single' ? await prepareOnce(config, log) : { tls: await tlsMaterial(config), keyStore: await openWorkerStore(config, log), firstKey: undefined, firstOwner: undefined, mockWorker: undefined };
   const { tls, keyStore, firstKey, firstOwner, mockWorker } = once;
   const metrics = createMetrics();
   const people = accountParts(config, log, keyStore);

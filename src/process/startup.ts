@@ -15,6 +15,7 @@ import { fingerprintOf, loadOrCreateDevCertificate } from './dev-certificate';
 import type { Logger } from '../telemetry/log';
 import { startMockWorkerProcess, type MockWorkerProcess } from '../mock-worker/process';
 import type { Listeners, TlsMaterial } from './listeners';
+import { StoreWait } from './store-wait';
 
 export interface Gateway {
   readonly config: Config;
@@ -47,24 +48,36 @@ export function reloadConfig(configFile: string, running: Config, log: Logger): 
 }
 
 /** What a reload leaves alone: listeners, TLS, stores, process model. Providers, upstream settings and limits are reloaded. */
-const RESTART_ONLY_SETTINGS = ['listen', 'tls', 'plainHttp', 'admin', 'dataDir', 'keyStore', 'server', 'mockWorker', 'log', 'limits', 'trustedProxies', 'auth', 'tracing', 'shutdown', 'console', 'quota'] as const satisfies ReadonlyArray<keyof Config>;
+const RESTART_ONLY_SETTINGS = ['listen', 'tls', 'plainHttp', 'admin', 'dataDir', 'store', 'keyStore', 'server', 'mockWorker', 'log', 'limits', 'trustedProxies', 'auth', 'tracing', 'shutdown', 'console', 'quota'] as const satisfies ReadonlyArray<keyof Config>;
 /** The rate-limit store is opened once (its counters carry over a reload); the limits themselves reload. */
 const RESTART_ONLY_RATE_LIMIT_SETTINGS = ['store', 'url', 'timeoutMs'] as const satisfies ReadonlyArray<keyof Config['rateLimit']>;
 
 /** What exists once per deployment, made by the single or primary process before serving starts. */
 export async function prepareOnce(config: Config, log: Logger) {
   const tls = await tlsMaterial(config);
-  const keyStore = await openStore(config, log);
+  // A PostgreSQL away at start is waited for (store-wait.ts), each step tried again until it answers.
+  const wait = new StoreWait(config, log, true);
+  const keyStore = await wait.until('opening the key store', () => openStore(config, log));
   // Made through the accounts service like any other key: audited `key.created` by `first-start`.
   // Only on an empty store, asked with one `limit 1` read: listing a million keys to count them
   // would take longer than the store's deadline, and the start would fail.
-  const firstKey =
+  const firstKey = await wait.until('checking for keys', async () =>
     config.auth.createFirstKey && !(await keyStore.hasKeys())
       ? await accountParts(config, log, keyStore).accounts.createKey(await defaultAccountId(keyStore), { name: 'first key' }, { kind: 'first-start' }, undefined)
-      : undefined;
-  const firstOwner = config.console.enabled ? await firstOwnerLink(config, log, keyStore) : undefined;
+      : undefined,
+  );
+  const firstOwner = config.console.enabled ? await wait.until('making the first owner', () => firstOwnerLink(config, log, keyStore)) : undefined;
+  await wait.done();
   const mockWorker: MockWorkerProcess | undefined = config.mockWorker ? await startMockWorkerProcess(config.mockWorker) : undefined;
   return { tls, keyStore, firstKey, firstOwner, mockWorker };
+}
+
+/** A `server.processes` sibling's store: waited for as the primary's is, without the admin stand-in (the primary owns that listener). */
+export async function openWorkerStore(config: Config, log: Logger): Promise<GuardedKeyStore> {
+  const wait = new StoreWait(config, log, false);
+  const store = await wait.until('opening the key store', () => openStore(config, log));
+  await wait.done();
+  return store;
 }
 
 /** The person a fresh install signs in to the console as: a platform admin and owner of `default`. */

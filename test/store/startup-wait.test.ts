@@ -1,0 +1,117 @@
+/**
+ * A replica started while its PostgreSQL is away: behind a relay that refuses connections (nothing
+ * listens on its port), then accepts them (it listens and forwards), the gateway process stays up
+ * (never exits), answers `/healthz` 200 and `/readyz` 503 on its admin port meanwhile, logs the wait
+ * once, and serves within 5 s of the store's return. With `store.startupTimeoutMs` it gives up, exit 1.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { spawnGatewayProcess } from '../helpers/gateway-process';
+import { bearer, chatBody, request } from '../helpers/http';
+import { freePort } from '../helpers/net';
+import { createTestDatabase, type TestDatabase } from '../helpers/postgres';
+import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+
+const TOKEN = 'startup-wait-admin-token-0123456789';
+let dir: string;
+let database: TestDatabase;
+let worker: WorkerProcess;
+
+beforeAll(async () => {
+  dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-startup-wait-'));
+  [database, worker] = await Promise.all([createTestDatabase(), startWorker()]);
+});
+afterAll(async () => {
+  await worker?.stop();
+  await database?.drop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** A relay to the database on a fixed loopback port: closed (connections refused) until open() is called. */
+function relayTo(databaseUrl: string, port: number) {
+  const target = new URL(databaseUrl);
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(target.port), target.hostname);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('error', () => undefined);
+    }
+    client.pipe(upstream).pipe(client);
+  });
+  const url = new URL(databaseUrl);
+  url.hostname = '127.0.0.1';
+  url.port = String(port);
+  return {
+    url: url.href,
+    open: () => new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve)),
+    close: () => {
+      for (const socket of sockets) socket.destroy();
+      server.close();
+    },
+  };
+}
+
+const probe = async (adminPort: number, probePath: string) => {
+  const response = await fetch(`http://127.0.0.1:${adminPort}${probePath}`);
+  return { status: response.status, body: (await response.json()) as { status: string } };
+};
+
+test('PostgreSQL refusing at start: up, alive but not ready, then serving within 5 s of its return, never exiting', async () => {
+  const [relayPort, adminPort] = [await freePort(), await freePort()];
+  const relay = relayTo(database.url, relayPort);
+  const { child, listening } = spawnGatewayProcess(dir, 'waits', {
+    admin: { host: '127.0.0.1', port: adminPort, token: TOKEN },
+    providers: { mock: { workers: [worker.url] } },
+    keyStore: { type: 'postgres', url: relay.url, timeoutMs: 500 },
+  });
+  let exited: number | string | null = null;
+  child.once('exit', (code, signal) => (exited = code ?? signal));
+  listening.catch(() => undefined);
+  try {
+    // Waiting: alive, not ready.
+    const alive = await eventually(async () => {
+      const answer = await probe(adminPort, '/healthz').catch(() => undefined);
+      return answer?.status === 200 ? answer : undefined;
+    }, 10_000);
+    expect(alive.body.status).toBe('ok');
+    expect(await probe(adminPort, '/readyz')).toMatchObject({ status: 503, body: { status: 'not_ready' } });
+    // Several tries later it is still there, still waiting.
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect(exited).toBeNull();
+    expect((await probe(adminPort, '/readyz')).status).toBe(503);
+
+    await relay.open();
+    const returned = Date.now();
+    const gateway = await listening;
+    expect(Date.now() - returned).toBeLessThan(5000);
+    expect(exited).toBeNull();
+    expect(gateway.adminUrl).toBe(`http://127.0.0.1:${adminPort}`);
+    const waited = gateway.log.filter((entry) => entry.msg === 'key store unreachable at start: waiting for it (/healthz 200, /readyz 503 meanwhile)');
+    expect(waited).toHaveLength(1);
+    expect(gateway.log.filter((entry) => entry.msg === 'key store answers: starting')).toHaveLength(1);
+    // Serving: a key made now answers.
+    const made = await request(gateway.adminUrl, { path: '/admin/api/keys', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'after the wait' }) });
+    expect(made.status).toBe(201);
+    const answer = await request(gateway.url, { ca: gateway.ca, headers: bearer(made.json<{ key: string }>().key), body: chatBody() });
+    expect(answer.status).toBe(200);
+    await eventually(async () => ((await probe(adminPort, '/readyz')).status === 200 ? true : undefined), 5000);
+  } finally {
+    if (exited === null) await stopProcess(child);
+    relay.close();
+  }
+});
+
+test('store.startupTimeoutMs: a start that waited that long gives up, exit 1, naming the store', async () => {
+  const relay = relayTo(database.url, await freePort()); // never opened
+  const { child, listening } = spawnGatewayProcess(dir, 'gives-up', {
+    providers: { mock: { workers: [worker.url] } },
+    keyStore: { type: 'postgres', url: relay.url, timeoutMs: 500 },
+    store: { startupTimeoutMs: 1000 },
+  });
+  const exit = new Promise<number | string | null>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal)));
+  await expect(listening).rejects.toThrow(/exited with 1: [\s\S]*key store: cannot connect to postgres/);
+  expect(await exit).toBe(1);
+});
