@@ -195,6 +195,31 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
         where requests_total <> 0 or prompt_tokens_total <> 0 or completion_tokens_total <> 0 or last_used_at is not null;
     `,
   },
+  {
+    // Key changes are logged as well as notified: a replica whose listening connection is down or
+    // reconnecting reads the log every POLL_MS instead (postgres-notify.ts), so a revocation reaches it
+    // within a second of the database answering, not when LISTEN is back. Pruned after 10 minutes.
+    version: 7,
+    sql: `
+      create table chatgate_key_changes (seq bigserial primary key, digest text not null, at timestamptz not null default now());
+      create index chatgate_key_changes_at on chatgate_key_changes (at);
+      create or replace function chatgate_keys_notify() returns trigger language plpgsql as $$
+      begin
+        if tg_op = 'INSERT' then
+          perform pg_notify('${CHANNEL}', new.digest);
+          insert into chatgate_key_changes (digest) values (new.digest);
+        else
+          perform pg_notify('${CHANNEL}', old.digest);
+          insert into chatgate_key_changes (digest) values (old.digest);
+          if tg_op = 'UPDATE' and new.digest <> old.digest then
+            perform pg_notify('${CHANNEL}', new.digest);
+            insert into chatgate_key_changes (digest) values (new.digest);
+          end if;
+        end if;
+        return null;
+      end $$;
+    `,
+  },
 ];
 
 /** Applies the migrations not applied yet, in one transaction under the advisory lock (replicas starting together apply each once). */

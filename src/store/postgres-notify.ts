@@ -1,6 +1,9 @@
 /**
  * The PostgreSQL store's change feed: one connection that LISTENs on the key channel, answers a
  * heartbeat, and reconnects by itself; after a reconnect every cached key is suspect (undefined).
+ * While it is down or reconnecting, the key change log (migration 7, written by the same trigger) is
+ * read through the pool every POLL_MS: a revocation reaches this replica within a second of the
+ * database answering, however long LISTEN takes to come back.
  */
 import pg from 'pg';
 import { CHANNEL } from './postgres-channel';
@@ -10,6 +13,14 @@ const RECONNECT_DELAYS_MS = [100, 250, 500, 1000, 2000, 5000];
 const HEARTBEAT_MS = 5000;
 /** ...and taken for lost when it has not within this. */
 const HEARTBEAT_DEADLINE_MS = 5000;
+/** The change log is read this often while LISTEN is down. */
+export const POLL_MS = 500;
+/** Log entries older than this are pruned (by whichever replica's heartbeat comes round), about once a minute. */
+const KEEP_MS = 10 * 60_000;
+const PRUNE_EVERY_BEATS = 12;
+
+/** A query through the store's pool. */
+export type PoolQuery = <R extends pg.QueryResultRow>(sql: string, params: unknown[]) => Promise<{ rows: R[] }>;
 
 export interface PostgresEvents {
   /** The notification connection failed or came back; for logs. Never given the URL (it may hold a password). */
@@ -21,11 +32,18 @@ export class ChangeFeed {
   private closed = false;
   private reconnectAttempt = 0;
   private reconnectTimer: NodeJS.Timeout | undefined;
+  /** The last change log entry known here (read when LISTEN began, then by each poll). */
+  private lastSeq: number | undefined;
+  private lastSeqAt = 0;
+  private pollTimer: NodeJS.Timeout | undefined;
+  private polling = false;
+  private beats = 0;
 
   constructor(
     private readonly url: string,
     private readonly events: PostgresEvents,
     private readonly emit: (digests: string[] | undefined) => void,
+    private readonly query?: PoolQuery,
   ) {}
 
   /** The LISTEN connection is up and answered its last heartbeat (a silent cut is noticed within HEARTBEAT_MS + HEARTBEAT_DEADLINE_MS). */
@@ -36,6 +54,7 @@ export class ChangeFeed {
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.reconnectTimer);
+    this.stopPolling();
     await this.listenerClient?.end().catch(() => undefined);
   }
 
@@ -46,6 +65,7 @@ export class ChangeFeed {
       this.listenerClient = undefined;
       client.end().catch(() => undefined);
       this.events.listener('lost', error);
+      this.startPolling();
       this.scheduleReconnect();
     };
     client.on('error', lost);
@@ -55,7 +75,13 @@ export class ChangeFeed {
     });
     try {
       await client.connect();
+      // Where a poll starts from, should this connection drop. Read just before LISTEN: a change in
+      // between is neither notified nor polled, but every (re)connect announces that anything may
+      // have changed (and a first start has nothing cached).
+      const { rows } = await client.query<{ seq: string }>('select coalesce(max(seq), 0) as seq from chatgate_key_changes');
       await client.query(`listen ${CHANNEL}`);
+      this.lastSeq = Number(rows[0]?.seq ?? 0);
+      this.lastSeqAt = Date.now();
     } catch (err) {
       await client.end().catch(() => undefined); // a client connected but not listening would stay open
       throw err;
@@ -79,6 +105,9 @@ export class ChangeFeed {
       if (this.listenerClient !== client || this.closed) return clearInterval(timer);
       if (waiting) return;
       waiting = true;
+      if (++this.beats % PRUNE_EVERY_BEATS === 0) {
+        client.query(`delete from chatgate_key_changes where at < now() - interval '${KEEP_MS / 1000} seconds'`).catch(() => undefined);
+      }
       const deadline = setTimeout(() => lost(new Error(`the change feed did not answer within ${HEARTBEAT_DEADLINE_MS} ms`)), HEARTBEAT_DEADLINE_MS);
       deadline.unref();
       client.query('select 1').then(
@@ -102,6 +131,7 @@ export class ChangeFeed {
       try {
         await this.listen();
         this.reconnectAttempt = 0;
+        this.stopPolling();
         this.events.listener('restored');
         // Whatever changed while nobody was listening: every cached key is suspect.
         this.emit(undefined);
@@ -110,5 +140,40 @@ export class ChangeFeed {
       }
     }, delay);
     this.reconnectTimer.unref();
+  }
+
+  private startPolling(): void {
+    if (!this.query || this.pollTimer || this.closed) return;
+    this.pollTimer = setInterval(() => void this.poll(), POLL_MS);
+    this.pollTimer.unref();
+  }
+
+  private stopPolling(): void {
+    clearInterval(this.pollTimer);
+    this.pollTimer = undefined;
+  }
+
+  /** The key changes logged since the last one known here, announced; nothing while the database does not answer. */
+  private async poll(): Promise<void> {
+    if (this.polling || this.lastSeq === undefined || !this.query) return;
+    this.polling = true;
+    try {
+      const since = this.lastSeq;
+      const { rows } = await this.query<{ seq: string; digest: string }>('select seq, digest from chatgate_key_changes where seq > $1 order by seq limit 10000', [since]);
+      if (Date.now() - this.lastSeqAt > KEEP_MS) {
+        // Entries since the last one known may have been pruned: anything may have changed.
+        this.emit(undefined);
+      } else if (rows.length > 0) {
+        this.emit(rows.map((row) => row.digest));
+      }
+      if (this.lastSeq === since) {
+        this.lastSeq = rows.length > 0 ? Number(rows.at(-1)!.seq) : since;
+        this.lastSeqAt = Date.now();
+      }
+    } catch {
+      // The database does not answer yet: the next poll asks again.
+    } finally {
+      this.polling = false;
+    }
   }
 }

@@ -38,7 +38,7 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
 
   private constructor(url: string, pool: pg.Pool, events: PostgresEvents, timeoutMs: number) {
     super(pool, timeoutMs);
-    this.feed = new ChangeFeed(url, events, (digests) => this.changes.emit('change', digests));
+    this.feed = new ChangeFeed(url, events, (digests) => this.changes.emit('change', digests), (sql, params) => pool.query(sql, params));
   }
 
   /**
@@ -146,7 +146,11 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
   }
 
   async rotate(id: string, digest: string, prefix: string): Promise<KeyRecord | undefined> {
-    return this.changed('update chatgate_keys set digest = $2, prefix = $3 where id = $1', [id, digest, prefix]);
+    // The old secret is the one to forget here at once (the new one was never cached).
+    const { rows } = await this.query<{ digest: string }>('select digest from chatgate_keys where id = $1', [id]);
+    const record = await this.changed('update chatgate_keys set digest = $2, prefix = $3 where id = $1', [id, digest, prefix]);
+    if (record && rows[0]) this.changes.emit('change', [rows[0].digest]);
+    return record;
   }
 
   async recordUse(uses: readonly KeyUse[]): Promise<void> {
@@ -210,7 +214,11 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
   }
 
   /** A change of one key row (`update ... where id = $1`, without returning), answered with the whole record. */
-  private changed(update: string, params: unknown[]): Promise<KeyRecord | undefined> {
-    return this.one(`with k as (${update} returning ${KEY_COLUMNS.join(', ')}) ${WITH_USAGE} from k left join chatgate_key_usage u on u.key_id = k.id`, params);
+  private async changed(update: string, params: unknown[]): Promise<KeyRecord | undefined> {
+    const record = await this.one(`with k as (${update} returning ${KEY_COLUMNS.join(', ')}) ${WITH_USAGE} from k left join chatgate_key_usage u on u.key_id = k.id`, params);
+    // This process's own cache forgets the key at once, without waiting for the notification to come
+    // back (it does not while the listening connection is down or reconnecting).
+    if (record) this.changes.emit('change', [record.digest]);
+    return record;
   }
 }
