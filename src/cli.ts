@@ -69,6 +69,9 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
+/** How often a gateway started by npm checks that its parent is still there. */
+const PARENT_CHECK_MS = 500;
+
 async function serve(args: string[]): Promise<number> {
   const { values } = parse(args, { config: { type: 'string' } });
   turnOffPretenuring(); // before the gateway allocates anything
@@ -83,6 +86,19 @@ async function serve(args: string[]): Promise<number> {
   const stopAsked = new Promise<void>((resolve) => {
     process.on('SIGTERM', resolve);
     process.on('SIGINT', resolve);
+    // Under npm (`npx chatgate serve`, `npm start`) a SIGTERM sent to npm never reaches this process:
+    // npm exits, the shell between goes with it, and the gateway ran on as an orphan. So there, the
+    // parent going away (this process handed to another: its parent pid changes) asks for the drain
+    // too, within PARENT_CHECK_MS. Containers and supervisors run `node dist/cli.js serve` directly.
+    if (process.env.npm_command !== undefined) {
+      const parent = process.ppid;
+      const check = setInterval(() => {
+        if (process.ppid === parent) return;
+        clearInterval(check);
+        resolve();
+      }, PARENT_CHECK_MS);
+      check.unref();
+    }
   });
   running = await (await gateway()).startGateway(configFileFrom(values.config));
   if (reloadAsked) void running.reload(); // the start may have read the file before it changed
