@@ -18,6 +18,7 @@ import { configFileFrom, ConfigError, loadConfig, type Config } from './config';
 import { defaultAccountId } from './store/default-account';
 import { turnOffPretenuring } from './tuning/pretenuring';
 import { ENDPOINTS, type Endpoint } from './common/endpoints';
+import { keyForm, type KeyForm } from './common/key-shape';
 import type { Gateway } from './process/startup';
 
 // Each command loads only what it needs: `keys` and `mock-worker` start fast without the gateway's stack.
@@ -29,6 +30,7 @@ const USAGE = `Usage:
   chatgate keys list [--account ID] [--json] [--config FILE]
   chatgate keys revoke ID [--config FILE]
   chatgate keys rotate ID [--json] [--config FILE]
+  chatgate keys check STRING|-     (whether STRING, or stdin with -, is a well-formed chatgate key; exit 0 if so, 1 if not)
   chatgate accounts create --name NAME [--tokens-per-day N] [--tokens-per-month N] [--json] [--config FILE]
   chatgate accounts list [--json] [--config FILE]
   chatgate members add --account ID --email EMAIL --role owner|member [--json] [--config FILE]
@@ -126,6 +128,7 @@ async function keys(args: string[]): Promise<number> {
     },
     true,
   );
+  if (action === 'check') return checkKey(positionals);
   return withAccounts(values.config, async (accounts) => {
     const store = accounts.store;
     if (action === 'create') {
@@ -170,6 +173,30 @@ async function keys(args: string[]): Promise<number> {
     }
     throw new UsageError(`unknown keys action '${action ?? ''}'`);
   });
+}
+
+/**
+ * `keys check`: what a string is, offline (no store, no config): a well-formed key of today's form
+ * (its checksum holds), one of the old form (no checksum to check), or not a key, and why. The string
+ * itself is never printed back. `-` reads it from stdin, out of the shell's history.
+ */
+async function checkKey(positionals: string[]): Promise<number> {
+  if (positionals.length !== 1) throw new UsageError('keys check needs one STRING (or - to read it from stdin)');
+  let candidate = positionals[0]!;
+  if (candidate === '-') {
+    const chunks: Buffer[] = [];
+    for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+    candidate = Buffer.concat(chunks).toString('utf8').trim();
+  }
+  const verdicts: Record<KeyForm, string> = {
+    checksummed: 'a well-formed chatgate key: its checksum holds (whether it is live, only the gateway knows)',
+    legacy: 'a well-formed chatgate key of the form made before checksums (cgk_ and 43 base64url characters): nothing to check offline',
+    'bad-checksum': 'not a chatgate key: shaped like one, but its checksum does not hold (mistyped, cut, or made up)',
+    'not-a-key': 'not a chatgate key: a key is cgk_ followed by 49 letters and digits',
+  };
+  const form = keyForm(candidate);
+  process.stdout.write(`${verdicts[form]}\n`);
+  return form === 'checksummed' || form === 'legacy' ? 0 : 1;
 }
 
 async function mockWorker(args: string[]): Promise<number> {

@@ -62,7 +62,7 @@ test('keys create --json prints the key once; the store keeps only its digest', 
     expect.objectContaining({ name: 'ci-bot', models: ['mock/*', 'vllm/llama-*'], expiresAt: '2099-01-31T00:00:00.000Z', revokedAt: null }),
   );
   expect(record.id).toMatch(/^key_/);
-  expect(record.key).toMatch(/^cgk_[A-Za-z0-9_-]{43}$/);
+  expect(record.key).toMatch(/^cgk_[A-Za-z0-9]{49}$/);
   expect(record.digest).toBeUndefined();
   const file = readFileSync(gw.keyFile, 'utf8');
   expect(file).not.toContain(record.key);
@@ -288,4 +288,26 @@ test('serve that fails after starting the mock worker (its port taken) exits 1 w
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test('keys check: a fresh key holds (exit 0), one mistyped does not (exit 1); the old form counts; from stdin with -; the string never printed back', async () => {
+  const key = (await cli(['keys', 'create', '--name', 'checked', '--json', '--config', configFile])).stdout;
+  const fresh = JSON.parse(key).key as string;
+  const flip = (k: string) => k.slice(0, 20) + (k[20] === 'a' ? 'b' : 'a') + k.slice(21);
+  const outcomes = [
+    ['fresh', fresh, 0],
+    ['mistyped', flip(fresh), 1],
+    ['cut short', fresh.slice(0, -2), 1],
+    ['old form', `cgk_${'Ab-_'.repeat(10)}xyz`, 0],
+    ['another vendor', 'sk-proj-0123456789abcdefghij', 1],
+  ] as const;
+  for (const [what, text, status] of outcomes) {
+    const answer = spawnSync(process.execPath, [CLI, 'keys', 'check', text], { encoding: 'utf8' });
+    expect({ what, status: answer.status }).toEqual({ what, status });
+    expect(answer.stdout).toMatch(status === 0 ? /^a well-formed chatgate key/ : /^not a chatgate key/);
+    expect(answer.stdout + answer.stderr).not.toContain(text);
+  }
+  const piped = spawnSync(process.execPath, [CLI, 'keys', 'check', '-'], { encoding: 'utf8', input: `${fresh}\n` });
+  expect(piped.status).toBe(0);
+  expect(piped.stdout).toMatch(/its checksum holds/);
 });

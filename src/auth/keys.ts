@@ -5,13 +5,19 @@
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 
-import { KEY_PREFIX } from '../common/key-shape';
+import { BASE62, checksumOf, KEY_BODY_LENGTH, KEY_PREFIX } from '../common/key-shape';
 import { sha256Hex } from '../common/sha256';
 /** Enough of the key to recognise it in a list, far too little to guess the rest (27 chars stay secret). */
 const DISPLAY_PREFIX_LENGTH = KEY_PREFIX.length + 12;
 
+/** A new key: `cgk_`, 43 random base62 characters (256 bits), their 6-character checksum (common/key-shape.ts). */
 export function generateKey(): string {
-  return KEY_PREFIX + randomBytes(32).toString('base64url');
+  let body = '';
+  while (body.length < KEY_BODY_LENGTH) {
+    // Bytes below 248 (4 x 62) map evenly onto the 62 characters; the others are drawn again.
+    for (const byte of randomBytes(64)) if (byte < 248 && body.length < KEY_BODY_LENGTH) body += BASE62[byte % 62];
+  }
+  return KEY_PREFIX + body + checksumOf(body);
 }
 
 export function digestKey(key: string): string {

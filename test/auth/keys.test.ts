@@ -1,16 +1,59 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import zlib from 'node:zlib';
 import { digestKey, displayPrefix, generateKey, newKeyId, sameSecret } from '../../src/auth/keys';
-import { looksLikeKey, withoutKeys } from '../../src/common/key-shape';
+import { BASE62, checksumOf, keyForm, looksLikeKey, withoutKeys } from '../../src/common/key-shape';
 
-test('keys have the cgk_ prefix and 43 base64url characters, and do not repeat', () => {
+test('keys have the cgk_ prefix, 43 random base62 characters and a 6-character checksum, and do not repeat', () => {
   const keys = Array.from({ length: 1000 }, generateKey);
-  for (const key of keys) expect(key).toMatch(/^cgk_[A-Za-z0-9_-]{43}$/);
+  for (const key of keys) expect(key).toMatch(/^cgk_[A-Za-z0-9]{49}$/);
   expect(new Set(keys).size).toBe(1000);
 });
 
-test('generated keys use the whole base64url alphabet (they are random, not a counter)', () => {
-  const seen = new Set(Array.from({ length: 200 }, generateKey).flatMap((key) => [...key.slice(4)]));
-  expect(seen.size).toBe(64);
+test('generated keys use the whole base62 alphabet, evenly (random, not a counter, no modulo bias)', () => {
+  const keys = Array.from({ length: 2000 }, generateKey);
+  const counts = new Map<string, number>();
+  for (const key of keys) for (const c of key.slice(4, 47)) counts.set(c, (counts.get(c) ?? 0) + 1);
+  expect(counts.size).toBe(62);
+  // 86,000 characters over 62: about 1,387 each (5 standard deviations either side allowed); a biased
+  // draw (every byte kept, modulo 62) would give 0-7 a quarter more than the rest, about 1,700.
+  for (const [c, n] of counts) expect({ c, fair: n > 1200 && n < 1580 }).toEqual({ c, fair: true });
+});
+
+test("the checksum is the body's CRC32 (zlib's, as GitHub's tokens) in 6 base62 characters, zero-padded", () => {
+  const base62 = (n: number) => {
+    let out = '';
+    for (let i = 0; i < 6; i++) {
+      out = BASE62[n % 62]! + out;
+      n = Math.floor(n / 62);
+    }
+    return out;
+  };
+  for (let i = 0; i < 500; i++) {
+    const body = [...randomBytes(43)].map((b) => BASE62[b % 62]).join('');
+    expect(checksumOf(body)).toBe(base62(zlib.crc32(body)));
+  }
+  expect(checksumOf('')).toBe('000000'); // CRC32 of nothing is 0
+  const key = generateKey();
+  expect(key.slice(47)).toBe(checksumOf(key.slice(4, 47)));
+});
+
+test('keyForm: a generated key holds; any one character changed, or two swapped, does not; the old form still counts as a key', () => {
+  const key = generateKey();
+  expect(keyForm(key)).toBe('checksummed');
+  for (let at = 4; at < key.length; at++) {
+    const other = BASE62[(BASE62.indexOf(key[at]!) + 1 + (at % 61)) % 62]!;
+    const changed = key.slice(0, at) + other + key.slice(at + 1);
+    expect({ at, form: keyForm(changed), looks: looksLikeKey(changed) }).toEqual({ at, form: 'bad-checksum', looks: false });
+  }
+  for (let at = 4; at < 46; at++) {
+    if (key[at] === key[at + 1]) continue;
+    const swapped = key.slice(0, at) + key[at + 1] + key[at] + key.slice(at + 2);
+    expect({ at, form: keyForm(swapped) }).toEqual({ at, form: 'bad-checksum' });
+  }
+  const legacy = `cgk_${randomBytes(32).toString('base64url')}`;
+  expect([keyForm(legacy), looksLikeKey(legacy)]).toEqual(['legacy', true]);
+  expect(keyForm('sk-proj-abc')).toBe('not-a-key');
+  expect(keyForm(`cgk_${'A'.repeat(49)}`)).toBe('bad-checksum');
 });
 
 test('looksLikeKey accepts generated keys and refuses near misses', () => {

@@ -223,7 +223,7 @@ describe.each(SIZES)('the console at $size size ($viewport.width×$viewport.heig
     await shot('04-create-key-form');
     await page.getByTestId('create-key-submit').click();
     key = await secretShown();
-    expect(key).toMatch(/^cgk_[A-Za-z0-9_-]{43}$/);
+    expect(key).toMatch(/^cgk_[A-Za-z0-9]{49}$/);
     await expect(page.getByTestId('keys-table').textContent()).resolves.not.toContain(key);
     await shot('05-key-created');
 

@@ -39,7 +39,7 @@ test('first start: a dev certificate, one key printed once, and a curl line that
   try {
     const text = banner();
     const curlLine = text.split('\n').find((line) => line.trim().startsWith('curl -k https://localhost:8443/'))!.trim();
-    const key = /Bearer (cgk_[A-Za-z0-9_-]{43})/.exec(curlLine)![1]!;
+    const key = /Bearer (cgk_[A-Za-z0-9]{49})/.exec(curlLine)![1]!;
 
     const answer = sh(curlLine + ' -s');
     expect(answer.status).toBe(0);

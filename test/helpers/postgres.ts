@@ -60,7 +60,34 @@ async function withClient<T>(url: string, use: (client: pg.Client) => Promise<T>
   }
 }
 
-/** A PostgreSQL server of the test's own, which it may stop and start (a database restart). */
+/**
+ * A relay to the database on a fixed loopback port: closed (connections refused) until open() is
+ * called; close() cuts every connection through it and refuses new ones again.
+ */
+export function relayTo(databaseUrl: string, port: number) {
+  const target = new URL(databaseUrl);
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(target.port), target.hostname);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('error', () => undefined);
+    }
+    client.pipe(upstream).pipe(client);
+  });
+  const url = new URL(databaseUrl);
+  url.hostname = '127.0.0.1';
+  url.port = String(port);
+  return {
+    url: url.href,
+    open: () => new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve)),
+    close: () => {
+      for (const socket of sockets) socket.destroy();
+      server.close();
+    },
+  };
+}
+
 /**
  * A relay to a database that holds every connection until released: a gateway starting on it waits
  * in its start-up (the key store's first query) for as long as the test likes.
@@ -106,6 +133,7 @@ export async function heldRelay(databaseUrl: string): Promise<HeldRelay> {
   };
 }
 
+/** A PostgreSQL server of the test's own, which it may stop and start (a database restart). */
 export class ThrowawayPostgres {
   private constructor(
     readonly dir: string,

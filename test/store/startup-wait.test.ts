@@ -5,13 +5,12 @@
  * once, and serves within 5 s of the store's return. With `store.startupTimeoutMs` it gives up, exit 1.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { spawnGatewayProcess } from '../helpers/gateway-process';
 import { bearer, chatBody, request } from '../helpers/http';
 import { freePort } from '../helpers/net';
-import { createTestDatabase, type TestDatabase } from '../helpers/postgres';
+import { createTestDatabase, relayTo, type TestDatabase } from '../helpers/postgres';
 import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
 
 const TOKEN = 'startup-wait-admin-token-0123456789';
@@ -28,31 +27,6 @@ afterAll(async () => {
   await database?.drop();
   rmSync(dir, { recursive: true, force: true });
 });
-
-/** A relay to the database on a fixed loopback port: closed (connections refused) until open() is called. */
-function relayTo(databaseUrl: string, port: number) {
-  const target = new URL(databaseUrl);
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer((client) => {
-    const upstream = net.connect(Number(target.port), target.hostname);
-    for (const socket of [client, upstream]) {
-      sockets.add(socket);
-      socket.on('error', () => undefined);
-    }
-    client.pipe(upstream).pipe(client);
-  });
-  const url = new URL(databaseUrl);
-  url.hostname = '127.0.0.1';
-  url.port = String(port);
-  return {
-    url: url.href,
-    open: () => new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve)),
-    close: () => {
-      for (const socket of sockets) socket.destroy();
-      server.close();
-    },
-  };
-}
 
 const probe = async (adminPort: number, probePath: string) => {
   const response = await fetch(`http://127.0.0.1:${adminPort}${probePath}`);
