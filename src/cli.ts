@@ -8,7 +8,7 @@
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { publicView } from './auth/issue';
-import { limitAllowed, MAX_LIMIT, MAX_QUOTA, nameProblem } from './auth/key-fields';
+import { limitAllowed, MAX_LIMIT, MAX_QUOTA, nameProblem, parseCidr } from './auth/key-fields';
 import { Auditor } from './accounts/audit';
 import { Accounts, passwordPath } from './accounts/service';
 import { normalizeEmail } from './accounts/emails';
@@ -26,7 +26,7 @@ const gateway = () => import('./main');
 
 const USAGE = `Usage:
   chatgate serve [--config FILE]
-  chatgate keys create --name NAME [--account ID] [--models GLOB]... [--endpoints chat|completions|embeddings|responses]... [--expires ISO-8601] [--rpm N] [--tpm N] [--max-concurrent N] [--json] [--config FILE]
+  chatgate keys create --name NAME [--account ID] [--models GLOB]... [--endpoints chat|completions|embeddings|responses]... [--allowed-ips CIDR]... [--expires ISO-8601] [--rpm N] [--tpm N] [--max-concurrent N] [--json] [--config FILE]
   chatgate keys list [--account ID] [--json] [--config FILE]
   chatgate keys revoke ID [--config FILE]
   chatgate keys rotate ID [--json] [--config FILE]
@@ -120,6 +120,7 @@ async function keys(args: string[]): Promise<number> {
       account: { type: 'string' },
       models: { type: 'string', multiple: true },
       endpoints: { type: 'string', multiple: true },
+      'allowed-ips': { type: 'string', multiple: true },
       expires: { type: 'string' },
       rpm: { type: 'string' },
       tpm: { type: 'string' },
@@ -144,8 +145,13 @@ async function keys(args: string[]): Promise<number> {
       };
       if (values.account !== undefined && !(await store.getAccount(values.account))) throw new UsageError(`no account has the id ${values.account} (chatgate accounts list)`);
       const endpoints = endpointList(values.endpoints ?? []);
+      const allowedIps = (values['allowed-ips'] ?? []).flatMap((entry) => entry.split(',')).map((entry) => {
+        const cidr = parseCidr(entry);
+        if (!cidr) throw new UsageError(`--allowed-ips ${entry}: not an IP address or CIDR range (such as 10.0.0.0/8 or 2001:db8::/32)`);
+        return cidr;
+      });
       const accountId = values.account ?? (await defaultAccountId(store));
-      const { key, record } = await accounts.createKey(accountId, { name: values.name, models: values.models ?? [], endpoints, expiresAt, rateLimit }, OPERATOR, undefined);
+      const { key, record } = await accounts.createKey(accountId, { name: values.name, models: values.models ?? [], endpoints, allowedIps, expiresAt, rateLimit }, OPERATOR, undefined);
       if (values.json) process.stdout.write(JSON.stringify({ ...publicView(record), key }) + '\n');
       else process.stdout.write(`${key}\n(id ${record.id}; this key is shown once: the store keeps only its digest)\n`);
       return 0;

@@ -85,6 +85,7 @@ export const errors = {
   /** The model exists, but no provider serving it serves this endpoint (providers.<name>.endpoints). */
   modelNotServedHere: (model: string, path: string) =>
     invalid(404, 'model_not_found', `The model '${withoutKeys(model)}' is not served at ${path}: its workers do not serve this endpoint.`, 'model'),
+  ipNotAllowed: () => new GatewayError(403, 'permission_error', 'ip_not_allowed', 'This API key may not be used from this address (its allowedIps).', null),
   endpointNotAllowed: (path: string) =>
     new GatewayError(403, 'permission_error', 'endpoint_not_allowed', `This API key may not call ${path}.`, null),
   routeNotFound: (method: string, path: string) => invalid(404, 'not_found', `Unknown request URL: ${method} ${withoutKeys(path)}.`),

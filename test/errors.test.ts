@@ -31,6 +31,7 @@ const catalogue: Record<Factory, Expected> = {
   requestTimeout: entry(errors.requestTimeout(), 408, 'invalid_request_error', 'request_timeout'),
   modelNotFound: entry(errors.modelNotFound('p/m'), 404, 'invalid_request_error', 'model_not_found', 'model'),
   modelNotServedHere: entry(errors.modelNotServedHere('p/m', '/v1/embeddings'), 404, 'invalid_request_error', 'model_not_found', 'model'),
+  ipNotAllowed: entry(errors.ipNotAllowed(), 403, 'permission_error', 'ip_not_allowed'),
   endpointNotAllowed: entry(errors.endpointNotAllowed('/v1/embeddings'), 403, 'permission_error', 'endpoint_not_allowed'),
   routeNotFound: entry(errors.routeNotFound('GET', '/v2/x'), 404, 'invalid_request_error', 'not_found'),
   methodNotAllowed: entry(errors.methodNotAllowed('GET', 'POST'), 405, 'invalid_request_error', 'method_not_allowed', null, { Allow: 'POST' }),

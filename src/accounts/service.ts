@@ -222,6 +222,7 @@ export class Accounts {
       name: fields.name!,
       models: fields.models ?? [],
       endpoints: fields.endpoints ?? [],
+      allowedIps: fields.allowedIps ?? [],
       expiresAt: fields.expiresAt ? new Date(fields.expiresAt) : null,
       rateLimit: fields.rateLimit,
       quota: fields.quota,

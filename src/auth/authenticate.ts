@@ -1,5 +1,6 @@
 /** The authentication stage: Authorization header -> key record on the request context, or 401. */
-import type { NextFunction, RequestHandler, Response } from 'express';
+import { BlockList, isIPv4 } from 'node:net';
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { errors, GatewayError } from '../errors';
 import { contextOf } from '../context';
 import type { AuthFailureReason } from '../telemetry/metrics';
@@ -16,11 +17,15 @@ export interface AuthenticateDeps {
 }
 
 export function authenticate({ cache, onFailure, onSuccess, now = Date.now }: AuthenticateDeps): RequestHandler {
-  const admit = (record: KeyAuthRecord | undefined, res: Response, next: NextFunction) => {
+  const admit = (record: KeyAuthRecord | undefined, req: Request, res: Response, next: NextFunction) => {
     const refusal = refusalOf(record, now());
     if (refusal) {
       onFailure(refusal);
       throw errors.invalidApiKey();
+    }
+    if (record!.allowedIps.length > 0 && !fromAllowedAddress(record!, req.ip)) {
+      onFailure('ip_not_allowed');
+      throw errors.ipNotAllowed();
     }
     contextOf(res).key = record;
     onSuccess?.(record!);
@@ -33,10 +38,10 @@ export function authenticate({ cache, onFailure, onSuccess, now = Date.now }: Au
       onFailure(credentials.problem);
       throw credentials.problem === 'missing' ? errors.missingApiKey() : errors.invalidAuthorizationHeader(credentials.reason);
     }
-    if (!looksLikeKey(credentials.key)) return admit(undefined, res, next);
+    if (!looksLikeKey(credentials.key)) return admit(undefined, req, res, next);
     const hit = cache.cached(credentials.key);
-    if (hit) return admit(hit.record, res, next);
-    return lookup(cache, credentials.key).then((record) => admit(record, res, next));
+    if (hit) return admit(hit.record, req, res, next);
+    return lookup(cache, credentials.key).then((record) => admit(record, req, res, next));
   };
 }
 
@@ -56,4 +61,28 @@ function refusalOf(record: KeyAuthRecord | undefined, now: number): AuthFailureR
   if (record.revokedAt) return 'revoked';
   if (record.expiresAt && Date.parse(record.expiresAt) <= now) return 'expired';
   return undefined;
+}
+
+/** Each key's allowed ranges, made once per record (the cache keeps records). */
+const allowLists = new WeakMap<KeyAuthRecord, BlockList>();
+
+/**
+ * Whether the client address (Express's `req.ip`: the connection's, or through `trustedProxies` the
+ * one they forward) is in one of the key's ranges. An IPv4 client seen on a dual-stack socket
+ * (`::ffff:10.1.2.3`) is matched as IPv4. No address: not allowed.
+ */
+function fromAllowedAddress(record: KeyAuthRecord, ip: string | undefined): boolean {
+  if (!ip) return false;
+  let list = allowLists.get(record);
+  if (!list) {
+    list = new BlockList();
+    for (const cidr of record.allowedIps) {
+      const [address = '', prefix = ''] = cidr.split('/');
+      list.addSubnet(address, Number(prefix), isIPv4(address) ? 'ipv4' : 'ipv6');
+    }
+    allowLists.set(record, list);
+  }
+  const mapped = ip.startsWith('::ffff:') ? ip.slice(7) : '';
+  if (isIPv4(mapped)) return list.check(mapped, 'ipv4');
+  return list.check(ip, isIPv4(ip) ? 'ipv4' : 'ipv6');
 }

@@ -7,6 +7,7 @@ export interface NewKey {
   name: string;
   models?: string[];
   endpoints?: string[];
+  allowedIps?: string[];
   expiresAt?: Date | null;
   rateLimit?: Partial<KeyLimits>;
   quota?: Partial<Quota>;
@@ -29,6 +30,7 @@ export async function issueKey(store: Store, input: NewKey, now = new Date()): P
     expiresAt: input.expiresAt ? input.expiresAt.toISOString() : null,
     models: input.models ?? [],
     endpoints: input.endpoints ?? [],
+    allowedIps: input.allowedIps ?? [],
     lastUsedAt: null,
     rateLimit: { ...NO_OWN_LIMITS, ...input.rateLimit },
     usage: { ...NO_USAGE },

@@ -6,6 +6,7 @@
  * stored in a PostgreSQL integer column and used as a count: it is a whole number up to 2^31 - 1. A
  * quota counts tokens (a bigint column): up to 10^15.
  */
+import { isIP, SocketAddress } from 'node:net';
 import { ENDPOINTS } from '../common/endpoints';
 import { withoutKeys } from '../common/key-shape';
 import { errors } from '../errors';
@@ -43,7 +44,7 @@ export function objectBody(body: unknown): Record<string, unknown> {
 }
 
 /** What a body that creates or edits a key may hold (the admin API's create adds `account`). */
-export const KEY_FIELDS = ['name', 'models', 'endpoints', 'expiresAt', 'rateLimit', 'quota'] as const;
+export const KEY_FIELDS = ['name', 'models', 'endpoints', 'allowedIps', 'expiresAt', 'rateLimit', 'quota'] as const;
 
 /**
  * The body, when every field in it is one the request takes; else 400 naming the first that is not.
@@ -77,6 +78,7 @@ export function keyFields(body: Record<string, unknown>, requireName: boolean): 
     name: body.name === undefined && !requireName ? undefined : requiredName(body.name),
     models: models(body.models),
     endpoints: endpoints(body.endpoints),
+    allowedIps: allowedIps(body.allowedIps),
     expiresAt: expiry(body.expiresAt),
     rateLimit: limits(body.rateLimit),
     quota: quota(body.quota, 'quota'),
@@ -98,6 +100,46 @@ function endpoints(value: unknown): string[] | undefined {
     throw errors.invalidBody('endpoints', `'endpoints' must be an array of ${ENDPOINTS.join(', ')} (empty: every one).`);
   }
   return [...new Set(value as string[])];
+}
+
+/** At most this many address ranges a key. */
+export const MAX_ALLOWED_IPS = 100;
+
+/**
+ * The client addresses a key may be used from: CIDRs (`10.0.0.0/8`, `2001:db8::/32`) or single
+ * addresses (taken as /32 or /128), IPv4 or IPv6, each stored as `address/prefix`; empty means any.
+ * `param` names the entry that is wrong (`allowedIps[2]`).
+ */
+function allowedIps(value: unknown): string[] | undefined {
+  if (value === undefined) return undefined;
+  const shape = `'allowedIps' must be an array of at most ${MAX_ALLOWED_IPS} IP addresses or CIDR ranges, such as "10.0.0.0/8" or "2001:db8::/32" (empty: any address).`;
+  if (!Array.isArray(value) || value.length > MAX_ALLOWED_IPS) throw errors.invalidBody('allowedIps', shape);
+  return [
+    ...new Set(
+      value.map((entry, i) => {
+        const cidr = typeof entry === 'string' ? parseCidr(entry) : undefined;
+        if (!cidr) throw errors.invalidBody(`allowedIps[${i}]`, `${shape} Entry ${i} is not one.`);
+        return cidr;
+      }),
+    ),
+  ];
+}
+
+/** `address/prefix` in canonical form, or undefined when the text is not an IP address or CIDR range. */
+export function parseCidr(text: string): string | undefined {
+  // A zone (fe80::1%eth0) names an interface of the host that wrote it: nothing a range can hold.
+  if (text.length > 64 || text.includes('%')) return undefined;
+  const [address = '', prefixText, extra] = text.trim().split('/');
+  if (extra !== undefined) return undefined;
+  const family = isIP(address);
+  if (family === 0) return undefined;
+  const bits = family === 4 ? 32 : 128;
+  if (prefixText !== undefined && !/^\d{1,3}$/.test(prefixText)) return undefined;
+  const prefix = prefixText === undefined ? bits : Number(prefixText);
+  if (prefix > bits) return undefined;
+  // The address as Node writes it (IPv6 lower case and shortened), so equal ranges read the same.
+  const canonical = new SocketAddress({ address, family: family === 4 ? 'ipv4' : 'ipv6' }).address;
+  return `${canonical}/${prefix}`;
 }
 
 /** The platform's default for each limit (config `rateLimit`); absent: no limit. */

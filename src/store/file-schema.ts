@@ -43,6 +43,7 @@ const fileRecord = z.looseObject({
   models: z.array(z.string()),
   // Files written before a field existed get its neutral value.
   endpoints: z.array(z.string()).default([]),
+  allowedIps: z.array(z.string()).default([]),
   lastUsedAt: timestamp.nullable().default(null),
   rateLimit: z.looseObject({ requestsPerMinute: ownLimit, tokensPerMinute: ownLimit, maxConcurrent: ownLimit }).prefault({}),
   usage: z.looseObject({ requests: count, promptTokens: count, completionTokens: count }).prefault({}),

@@ -220,6 +220,17 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
       end $$;
     `,
   },
+  {
+    // Keys usable only from some client addresses (CIDRs); empty: any. A change is a key change.
+    version: 8,
+    sql: `
+      alter table chatgate_keys add column allowed_ips text[] not null default '{}';
+      drop trigger chatgate_keys_changed on chatgate_keys;
+      create trigger chatgate_keys_changed
+        after insert or delete or update of name, digest, revoked_at, expires_at, models, endpoints, allowed_ips, rpm, tpm, max_concurrent, account_id, tokens_per_day, tokens_per_month
+        on chatgate_keys for each row execute function chatgate_keys_notify();
+    `,
+  },
 ];
 
 /** Applies the migrations not applied yet, in one transaction under the advisory lock (replicas starting together apply each once). */

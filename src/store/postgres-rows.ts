@@ -11,6 +11,7 @@ export interface KeyRow {
   expires_at: Date | null;
   models: string[];
   endpoints: string[];
+  allowed_ips: string[] | null;
   last_used_at?: Date | null;
   rpm: number | null;
   tpm: number | null;
@@ -43,6 +44,7 @@ export function toAuthRecord(row: KeyRow): KeyAuthRecord {
     expiresAt: row.expires_at?.toISOString() ?? null,
     models: row.models,
     endpoints: row.endpoints,
+    allowedIps: row.allowed_ips ?? [],
     rateLimit: { requestsPerMinute: row.rpm, tokensPerMinute: row.tpm, maxConcurrent: row.max_concurrent },
     accountId: row.account_id,
     createdBy: row.created_by,

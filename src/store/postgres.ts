@@ -23,7 +23,7 @@ import { toAuthRecord, toRecord, type KeyRow } from './postgres-rows';
 
 
 /** The key columns the code reads: what authenticating needs (the usage figures live in chatgate_key_usage). */
-const KEY_COLUMNS = ['id', 'name', 'digest', 'prefix', 'created_at', 'revoked_at', 'expires_at', 'models', 'endpoints', 'rpm', 'tpm', 'max_concurrent', 'account_id', 'created_by', 'tokens_per_day', 'tokens_per_month'];
+const KEY_COLUMNS = ['id', 'name', 'digest', 'prefix', 'created_at', 'revoked_at', 'expires_at', 'models', 'endpoints', 'allowed_ips', 'rpm', 'tpm', 'max_concurrent', 'account_id', 'created_by', 'tokens_per_day', 'tokens_per_month'];
 /** A key row with its usage figures: `k` the key row (or a CTE returning KEY_COLUMNS), `u` its usage row if any. */
 const WITH_USAGE = `select ${KEY_COLUMNS.map((column) => `k.${column}`).join(', ')},
   u.requests as requests_total, u.prompt_tokens as prompt_tokens_total, u.completion_tokens as completion_tokens_total, u.last_used_at`;
@@ -93,8 +93,8 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
     await this.query(
       `with k as (
          insert into chatgate_keys (id, name, digest, prefix, created_at, revoked_at, expires_at, models, rpm, tpm, max_concurrent,
-           account_id, created_by, tokens_per_day, tokens_per_month, endpoints)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $10, $11, $12, $16, $17, $18, $19, $20)
+           account_id, created_by, tokens_per_day, tokens_per_month, endpoints, allowed_ips)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $10, $11, $12, $16, $17, $18, $19, $20, $21)
          returning id
        )
        insert into chatgate_key_usage (key_id, requests, prompt_tokens, completion_tokens, last_used_at)
@@ -120,6 +120,7 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
         record.quota.tokensPerDay,
         record.quota.tokensPerMonth,
         record.endpoints,
+        record.allowedIps,
       ],
     );
   }
@@ -129,6 +130,7 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
     if (changes.name !== undefined) columns.push(['name', changes.name]);
     if (changes.models !== undefined) columns.push(['models', changes.models]);
     if (changes.endpoints !== undefined) columns.push(['endpoints', changes.endpoints]);
+    if (changes.allowedIps !== undefined) columns.push(['allowed_ips', changes.allowedIps]);
     if (changes.expiresAt !== undefined) columns.push(['expires_at', changes.expiresAt]);
     if (changes.rateLimit?.requestsPerMinute !== undefined) columns.push(['rpm', changes.rateLimit.requestsPerMinute]);
     if (changes.rateLimit?.tokensPerMinute !== undefined) columns.push(['tpm', changes.rateLimit.tokensPerMinute]);

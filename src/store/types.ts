@@ -18,6 +18,8 @@ export interface KeyRecord {
   models: string[];
   /** The endpoints the key may call (chat, completions, embeddings, responses); empty means every one. */
   endpoints: string[];
+  /** Client addresses the key may be used from, as CIDRs (`10.0.0.0/8`, `2001:db8::/32`); empty means any. */
+  allowedIps: string[];
   /** When the key was last accepted, written in batches (so minutes behind at most). */
   lastUsedAt: string | null;
   /** The key's own limits; null: the configured default; 0: no limit for this key. */
@@ -66,6 +68,7 @@ export interface KeyChanges {
   name?: string;
   models?: string[];
   endpoints?: string[];
+  allowedIps?: string[];
   expiresAt?: string | null;
   rateLimit?: Partial<KeyLimits>;
   quota?: Partial<Quota>;

@@ -28,6 +28,7 @@ function recordFor(digest: string): KeyAuthRecord {
     expiresAt: new Date(Date.UTC(2031, 0, 1)).toISOString(),
     models: [own('vllm/llama-3*'), own('mock/*')],
     endpoints: [],
+    allowedIps: [],
     rateLimit: { requestsPerMinute: null, tokensPerMinute: null, maxConcurrent: null },
     accountId: own(`acc_${digest.slice(42, 60)}`),
     createdBy: own('someone@example.com'),

@@ -244,13 +244,14 @@ describe.each(SIZES)('the console at $size size ($viewport.width×$viewport.heig
     await expect(listed.getByTestId('key-created-by').textContent()).resolves.toBe(`by ${owner}`);
     await expect(listed.getByTestId('key-models').textContent()).resolves.toBe('all');
 
-    // Editing: models, endpoints and a limit.
+    // Editing: models, endpoints, client addresses and a limit.
     await listed.getByTestId('key-edit').click();
     const dialog = page.getByTestId('edit-dialog');
     await dialog.waitFor();
     await dialog.getByLabel('Allowed models').fill('mock/*, other/model');
     await dialog.getByLabel('Requests / minute').fill('120');
     await dialog.getByTestId('edit-endpoint-chat').check();
+    await dialog.getByLabel('Allowed client addresses').fill('127.0.0.0/8, 2001:DB8::/32');
     const expiryYear = new Date().getUTCFullYear() + 1;
     await dialog.getByLabel('Expires on (UTC)').fill(`${expiryYear}-01-31`);
     await shot('06-edit-key');
@@ -259,6 +260,7 @@ describe.each(SIZES)('the console at $size size ($viewport.width×$viewport.heig
     expect(await settledText(row(keyName).getByTestId('key-models'), 'mock/*, other/model')).toBe('mock/*, other/model');
     await page.waitForFunction((id) => document.querySelector(`[data-key-id="${id}"]`)?.textContent?.includes('120 req/min'), keyId);
     await expect(row(keyName).getByTestId('key-endpoints').textContent()).resolves.toBe('only chat');
+    await expect(row(keyName).getByTestId('key-allowed-ips').textContent()).resolves.toBe('from 127.0.0.0/8, 2001:db8::/32');
     await expect(row(keyName).getByTestId('key-expires').textContent()).resolves.toBe(`Jan 31, ${expiryYear} (UTC)`);
     // The last use is written within lastUsedFlushMs: the list shows it once reloaded.
     await keysUntil(async () => (await row(keyName).getByTestId('key-last-used').textContent()) !== 'never');

@@ -12,6 +12,7 @@ export function keyRecord(rateLimit: KeyLimits = NO_OWN_LIMITS): KeyRecord {
     expiresAt: null,
     models: [],
     endpoints: [],
+    allowedIps: [],
     lastUsedAt: null,
     rateLimit,
     usage: NO_USAGE,

@@ -176,6 +176,19 @@ describe.each(backends)('%s key store', (kind, makeBackend) => {
     expect((await store.get(record.id))?.rateLimit).toEqual(updated?.rateLimit);
   });
 
+  test('allowed client addresses are kept, replaced whole, emptied, and a change of them is announced', async () => {
+    const { key, record } = await issueKey(store, { name: 'fenced', allowedIps: ['10.0.0.0/8', '2001:db8::/32'] });
+    expect((await other.findByDigest(digestKey(key)))?.allowedIps).toEqual(['10.0.0.0/8', '2001:db8::/32']);
+    const seen: string[] = [];
+    const watcher = kind === 'file' ? store : other;
+    watcher.onChange((digests) => seen.push(...(digests ?? ['*'])));
+    expect((await store.update(record.id, { allowedIps: ['192.0.2.7/32'] }))?.allowedIps).toEqual(['192.0.2.7/32']);
+    await eventually(() => (seen.includes(digestKey(key)) ? true : undefined), 2000);
+    expect((await other.get(record.id))?.allowedIps).toEqual(['192.0.2.7/32']);
+    expect((await store.update(record.id, { allowedIps: [] }))?.allowedIps).toEqual([]);
+    expect((await other.get(record.id))?.allowedIps).toEqual([]);
+  });
+
   test('a change through one handle is announced with the changed digest', async () => {
     const { key, record } = await issueKey(store, { name: 'zeta' });
     const seen: string[] = [];
@@ -220,7 +233,7 @@ describe('PostgreSQL migrations', () => {
       const { rows } = await client.query('select version from chatgate_schema_migrations');
       const index = await client.query("select indexdef from pg_indexes where tablename = 'chatgate_keys' and indexname = 'chatgate_keys_digest'");
       await client.end();
-      expect(rows.map((r) => r.version).sort()).toEqual([1, 2, 3, 4, 5, 6, 7]);
+      expect(rows.map((r) => r.version).sort()).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
       expect(index.rows[0]?.indexdef).toMatch(/UNIQUE INDEX .* USING btree \(digest\)/);
     } finally {
       await database.drop();

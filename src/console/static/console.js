@@ -417,6 +417,7 @@
             {},
             key.models && key.models.length > 0 ? el('span', { className: 'models', text: key.models.join(', '), attrs: { 'data-testid': 'key-models' } }) : el('span', { className: 'muted', text: 'all', attrs: { 'data-testid': 'key-models' } }),
             key.endpoints && key.endpoints.length > 0 ? el('span', { className: 'sub', text: `only ${key.endpoints.join(', ')}`, attrs: { 'data-testid': 'key-endpoints' } }) : null,
+            key.allowedIps && key.allowedIps.length > 0 ? el('span', { className: 'sub', text: `from ${key.allowedIps.join(', ')}`, attrs: { 'data-testid': 'key-allowed-ips' } }) : null,
           ),
         ),
         cell('Limits', el('span', { className: 'limits-list' }, ...limitsText(key).map((text) => el('span', { text })))),
@@ -543,6 +544,8 @@
       if (models.length > 0) body.models = models;
       const endpoints = tickedEndpoints('create-endpoints');
       if (endpoints.length > 0) body.endpoints = endpoints;
+      const allowedIps = splitModels($('create-allowed-ips').value);
+      if (allowedIps.length > 0) body.allowedIps = allowedIps;
       const expiresAt = expiryFrom($('create-expires'));
       if (expiresAt) body.expiresAt = expiresAt;
       for (const [group, fields] of [['rateLimit', LIMIT_FIELDS], ['quota', QUOTA_FIELDS]]) {
@@ -573,6 +576,7 @@
     $('edit-name').value = key.name;
     $('edit-models').value = (key.models || []).join(', ');
     tickEndpoints('edit-endpoints', key.endpoints || []);
+    $('edit-allowed-ips').value = (key.allowedIps || []).join(', ');
     $('edit-expires').value = key.expiresAt ? key.expiresAt.slice(0, 10) : '';
     for (const [field, id] of LIMIT_FIELDS) $(`edit-${id}`).value = key.rateLimit && key.rateLimit[field] !== null ? String(key.rateLimit[field]) : '';
     for (const [field, id] of QUOTA_FIELDS) $(`edit-${id}`).value = key.quota && key.quota[field] !== null ? String(key.quota[field]) : '';
@@ -595,6 +599,8 @@
       if (models.join(',') !== (key.models || []).join(',')) changes.models = models;
       const endpoints = tickedEndpoints('edit-endpoints');
       if (endpoints.join(',') !== (key.endpoints || []).join(',')) changes.endpoints = endpoints;
+      const allowedIps = splitModels($('edit-allowed-ips').value);
+      if (allowedIps.join(',') !== (key.allowedIps || []).join(',')) changes.allowedIps = allowedIps;
       const expiresDay = $('edit-expires').value;
       if (expiresDay !== (key.expiresAt ? key.expiresAt.slice(0, 10) : '')) changes.expiresAt = expiryFrom($('edit-expires'));
       for (const [group, fields] of [['rateLimit', LIMIT_FIELDS], ['quota', QUOTA_FIELDS]]) {

@@ -148,6 +148,20 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
       create index chatgate_quota_usage_period on chatgate_quota_usage (period);
     `,
   },
+  {
+    // Keys usable only from some client addresses (CIDRs, a JSON array); empty: any. A change is a key change.
+    version: 2,
+    sql: `
+      alter table chatgate_keys add column allowed_ips text not null default '[]';
+      drop trigger chatgate_keys_updated;
+      create trigger chatgate_keys_updated
+        after update of name, digest, revoked_at, expires_at, models, endpoints, allowed_ips, rpm, tpm, max_concurrent, account_id, created_by, tokens_per_day, tokens_per_month
+        on chatgate_keys begin
+        insert into chatgate_key_changes (digest, at) values (old.digest, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));
+        insert into chatgate_key_changes (digest, at) select new.digest, strftime('%Y-%m-%dT%H:%M:%fZ', 'now') where new.digest <> old.digest;
+      end;
+    `,
+  },
 ];
 
 /** Applies the migrations this file lacks; true when it made the schema (a new database). */

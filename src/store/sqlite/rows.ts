@@ -15,6 +15,7 @@ export interface KeyRow {
   expires_at: string | null;
   models: string;
   endpoints: string;
+  allowed_ips: string;
   last_used_at: string | null;
   rpm: number | null;
   tpm: number | null;
@@ -101,6 +102,7 @@ export const keyParams = (k: KeyRecord) => ({
   expires_at: maybeInstant(k.expiresAt),
   models: JSON.stringify(k.models),
   endpoints: JSON.stringify(k.endpoints),
+  allowed_ips: JSON.stringify(k.allowedIps),
   rpm: k.rateLimit.requestsPerMinute,
   tpm: k.rateLimit.tokensPerMinute,
   max_concurrent: k.rateLimit.maxConcurrent,
@@ -130,6 +132,7 @@ export const toKey = (row: KeyRow): KeyRecord => ({
   expiresAt: row.expires_at,
   models: JSON.parse(row.models) as string[],
   endpoints: JSON.parse(row.endpoints) as string[],
+  allowedIps: JSON.parse(row.allowed_ips) as string[],
   lastUsedAt: row.last_used_at,
   rateLimit: { requestsPerMinute: row.rpm, tokensPerMinute: row.tpm, maxConcurrent: row.max_concurrent },
   usage: { requests: row.requests_total, promptTokens: row.prompt_tokens_total, completionTokens: row.completion_tokens_total },

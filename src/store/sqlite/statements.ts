@@ -6,6 +6,7 @@ export const KEY_UPDATES: ReadonlyArray<[column: string, pick: (c: KeyChanges) =
   ['name', (c) => c.name],
   ['models', (c) => c.models && JSON.stringify(c.models)],
   ['endpoints', (c) => c.endpoints && JSON.stringify(c.endpoints)],
+  ['allowed_ips', (c) => c.allowedIps && JSON.stringify(c.allowedIps)],
   ['expires_at', (c) => (c.expiresAt === undefined ? undefined : maybeInstant(c.expiresAt))],
   ['rpm', (c) => c.rateLimit?.requestsPerMinute],
   ['tpm', (c) => c.rateLimit?.tokensPerMinute],
