@@ -199,6 +199,13 @@ export function createMetrics() {
       labelNames: ['provider', 'worker'] as const,
       registers,
     }),
+    /** Requests sent again, by provider and why (the per-worker family below has the worker too). */
+    requestRetries: new CounterFamily({
+      name: 'chatgate_retries_total',
+      help: 'Requests sent again to another worker (or a fresh connection): reason unsent (the request was not sent), stale (a reused connection reset unread), replayed (sent, no byte of an answer came back).',
+      labelNames: ['provider', 'reason'] as const,
+      registers,
+    }),
     retries: new CounterFamily({
       name: 'chatgate_upstream_retries_total',
       help: 'Requests sent again after the connection to this worker failed: reason unsent (before the request was sent), stale (a reused connection reset unread), replayed (sent, but the worker failed before any byte of its answer).',

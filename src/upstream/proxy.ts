@@ -342,7 +342,9 @@ export function createProxy(
           tried.delete(state);
         }
         if (stale || (!attempt.connected && tried.size <= provider.settings.retries)) {
-          metrics.retries.series({ ...labels(attempt), reason: stale ? 'stale' : 'unsent' }).inc();
+          const reason = stale ? 'stale' : 'unsent';
+          metrics.retries.series({ ...labels(attempt), reason }).inc();
+          metrics.requestRetries.series({ provider: attempt.provider.name, reason }).inc();
           provider.pool.acquire(tried, whenGone).then(attemptOn, (noneLeft: GatewayError) => failOver(withCause(upstreamFailure(attempt), err, noneLeft)));
           return;
         }
@@ -351,6 +353,7 @@ export function createProxy(
           // another worker runs it, once. None left: the request fails as it would have.
           replayed = true;
           metrics.retries.series({ ...labels(attempt), reason: 'replayed' }).inc();
+          metrics.requestRetries.series({ provider: attempt.provider.name, reason: 'replayed' }).inc();
           provider.pool.acquire(tried, whenGone).then(attemptOn, (noneLeft: GatewayError) => next(withCause(upstreamFailure(attempt), err, noneLeft)));
           return;
         }

@@ -2,7 +2,7 @@
  * Replay of what no worker answered: real worker processes SIGKILLed while requests they had read are
  * in flight. With three workers and 20 concurrent requests of 150 ms, two kills cost no request: each
  * request the dead worker had read is run once more on another worker, counted as
- * `chatgate_upstream_retries_total{reason="replayed"}`. A provider with `replay: false` fails them as
+ * `chatgate_retries_total{reason="replayed"}`. A provider with `replay: false` fails them as
  * before. (A stream already relaying when its worker dies ends with the SSE error event: faults.test.ts.)
  */
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
@@ -94,8 +94,10 @@ test('two of three workers killed under 20 concurrent requests of 150 ms: no req
   // The requests the dead workers had read and not answered were answered all the same, by another
   // worker: read by two workers, never by three; no more of them than replays (a worker killed
   // before it could report a request it read leaves that one's replay uncounted here).
-  const replayed = total(await scrape(gw.adminUrl), 'chatgate_upstream_retries_total', { provider: 'pool', reason: 'replayed' });
+  const metrics = await scrape(gw.adminUrl);
+  const replayed = total(metrics, 'chatgate_retries_total', { provider: 'pool', reason: 'replayed' });
   expect(replayed).toBeGreaterThanOrEqual(2);
+  expect(total(metrics, 'chatgate_upstream_retries_total', { provider: 'pool', reason: 'replayed' })).toBe(replayed); // the same, by worker
   const readers = (id: string) => workers.slice(0, 3).filter((w) => w.received.includes(id)).length;
   const readByTwo = await eventually(() => {
     const count = running.results.filter(({ id }) => readers(id) === 2).length;
@@ -117,5 +119,5 @@ test('replay: false: the requests the killed worker had read fail as before (502
     expect(failure.response.status).toBe(502);
     expect(failure.response.json<{ error: { code: string } }>().error.code).toBe('upstream_unavailable');
   }
-  expect(total(await scrape(gw.adminUrl), 'chatgate_upstream_retries_total', { provider: 'once', reason: 'replayed' })).toBe(0);
+  expect(total(await scrape(gw.adminUrl), 'chatgate_retries_total', { provider: 'once', reason: 'replayed' })).toBe(0);
 });
