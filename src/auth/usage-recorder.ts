@@ -3,8 +3,16 @@
  * and written to the store in one batch per interval, never per request: each key's totals and its
  * account's daily usage (by UTC day). The stores keep these in usage rows, never in the key rows, so
  * a flush for every key in use neither rewrites the key table nor announces a key change.
+ *
+ * A batch is written in slices of SLICE uses, the event loop free between two: SQLite writes on the
+ * event loop (a use costs it about 4.6 µs), and one statement for 100,000 keys in use held it for
+ * 460 ms, the p99 of every request meanwhile. A slice that fails is kept with those after it for the
+ * next flush; those before it are written, and are not written again.
  */
 import type { KeyStore, KeyUse } from '../store/types';
+
+/** Uses written by one store call (about 5 ms of SQLite). */
+export const SLICE = 1000;
 
 /** The key a use is counted for. */
 export interface UsedKey {
@@ -40,26 +48,35 @@ export class UsageRecorder {
     this.timer.unref();
   }
 
-  /** Writes what is pending; on failure it is merged back for the next try. */
+  /** Writes what is pending, slice by slice; what a failure left unwritten is merged back for the next try. */
   async flush(): Promise<void> {
     if (this.pending.size === 0) return;
-    const batch = this.pending;
+    const batch = [...this.pending];
     this.pending = new Map();
-    try {
-      await this.store.recordUse([...batch.values()]);
-    } catch (err) {
-      for (const [slot, use] of batch) {
-        const later = this.pending.get(slot);
-        if (!later) {
-          this.pending.set(slot, use);
-          continue;
-        }
-        later.at = later.requests > 0 ? later.at : use.at;
-        later.requests += use.requests;
-        later.promptTokens += use.promptTokens;
-        later.completionTokens += use.completionTokens;
+    for (let from = 0; from < batch.length; from += SLICE) {
+      if (from > 0) await new Promise((resolve) => setImmediate(resolve)); // requests run between two slices
+      try {
+        await this.store.recordUse(batch.slice(from, from + SLICE).map(([, use]) => use));
+      } catch (err) {
+        this.keep(batch.slice(from));
+        this.onError(err);
+        return;
       }
-      this.onError(err);
+    }
+  }
+
+  /** Uses not written, merged back into what came since (the later use time kept). */
+  private keep(unwritten: ReadonlyArray<[string, KeyUse]>): void {
+    for (const [slot, use] of unwritten) {
+      const later = this.pending.get(slot);
+      if (!later) {
+        this.pending.set(slot, use);
+        continue;
+      }
+      later.at = later.requests > 0 ? later.at : use.at;
+      later.requests += use.requests;
+      later.promptTokens += use.promptTokens;
+      later.completionTokens += use.completionTokens;
     }
   }
 

@@ -6,7 +6,7 @@
 import pg from 'pg';
 import { issueKey } from '../../src/auth/issue';
 import { PostgresKeyStore } from '../../src/store/postgres';
-import { UsageRecorder } from '../../src/auth/usage-recorder';
+import { SLICE, UsageRecorder } from '../../src/auth/usage-recorder';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres';
 
 let database: TestDatabase;
@@ -64,4 +64,34 @@ test('a use counted during a failing write is kept with the batch, and the later
   const stored = await store.get(record.id);
   expect(stored?.usage.requests).toBe(2);
   expect(stored?.lastUsedAt).toBe('2030-02-01T00:00:30.000Z');
+});
+
+test('a large batch is written in slices with the event loop free between two; a failed slice and those after it are kept, those before it written once', async () => {
+  const calls: number[] = [];
+  const written = new Map<string, number>();
+  let failOn = 2;
+  const events: string[] = [];
+  const slicing = new UsageRecorder({
+    async recordUse(uses) {
+      calls.push(uses.length);
+      events.push(`slice ${calls.length}`);
+      if (calls.length === failOn) throw new Error('store away');
+      for (const use of uses) written.set(use.keyId, (written.get(use.keyId) ?? 0) + use.requests);
+    },
+  });
+  const KEYS = 2 * SLICE + 500;
+  for (let i = 0; i < KEYS; i++) slicing.used({ id: `key_${i}`, accountId: 'acc' });
+  setImmediate(() => events.push('other work'));
+  await slicing.flush();
+  expect(calls).toEqual([SLICE, SLICE]);
+  expect(events).toEqual(['slice 1', 'other work', 'slice 2']); // other work ran between the slices
+  expect(written.size).toBe(SLICE);
+  // The rest, and a use counted meanwhile, go with the next flush; nothing of the first slice again.
+  slicing.used({ id: 'key_0', accountId: 'acc' });
+  failOn = 0;
+  await slicing.flush();
+  expect(calls.slice(2)).toEqual([SLICE, KEYS - SLICE + 1 - SLICE]);
+  expect(written.size).toBe(KEYS);
+  expect([...written.values()].reduce((sum, n) => sum + n, 0)).toBe(KEYS + 1);
+  expect(written.get('key_0')).toBe(2);
 });
