@@ -53,6 +53,8 @@ export interface ModelRequest {
   streamOptions: Record<string, unknown> | undefined;
   /** The most output tokens the request allows (`max_tokens` and its kin); undefined: it sets none; 0: the endpoint has no output. */
   maxOutputTokens: number | undefined;
+  /** How many answers it asks for (`n`, `best_of`, a completions batch's prompts): each may reach the bound. */
+  outputs: number;
 }
 
 /** Where the route stage sends the request, and the bytes it goes with (model renamed for the worker). */
@@ -104,6 +106,8 @@ export interface RequestContext {
   errorCode?: string;
   /** What the quota stage reserved: released when the answer's use is charged. */
   quotaReservation?: { release(): void };
+  /** The output bound the quota stage reserved for a request that set none: the route stage writes it into the worker's body. */
+  reservedOutputBound?: number;
 }
 
 export function createContext(res: Response, arrivedAt: number): RequestContext {

@@ -5,10 +5,12 @@
  * body is read: the request reserves what it may cost, its prompt estimate (one token per 4 bytes)
  * plus the output it allows (`max_tokens`, `max_completion_tokens`, `max_output_tokens`; when it sets
  * none, `quota.defaultReserveTokens`), and is refused the same way when that does not fit. The
- * reservation is released when the answer's real use is charged, or, for an answer that charged
- * none (a worker that failed), `holdAfterCloseMs` after the exchange closed: a client that left
- * early is charged after the gateway drained the worker's answer (usage.drainAfterDisconnectMs), and
- * its reservation holds until then. Both read and change the tracker's counts in memory: no I/O.
+ * reservation is released when the answer's real use is charged; when the exchange closes with no
+ * answer begun (refused later, a worker that failed), at once; else `holdAfterCloseMs` after it
+ * closed: a client that left early is charged after the gateway drained the worker's answer
+ * (usage.drainAfterDisconnectMs), and its reservation holds until then. What it reserves is the bound
+ * times `n` (and `best_of`, and a completions batch's prompts); a request that set no bound gets the
+ * default written into its worker's body as `max_tokens` (`max_output_tokens` for responses). Both read and change the tracker's counts in memory: no I/O.
  */
 import type { RequestHandler } from 'express';
 import { estimatePromptTokens } from '../common/estimate';
@@ -40,7 +42,8 @@ export function reserveQuota(tracker: QuotaTracker, options: ReserveOptions, ref
     const key = required(context.key, 'key');
     if (!tracker.limits(key)) return next(); // no quota: nothing to reserve, and the body is not measured
     const request = required(context.modelRequest, 'modelRequest');
-    const tokens = estimatePromptTokens(Buffer.byteLength(required(context.body, 'body'))) + (request.maxOutputTokens ?? options.defaultReserveTokens);
+    const perOutput = request.maxOutputTokens ?? options.defaultReserveTokens;
+    const tokens = estimatePromptTokens(Buffer.byteLength(required(context.body, 'body'))) + perOutput * request.outputs;
     const reservation = tracker.reserve(key, tokens);
     if (reservation === undefined) return next();
     if ('scope' in reservation) {
@@ -48,8 +51,14 @@ export function reserveQuota(tracker: QuotaTracker, options: ReserveOptions, ref
       throw errors.insufficientQuota(reservation.scope, reservation.period, reservation.retryAfterSeconds);
     }
     context.quotaReservation = reservation;
+    // A request that set no bound gets the one reserved, written into its worker's body (route.ts):
+    // else a worker generates to its context's end, far past what was reserved.
+    if (request.maxOutputTokens === undefined && perOutput > 0) context.reservedOutputBound = perOutput;
     res.once('close', () => {
-      setTimeout(() => reservation.release(), options.holdAfterCloseMs).unref();
+      // No answer began (refused by a later stage, no worker, a worker that failed): nothing can be
+      // charged, so the room goes back at once. An answer under way may still be drained and charged.
+      if (context.firstByteAt === undefined) reservation.release();
+      else setTimeout(() => reservation.release(), options.holdAfterCloseMs).unref();
     });
     next();
   };

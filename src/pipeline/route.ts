@@ -64,6 +64,8 @@ export function route(providers: ProviderTable, aliases: AliasTable, random: () 
     const dropUsageChunk = request.stream && USAGE_CHUNK_ENDPOINTS.has(endpoint) && request.streamOptions?.include_usage !== true;
     let text = required(context.body, 'body');
     if (dropUsageChunk) text = setTopLevelMember(text, 'stream_options', JSON.stringify({ ...request.streamOptions, include_usage: true }));
+    // Under a quota, a request that set no output bound gets the one its reservation holds.
+    if (context.reservedOutputBound !== undefined) text = setTopLevelMember(text, endpoint === 'responses' ? 'max_output_tokens' : 'max_tokens', String(context.reservedOutputBound));
 
     const targetAt = (index: number, body: string): UpstreamTarget => {
       const destination = destinations[index]!;

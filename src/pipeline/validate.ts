@@ -30,6 +30,8 @@ export function validateModelRequest(endpoint: Endpoint, body: unknown): ModelRe
   }
   const maxOutputTokens = outputLimitOf(endpoint, body);
   if (maxOutputTokens instanceof GatewayError) return maxOutputTokens;
+  const outputs = outputsOf(endpoint, body);
+  if (outputs instanceof GatewayError) return outputs;
   // Fields named one by one: on Node 20, a spread followed by more properties took ~2 µs per request.
   return {
     endpoint,
@@ -39,7 +41,32 @@ export function validateModelRequest(endpoint: Endpoint, body: unknown): ModelRe
     stream: endpoint !== 'embeddings' && body.stream === true,
     streamOptions: isObject(streamOptions) ? streamOptions : undefined,
     maxOutputTokens,
+    outputs,
   };
+}
+
+/** At most this many answers one request may ask for (`n`, `best_of`: OpenAI's own bound). */
+export const MAX_CHOICES = 128;
+
+/**
+ * How many answers the request asks for, each up to its output bound: `n` (chat, completions),
+ * `best_of` (completions, generated server-side), times the prompts of a completions batch (an array
+ * of texts or of token arrays). What the quota stage reserves is multiplied by it.
+ */
+function outputsOf(endpoint: Endpoint, body: Record<string, unknown>): number | GatewayError {
+  if (endpoint === 'embeddings' || endpoint === 'responses') return 1;
+  let choices = 1;
+  for (const field of endpoint === 'completions' ? ['n', 'best_of'] : ['n']) {
+    const value = body[field];
+    if (value === undefined || value === null) continue;
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > MAX_CHOICES) {
+      return errors.invalidBody(field, `'${field}' must be a whole number from 1 to ${MAX_CHOICES}.`);
+    }
+    choices = Math.max(choices, value);
+  }
+  const prompt = body.prompt;
+  const prompts = endpoint === 'completions' && Array.isArray(prompt) && prompt.length > 0 && typeof prompt[0] !== 'number' ? prompt.length : 1;
+  return choices * prompts;
 }
 
 /** The fields that bound an answer's output, per endpoint (chat's newer name first). */

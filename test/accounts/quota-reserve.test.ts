@@ -100,3 +100,35 @@ test('a key without a quota reserves nothing: a request with no output bound and
   expect((await chat(key, { max_tokens: 5 })).status).toBe(200);
   expect((await chat(key, { max_tokens: 50_000_000 })).status).toBe(200);
 });
+
+test('n multiplies the reservation: 64 answers of 5 tokens do not fit 300, one does', async () => {
+  const key = await meteredKey('many answers');
+  const many = await chat(key, { max_tokens: 5, n: 64 });
+  expect(many.status).toBe(429);
+  expect(many.json<Answer>().error?.code).toBe('insufficient_quota');
+  expect((await chat(key, { max_tokens: 5, n: 1 })).status).toBe(200);
+});
+
+test('a request under a quota that sets no bound gets the one it reserved in its worker body; one that sets its own keeps it', async () => {
+  const created = await admin('POST', '/keys', { name: 'roomy', quota: { tokensPerDay: 100_000 } });
+  const key = created.json<{ key: string }>().key;
+  await worker.clear();
+  expect((await chat(key, {})).status).toBe(200);
+  expect((await chat(key, { max_tokens: 7 })).status).toBe(200);
+  const bodies = (await worker.requests()).map((recorded) => JSON.parse(recorded.body) as { max_tokens?: number });
+  expect(bodies.map((body) => body.max_tokens)).toEqual([1024, 7]);
+  // A key without a quota: its body goes as the client sent it.
+  const free = (await admin('POST', '/keys', { name: 'free body' })).json<{ key: string }>().key;
+  await worker.clear();
+  expect((await chat(free, {})).status).toBe(200);
+  expect((JSON.parse((await worker.requests())[0]!.body) as { max_tokens?: number }).max_tokens).toBeUndefined();
+});
+
+test('a request refused after it reserved (a model the key may not use) gives its room back at once', async () => {
+  const created = await admin('POST', '/keys', { name: 'other models only', models: ['other/*'], quota: { tokensPerDay: QUOTA } });
+  const key = created.json<{ key: string }>().key;
+  for (let i = 0; i < 5; i++) {
+    const refused = await chat(key, { max_tokens: 250 });
+    expect({ i, status: refused.status, code: refused.json<Answer>().error?.code }).toEqual({ i, status: 403, code: 'model_not_allowed' });
+  }
+});

@@ -33,11 +33,11 @@ describe('output bounds (what the quota stage reserves)', () => {
 
 describe('validateChatRequest accepts', () => {
   test('the minimal request', () => {
-    expect(validateChatRequest(valid())).toStrictEqual({ endpoint: 'chat', model: 'mock/echo', provider: 'mock', modelName: 'echo', stream: false, streamOptions: undefined, maxOutputTokens: undefined });
+    expect(validateChatRequest(valid())).toStrictEqual({ endpoint: 'chat', model: 'mock/echo', provider: 'mock', modelName: 'echo', stream: false, streamOptions: undefined, maxOutputTokens: undefined, outputs: 1 });
   });
 
   test('a model without a slash: a name for the route stage to find among the aliases', () => {
-    expect(validateChatRequest(valid({ model: 'gpt-4o' }))).toStrictEqual({ endpoint: 'chat', model: 'gpt-4o', provider: undefined, modelName: undefined, stream: false, streamOptions: undefined, maxOutputTokens: undefined });
+    expect(validateChatRequest(valid({ model: 'gpt-4o' }))).toStrictEqual({ endpoint: 'chat', model: 'gpt-4o', provider: undefined, modelName: undefined, stream: false, streamOptions: undefined, maxOutputTokens: undefined, outputs: 1 });
   });
 
   test('a model of exactly 256 characters is taken', () => {
@@ -107,6 +107,7 @@ describe('validateChatRequest accepts', () => {
       stream: false,
       streamOptions: undefined,
       maxOutputTokens: 5,
+      outputs: 1,
     });
   });
 });
@@ -265,5 +266,25 @@ describe('validateModelRequest, per endpoint', () => {
 
   test('model comes first on every endpoint', () => {
     for (const endpoint of ['chat', 'completions', 'embeddings', 'responses'] as const) expect(refusedAt(endpoint, { input: 1, prompt: 1, messages: 1 })).toBe('model');
+  });
+});
+
+describe('outputs: how many answers a request asks for (each may reach the bound)', () => {
+  test.each([
+    ['chat', {}, 1],
+    ['chat', { n: 4 }, 4],
+    ['completions', { n: 2, best_of: 5 }, 5],
+    ['completions', { prompt: ['a', 'b', 'c'], n: 2 }, 6],
+    ['completions', { prompt: [1, 2, 3] }, 1],
+    ['completions', { prompt: [[1, 2], [3]] }, 2],
+    ['responses', { n: 9 }, 1],
+    ['embeddings', { n: 9 }, 1],
+  ] as const)('%s %j: %p', (endpoint, fields, expected) => {
+    const body = { model: 'p/m', messages: [user], prompt: 'x', input: 'x', ...fields };
+    expect(validateModelRequest(endpoint, body)).toMatchObject({ outputs: expected });
+  });
+
+  test.each([0, -1, 129, 1.5, '4'])('n %p is refused, naming it', (n) => {
+    expect(rejection(valid({ n }))).toEqual({ status: 400, type: 'invalid_request_error', code: 'invalid_body', param: 'n' });
   });
 });
