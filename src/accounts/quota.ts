@@ -94,6 +94,13 @@ interface Counter {
   sending: number;
   /** Reserved by requests in flight on this replica. */
   reserved: number;
+  /**
+   * Not used for IDLE_SYNCS syncs: no longer read back (a sync for every counter ever used would
+   * grow without bound), but kept, with its last total, until its period ends. Used again, it counts
+   * from that total (at most a sync behind) rather than from 0: a quota spent, then left idle, stays
+   * spent.
+   */
+  dormant: boolean;
   /** The sync (count) that last checked or charged it: counters not touched for a while stop being synced. */
   touched: number;
   /** Whose use it counts: the key's (keyId) or all the account's keys'. */
@@ -258,7 +265,7 @@ export class QuotaTracker {
     try {
       await this.shared.add(amounts);
       // Added: the totals read next include it.
-      const scopes = [...this.counters.keys()];
+      const scopes = [...this.counters].filter(([, counter]) => !counter.dormant).map(([scope]) => scope);
       const totals = scopes.length > 0 ? await this.shared.totals(scopes) : new Map<string, number>();
       for (const [scope, total] of totals) {
         const counter = this.counters.get(scope);
@@ -328,7 +335,7 @@ export class QuotaTracker {
     const due = new Map<string, Array<[string, Counter]>>();
     for (const entry of this.counters) {
       const [scope, counter] = entry;
-      if (counter.floorDue === undefined || counter.floorDue > ms) continue;
+      if (counter.dormant || counter.floorDue === undefined || counter.floorDue > ms) continue;
       const period = periodOf(scope);
       if (period !== today && period !== month) {
         stopFloor(counter);
@@ -381,11 +388,12 @@ export class QuotaTracker {
     let counter = this.counters.get(scope);
     if (!counter) {
       const born = this.now().getTime();
-      counter = { synced: 0, pending: 0, sending: 0, reserved: 0, touched: this.syncs, accountId, keyId, born, floor: 0, sinceFloor: 0, floorDue: this.events.usage ? born : undefined };
+      counter = { synced: 0, pending: 0, sending: 0, reserved: 0, dormant: false, touched: this.syncs, accountId, keyId, born, floor: 0, sinceFloor: 0, floorDue: this.events.usage ? born : undefined };
       this.counters.set(scope, counter);
       if (keyId !== undefined) this.keysCounted.add(keyId);
     }
     counter.touched = this.syncs;
+    counter.dormant = false;
     return counter;
   }
 
@@ -398,14 +406,20 @@ export class QuotaTracker {
     for (const [scope, counter] of this.counters) {
       const period = periodOf(scope);
       const current = period === today || period === month;
-      if (counter.pending === 0 && counter.sending === 0 && counter.reserved === 0 && (!current || this.syncs - counter.touched > IDLE_SYNCS)) this.counters.delete(scope);
-      else if (counter.keyId !== undefined) keys.add(counter.keyId);
+      const idle = counter.pending === 0 && counter.sending === 0 && counter.reserved === 0;
+      if (idle && !current) {
+        this.counters.delete(scope);
+        continue;
+      }
+      if (idle && this.syncs - counter.touched > IDLE_SYNCS) counter.dormant = true;
+      if (counter.keyId !== undefined) keys.add(counter.keyId);
     }
     this.keysCounted = keys;
+    // An account not used for a while is no longer read each sync; its quota as last read stays and
+    // is enforced when it is used again, until the next sync reads it afresh.
     for (const [account, seen] of this.activeAccounts) {
       if (this.syncs - seen <= IDLE_SYNCS) continue;
       this.activeAccounts.delete(account);
-      this.accountQuotas.delete(account);
       this.held.delete(account);
     }
   }

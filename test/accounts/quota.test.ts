@@ -276,3 +276,31 @@ test('a reservation larger than the whole quota is refused even at zero use; the
   expect(a.reserve(metered, 101)).toMatchObject({ scope: 'key', period: 'day' });
   expect(a.reserve(metered, 100)).toHaveProperty('release');
 });
+
+test('a quota spent, then left idle past the syncs that read it, stays spent: its counter sleeps (not read back) and wakes with its total', async () => {
+  const { a, b, shared } = replicas({ acc_1: { tokensPerDay: 100, tokensPerMonth: null } });
+  const metered = key({ tokensPerDay: 50, tokensPerMonth: null });
+  a.check(metered);
+  await a.sync();
+  a.charge(metered, 60); // over both the key's 50 and, with b below, the account's 100
+  b.check(metered);
+  await b.sync();
+  b.charge(metered, 50);
+  await a.sync();
+  await b.sync();
+  await a.sync();
+  expect(a.check(metered)).toMatchObject({ scope: 'key', period: 'day' });
+  // Idle for more syncs than IDLE_SYNCS (120): nothing of it is read back any more.
+  for (let i = 0; i < 125; i++) await a.sync();
+  shared.asked.clear();
+  await a.sync();
+  expect([...shared.asked]).toEqual([]);
+  // Used again: refused at once, by the key's and the account's totals as last read, before any sync.
+  expect(a.check(metered)).toMatchObject({ scope: 'key', period: 'day' });
+  expect(a.reserve(metered, 1)).toMatchObject({ scope: 'key' });
+  const sibling = key(NONE, 'key_2');
+  expect(a.check(sibling)).toMatchObject({ scope: 'account', period: 'day' });
+  expect(a.reserve(sibling, 1)).toMatchObject({ scope: 'account' });
+  await a.sync();
+  expect(shared.asked.size).toBeGreaterThan(0); // awake: read back again
+});
