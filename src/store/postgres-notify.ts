@@ -15,6 +15,8 @@ const HEARTBEAT_MS = 5000;
 const HEARTBEAT_DEADLINE_MS = 5000;
 /** The change log is read this often while LISTEN is down. */
 export const POLL_MS = 500;
+/** Log entries this recent are read again at every poll (see poll()). */
+const RECENT_S = 30;
 /** Log entries older than this are pruned (by whichever replica's heartbeat comes round), about once a minute. */
 const KEEP_MS = 10 * 60_000;
 const PRUNE_EVERY_BEATS = 12;
@@ -159,7 +161,13 @@ export class ChangeFeed {
     this.polling = true;
     try {
       const since = this.lastSeq;
-      const { rows } = await this.query<{ seq: string; digest: string }>('select seq, digest from chatgate_key_changes where seq > $1 order by seq limit 10000', [since]);
+      // Sequence numbers are handed out when a change is made, not when it commits: one that commits
+      // after a later one would be skipped by `seq > last` alone. The last RECENT_S seconds are read
+      // again at every poll (announcing a digest twice costs one lookup).
+      const { rows } = await this.query<{ seq: string; digest: string }>(
+        `select seq, digest from chatgate_key_changes where seq > $1 or at > now() - interval '${RECENT_S} seconds' order by seq limit 10000`,
+        [since],
+      );
       if (Date.now() - this.lastSeqAt > KEEP_MS) {
         // Entries since the last one known may have been pruned: anything may have changed.
         this.emit(undefined);
@@ -167,7 +175,7 @@ export class ChangeFeed {
         this.emit(rows.map((row) => row.digest));
       }
       if (this.lastSeq === since) {
-        this.lastSeq = rows.length > 0 ? Number(rows.at(-1)!.seq) : since;
+        this.lastSeq = Math.max(since, ...rows.map((row) => Number(row.seq)));
         this.lastSeqAt = Date.now();
       }
     } catch {
