@@ -18,9 +18,25 @@ import { GatewayError } from '../errors';
 import { KeyStoreOpenError } from '../store/open';
 import type { Logger } from '../telemetry/log';
 
-/** The store could not be reached (not: it answered with an error about the call). */
+/** Errors that say the database could not be reached, or is starting or stopping: worth waiting for. */
+const AWAY_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', 'EPIPE', '57P01', '57P02', '57P03']);
+const AWAY_MESSAGES = /timeout expired|Connection terminated|connection timeout|the database system is (starting up|shutting down)/i;
+
+/**
+ * The store could not be reached (not: it answered, with an error about the call). A wrong password,
+ * a database that does not exist or a migration that fails is no outage: the start fails at once
+ * with it, rather than waiting while /healthz says all is well.
+ */
 function storeAway(err: unknown): boolean {
-  return err instanceof KeyStoreOpenError || (err instanceof GatewayError && err.code === 'key_store_unavailable');
+  if (err instanceof GatewayError) return err.code === 'key_store_unavailable';
+  if (!(err instanceof KeyStoreOpenError)) return false;
+  for (let cause: unknown = err.cause; cause; cause = (cause as { cause?: unknown }).cause) {
+    const { code, message } = cause as { code?: unknown; message?: unknown };
+    if (typeof code === 'string' && AWAY_CODES.has(code)) return true;
+    if (typeof message === 'string' && AWAY_MESSAGES.test(message)) return true;
+    if (cause instanceof AggregateError && cause.errors.some((inner) => AWAY_CODES.has((inner as { code?: string }).code ?? ''))) return true;
+  }
+  return false;
 }
 
 const FIRST_RETRY_MS = 200;
@@ -73,7 +89,11 @@ export class StoreWait {
     await this.standInOpening;
     const server = this.standIn;
     this.standIn = undefined;
-    if (server) await new Promise<void>((resolve) => server.close(() => resolve()));
+    if (server) {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeAllConnections(); // a probe holding a connection open must not hold the start
+      await closed;
+    }
   }
 
   private async openStandIn(): Promise<void> {

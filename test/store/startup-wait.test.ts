@@ -89,3 +89,14 @@ test('store.startupTimeoutMs: a start that waited that long gives up, exit 1, na
   await expect(listening).rejects.toThrow(/exited with 1: [\s\S]*key store: cannot connect to postgres/);
   expect(await exit).toBe(1);
 });
+
+test('a database that does not exist is no outage: the start fails at once, saying so, without waiting', async () => {
+  const missing = new URL(database.url);
+  missing.pathname = '/chatgate_no_such_database';
+  const started = Date.now();
+  const { child, listening } = spawnGatewayProcess(dir, 'no-database', { providers: { mock: { workers: [worker.url] } }, keyStore: { type: 'postgres', url: missing.href, timeoutMs: 500 } });
+  const exit = new Promise<number | string | null>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal)));
+  await expect(listening).rejects.toThrow(/exited with 1: [\s\S]*chatgate_no_such_database \(3D000\)/);
+  expect(await exit).toBe(1);
+  expect(Date.now() - started).toBeLessThan(10_000); // a wait would never have ended (no startupTimeoutMs)
+});
