@@ -348,7 +348,9 @@ export function createProxy(
           provider.pool.acquire(tried, whenGone).then(attemptOn, (noneLeft: GatewayError) => failOver(withCause(upstreamFailure(attempt), err, noneLeft)));
           return;
         }
-        if (attempt.connected && !attempt.timedOut && !replayed && provider.replay) {
+        // Never a Responses request: it may be stored, run in the background or call tools, and the
+        // worker may have done that before it died.
+        if (attempt.connected && !attempt.timedOut && !replayed && provider.replay && attempt.target.endpoint !== 'responses') {
           // Sent, and the worker died before a byte of its answer: nothing reached the client, so
           // another worker runs it, once. None left: the request fails as it would have.
           replayed = true;
