@@ -229,7 +229,9 @@ test('repeated wrong passwords for one email: 429 for a while, whoever asks, eve
   const right = await consoleCall(undefined, 'POST', '/session', { email, password: PASSWORD });
   expect(right.status).toBe(429);
   expect(right.json().error.code).toBe('too_many_failed_attempts');
-  expect(Number(right.headers['retry-after'])).toBeGreaterThan(60);
+  // Until the fixed 15-minute window ends (near its end, that may be seconds away).
+  expect(Number(right.headers['retry-after'])).toBeGreaterThan(0);
+  expect(Number(right.headers['retry-after'])).toBeLessThanOrEqual(900);
   expect((await memberA.call('GET', '/keys')).status).toBe(200); // a session made before is not touched
 });
 
