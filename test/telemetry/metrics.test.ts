@@ -7,6 +7,7 @@ import { mkdirSync, rmSync } from 'node:fs';
 import { gatewayWithWorker } from '../helpers/fixture';
 import { bearer, chatBody, request } from '../helpers/http';
 import { sample, scrape } from '../helpers/metrics';
+import { eventually } from '../helpers/processes';
 
 const f = gatewayWithWorker();
 
@@ -18,6 +19,13 @@ test('/metrics is the Prometheus text format', async () => {
 });
 
 test('request, auth and cache metrics count what happened', async () => {
+  // Warm: the key is cached, and the file store's notice of the write that made it (its watcher
+  // says "anything may have changed", and may come late on a loaded machine) has come and gone.
+  await eventually(async () => {
+    const hits = sample(await scrapeGateway(), 'chatgate_key_cache_hits_total');
+    expect((await request(f.gw.url, { ca: f.gw.ca, headers: bearer(f.key), body: chatBody() })).status).toBe(200);
+    return sample(await scrapeGateway(), 'chatgate_key_cache_hits_total') > hits ? true : undefined;
+  }, 5000);
   const before = await scrapeGateway();
   for (let i = 0; i < 3; i++) expect((await request(f.gw.url, { ca: f.gw.ca, headers: bearer(f.key), body: chatBody() })).status).toBe(200);
   expect((await request(f.gw.url, { ca: f.gw.ca, body: chatBody() })).status).toBe(401);
