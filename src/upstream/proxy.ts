@@ -24,14 +24,11 @@
  * - Memory: the body is released once a worker answers, since nothing is retried after that.
  * - Batching: requests go to workers at the end of the event loop's iteration, together (write-batching.ts).
  */
-import type { Agent, ClientRequest, IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type { ClientRequest, IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import type { Readable } from 'node:stream';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import httpProxy from 'http-proxy';
 import { contextOf, required, type RequestContext, type TokenUsage, type UpstreamTarget } from '../context';
-import { KEY_PREFIX, withoutKeys } from '../common/key-shape';
-import { traceparentOf } from '../telemetry/trace-context';
 import { errors, GatewayError } from '../errors';
 import type { Metrics } from '../telemetry/metrics';
 import type { Outcome, WorkerState } from './pool';
@@ -39,11 +36,13 @@ import type { Provider, ProviderTable } from './providers';
 import { SlotSet, type SlotMember } from '../tuning/slot-set';
 import { estimatePromptTokens, JsonUsageMeter, SseUsageMeter, type AnswerRelay } from './usage-meter';
 import { holdWritesToEndOfIteration } from '../tuning/write-batching';
+import { clientResponseHeaders, upstreamHeaders } from './proxy-headers';
+import { dropIdleConnections, outcomeOfAnswer, wholeBody, withCause } from './proxy-connection';
+export { upstreamHeaders } from './proxy-headers';
 import { sendStreamHead } from '../tuning/stream-head';
 
 const RELEASED_BODY = Buffer.alloc(0);
 
-const DROPPED_RESPONSE_HEADERS = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'trailer', 'upgrade', 'transfer-encoding']);
 
 /** `drain`: the client left mid-answer, and the rest is read for its usage until this deadline. */
 type Phase = 'connect' | 'first_byte' | 'idle' | 'drain';
@@ -372,36 +371,6 @@ export function createProxy(
 }
 
 /**
- * http-proxy sends the body with `options.buffer.pipe(upstreamRequest)`. The body is already whole in
- * memory, so it is written in one call, without a Readable per request (test/upstream/proxy.test.ts
- * checks the worker receives it intact). That call ends the request before it has a socket, which
- * is what lets `proxyReq` hold its bytes to the end of the iteration (write-batching.ts). It is read
- * from the target when sent, not captured here: http-proxy's listeners keep these options as long as
- * the answer lasts, and the body is released once the worker answers
- * (test/upstream/stream-memory.test.ts).
- */
-function wholeBody(target: UpstreamTarget): Readable {
-  return { pipe: (upstreamRequest: ClientRequest) => upstreamRequest.end(target.body) } as unknown as Readable;
-}
-
-/**
- * After a connection to a worker failed, its other pooled connections are suspect (the worker may
- * have died): close them, so the next requests open fresh ones, whose failure is safe to retry.
- */
-function dropIdleConnections(agent: Agent): void {
-  for (const sockets of Object.values(agent.freeSockets)) for (const socket of sockets ?? []) socket.destroy();
-}
-
-/**
- * Only answers that speak of the worker's state count against it. A plain 500 can be caused by the
- * request itself, and any key holder could then eject healthy workers with a few crafted requests.
- */
-function outcomeOfAnswer(status: number): Outcome {
-  if (status === 502 || status === 503 || status === 504) return 'failure';
-  return status >= 500 ? 'neutral' : 'success';
-}
-
-/**
  * A reset (RST) on a reused connection before any answer: the worker's kernel threw our bytes away
  * unread, so the worker cannot have started on the request. A mere hang-up (FIN, "socket hang up")
  * does not say that: a worker that read the request and then died looks the same, so it is not here.
@@ -413,11 +382,6 @@ function isStalePooledConnection(attempt: Attempt, err: Error): boolean {
 
 function upstreamFailure(attempt: Attempt): GatewayError {
   return attempt.timedOut === 'first_byte' || attempt.timedOut === 'connect' ? errors.upstreamTimeout() : errors.upstreamUnavailable();
-}
-
-function withCause(failure: GatewayError, ...causes: unknown[]): GatewayError {
-  failure.cause = causes.length === 1 ? causes[0] : causes;
-  return failure;
 }
 
 /**
@@ -432,64 +396,4 @@ function endBrokenAnswer(res: ServerResponse, attempt: Attempt): void {
   }
   const failure = attempt.timedOut === 'idle' ? errors.upstreamTimeout() : errors.upstreamUnavailable();
   res.end(`event: error\ndata: ${JSON.stringify(failure.toBody())}\n\n`);
-}
-
-/**
- * The headers a worker gets: the client's that the provider's allow-list names (upstream.forwardHeaders),
- * with anything shaped like a chatgate key replaced, and what the gateway sets itself. Every other
- * client header is dropped: an auth proxy in front of a model server may believe an X-Forwarded-User
- * or an X-Remote-User, and credentials are the client's, not the worker's.
- */
-export function upstreamHeaders(req: Request, context: RequestContext, target: UpstreamTarget, provider: Provider): IncomingHttpHeaders {
-  const headers: IncomingHttpHeaders = {};
-  const named = namedByConnection(req.headers.connection);
-  const forwarded = provider.forwardedHeaders;
-  for (const name in req.headers) {
-    if (!forwarded.allows(name) || named?.has(name)) continue;
-    const value = req.headers[name];
-    headers[name] = typeof value === 'string' ? keyFree(value) : value?.map(keyFree);
-  }
-  headers['content-type'] = 'application/json';
-  headers['content-length'] = String(target.body.length);
-  headers['x-request-id'] = context.requestId;
-  if (context.trace) {
-    headers.traceparent = traceparentOf(context.trace);
-    if (context.trace.tracestate) headers.tracestate = context.trace.tracestate;
-  }
-  headers['x-forwarded-proto'] = 'https';
-  headers['x-forwarded-for'] = forwardedFor(req);
-  if (provider.authorization) headers.authorization = provider.authorization;
-  return headers;
-}
-
-/** A value with anything key-shaped replaced; the test first, as nearly every value holds no key. */
-const keyFree = (value: string): string => (value.includes(KEY_PREFIX) ? withoutKeys(value) : value);
-
-/** Headers the client's Connection header names as hop-by-hop (its usual values name none worth a Set). */
-function namedByConnection(connection: string | undefined): Set<string> | undefined {
-  if (connection === undefined || connection === 'keep-alive' || connection === 'close') return undefined;
-  return new Set(connection.split(',').map((name) => name.trim().toLowerCase()));
-}
-
-/** The client chain as far as we trust it: trusted proxies' X-Forwarded-For (farthest first), then our peer. */
-function forwardedFor(req: Request): string {
-  const peer = req.socket.remoteAddress ?? '';
-  if (req.headers['x-forwarded-for'] === undefined) return peer; // no chain to trust or not: skip proxy-addr
-  return [...req.ips, peer].filter(Boolean).join(', ');
-}
-
-/** A copy: the worker's own headers stay as they came, for the agent (it reads Keep-Alive: timeout= from them). */
-function clientResponseHeaders(workerHeaders: IncomingHttpHeaders): IncomingHttpHeaders {
-  const headers: IncomingHttpHeaders = {};
-  for (const name in workerHeaders) {
-    if (!DROPPED_RESPONSE_HEADERS.has(name) && name !== 'x-request-id') headers[name] = workerHeaders[name];
-  }
-  const workerRequestId = workerHeaders['x-request-id'];
-  if (workerRequestId !== undefined) headers['x-upstream-request-id'] = workerRequestId;
-  if (String(headers['content-type'] ?? '').startsWith('text/event-stream')) {
-    // Tell nginx and ingress controllers in front of us not to buffer the stream.
-    headers['cache-control'] = 'no-cache';
-    headers['x-accel-buffering'] = 'no';
-  }
-  return headers;
 }
