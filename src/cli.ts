@@ -18,7 +18,8 @@ import { configFileFrom, ConfigError, loadConfig, type Config } from './config';
 import { defaultAccountId } from './store/default-account';
 import { turnOffPretenuring } from './tuning/pretenuring';
 import { ENDPOINTS, type Endpoint } from './common/endpoints';
-import { keyForm, type KeyForm } from './common/key-shape';
+import { keyVerdict } from './auth/key-check';
+import { whenNpmParentGone } from './process/parent-watch';
 import type { Gateway } from './process/startup';
 
 // Each command loads only what it needs: `keys` and `mock-worker` start fast without the gateway's stack.
@@ -71,9 +72,6 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
-/** How often a gateway started by npm checks that its parent is still there. */
-const PARENT_CHECK_MS = 500;
-
 async function serve(args: string[]): Promise<number> {
   const { values } = parse(args, { config: { type: 'string' } });
   turnOffPretenuring(); // before the gateway allocates anything
@@ -88,19 +86,7 @@ async function serve(args: string[]): Promise<number> {
   const stopAsked = new Promise<void>((resolve) => {
     process.on('SIGTERM', resolve);
     process.on('SIGINT', resolve);
-    // Under npm (`npx chatgate serve`, `npm start`) a SIGTERM sent to npm never reaches this process:
-    // npm exits, the shell between goes with it, and the gateway ran on as an orphan. So there, the
-    // parent going away (this process handed to another: its parent pid changes) asks for the drain
-    // too, within PARENT_CHECK_MS. Containers and supervisors run `node dist/cli.js serve` directly.
-    if (process.env.npm_command !== undefined) {
-      const parent = process.ppid;
-      const check = setInterval(() => {
-        if (process.ppid === parent) return;
-        clearInterval(check);
-        resolve();
-      }, PARENT_CHECK_MS);
-      check.unref();
-    }
+    whenNpmParentGone(resolve); // npm passes no signal on (process/parent-watch.ts)
   });
   running = await (await gateway()).startGateway(configFileFrom(values.config));
   if (reloadAsked) void running.reload(); // the start may have read the file before it changed
@@ -181,11 +167,7 @@ async function keys(args: string[]): Promise<number> {
   });
 }
 
-/**
- * `keys check`: what a string is, offline (no store, no config): a well-formed key of today's form
- * (its checksum holds), one of the old form (no checksum to check), or not a key, and why. The string
- * itself is never printed back. `-` reads it from stdin, out of the shell's history.
- */
+/** `keys check`: what a string is, offline (auth/key-check.ts); `-` reads it from stdin, out of the shell's history. */
 async function checkKey(positionals: string[]): Promise<number> {
   if (positionals.length !== 1) throw new UsageError('keys check needs one STRING (or - to read it from stdin)');
   let candidate = positionals[0]!;
@@ -194,15 +176,9 @@ async function checkKey(positionals: string[]): Promise<number> {
     for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
     candidate = Buffer.concat(chunks).toString('utf8').trim();
   }
-  const verdicts: Record<KeyForm, string> = {
-    checksummed: 'a well-formed chatgate key: its checksum holds (whether it is live, only the gateway knows)',
-    legacy: 'a well-formed chatgate key of the form made before checksums (cgk_ and 43 base64url characters): nothing to check offline',
-    'bad-checksum': 'not a chatgate key: shaped like one, but its checksum does not hold (mistyped, cut, or made up)',
-    'not-a-key': 'not a chatgate key: a key is cgk_ followed by 49 letters and digits',
-  };
-  const form = keyForm(candidate);
-  process.stdout.write(`${verdicts[form]}\n`);
-  return form === 'checksummed' || form === 'legacy' ? 0 : 1;
+  const verdict = keyVerdict(candidate);
+  process.stdout.write(`${verdict.text}\n`);
+  return verdict.wellFormed ? 0 : 1;
 }
 
 async function mockWorker(args: string[]): Promise<number> {
