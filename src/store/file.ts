@@ -50,8 +50,11 @@ type Change<T> = (data: Data) => { data: Data; changed?: string[]; result: T };
 export class FileKeyStore implements Store {
   private snapshot: Snapshot | undefined;
   private readonly changes = new EventEmitter();
-  /** Writes one at a time, each on the latest contents. */
-  private writing: Promise<unknown> = Promise.resolve();
+  /** Changes waiting for the next write. */
+  private readonly queue: Array<{ apply: Change<unknown>; resolve: (result: unknown) => void; reject: (err: unknown) => void }> = [];
+  /** The write under way and those queued behind it (close() waits for it). */
+  private writing: Promise<void> = Promise.resolve();
+  private draining = false;
   private watching = false;
 
   constructor(readonly file: string) {}
@@ -337,20 +340,56 @@ export class FileKeyStore implements Store {
     });
   }
 
+  /**
+   * Queues a change; changes queued while a write is under way are applied together, in order, in the
+   * next one (one lock, one read, one write for the lot): a burst of sign-ins or admin calls costs a
+   * few rewrites of the file instead of one each. A change that throws fails alone; a failed write
+   * fails its whole batch.
+   */
   private modify<T>(apply: Change<T>): Promise<T> {
-    const run = this.writing.then(() =>
-      // The lock file orders this read-change-replace against other instances and processes (the CLI,
-      // the admin API, usage flushes), so no writer replaces the file with contents it read too early.
-      withLockFile(`${this.file}.lock`, async () => {
-        this.snapshot = undefined;
-        const { data, changed, result } = apply((await this.current()).data);
-        await this.write(data);
-        if (changed && changed.length > 0) this.changes.emit('change', changed);
-        return result;
-      }),
-    );
-    this.writing = run.catch(() => undefined);
-    return run;
+    const queued = new Promise<T>((resolve, reject) => this.queue.push({ apply, resolve: resolve as (result: unknown) => void, reject }));
+    if (!this.draining) {
+      this.draining = true;
+      this.writing = this.drain();
+    }
+    return queued;
+  }
+
+  private async drain(): Promise<void> {
+    while (this.queue.length > 0) {
+      const batch = this.queue.splice(0);
+      let settle: Array<() => void>;
+      try {
+        // The lock file orders this read-change-replace against other instances and processes (the CLI,
+        // the admin API, usage flushes), so no writer replaces the file with contents it read too early.
+        settle = await withLockFile(`${this.file}.lock`, async () => {
+          this.snapshot = undefined;
+          let data = (await this.current()).data;
+          const changed: string[] = [];
+          const outcomes: Array<() => void> = [];
+          for (const { apply, resolve, reject } of batch) {
+            try {
+              const outcome = apply(data);
+              data = outcome.data;
+              changed.push(...(outcome.changed ?? []));
+              outcomes.push(() => resolve(outcome.result));
+            } catch (err) {
+              outcomes.push(() => reject(err));
+            }
+          }
+          await this.write(data);
+          if (changed.length > 0) this.changes.emit('change', [...new Set(changed)]);
+          return outcomes;
+        });
+      } catch (err) {
+        settle = batch.map(({ reject }) => () => reject(err));
+      }
+      // Answered once the lock is given back: a caller that goes on to write finds the file free.
+      for (const done of settle) done();
+    }
+    // Between the last look at the queue and this line nothing else runs: a change queued by a caller
+    // just answered is in the queue already, or will start a drain of its own.
+    this.draining = false;
   }
 
   private async current(): Promise<Snapshot> {

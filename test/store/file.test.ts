@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, watch, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { issueKey, publicView } from '../../src/auth/issue';
@@ -93,6 +93,35 @@ test('concurrent writes through two instances lose nothing (a revocation survive
   expect(after.map((record) => [record.name, record.revokedAt, record.usage.requests])).toEqual(
     issued.map((record) => [record.name, '2030-01-01T00:00:00.000Z', 1]),
   );
+});
+
+test('a burst of changes is written in a few batches: every count exact, a change that fails fails alone', async () => {
+  const store = new FileKeyStore(file);
+  await store.hasKeys(); // the directory exists once the store reads or writes; watch it from the first write
+  mkdirSync(path.dirname(file), { recursive: true });
+  const written = new Set<string>(); // each rewrite goes through a temporary file of its own name
+  const watcher = watch(path.dirname(file), (_event, name) => {
+    if (name && name.endsWith('.tmp')) written.add(name);
+  });
+  try {
+    const now = new Date();
+    const expiresAt = new Date(now.getTime() + 60_000);
+    const account = (id: string) => ({ id, name: 'burst', createdAt: now.toISOString(), quota: { tokensPerDay: null, tokensPerMonth: null } });
+    // All queued at once: the second account of the same name is refused, the rest goes through.
+    const bumps = Array.from({ length: 100 }, () => store.bumpCounters([{ name: 'burst', expiresAt }], now));
+    const [first, clash] = await Promise.allSettled([store.createAccount(account('acc_burst_1')), store.createAccount(account('acc_burst_2'))]);
+    const counts = (await Promise.all(bumps)).map(([count]) => count ?? 0);
+    expect(counts.sort((a, b) => a - b)).toEqual(Array.from({ length: 100 }, (_, i) => i + 1));
+    expect(first.status).toBe('fulfilled');
+    expect(clash).toMatchObject({ status: 'rejected', reason: { name: 'AccountNameTaken' } });
+    expect((await store.listAccounts()).map((a) => a.id)).toEqual(['acc_burst_1']);
+    expect((await store.bumpCounters([{ name: 'burst', expiresAt }], now))[0]).toBe(101);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(written.size).toBeGreaterThan(0);
+    expect(written.size).toBeLessThan(10);
+  } finally {
+    watcher.close();
+  }
 });
 
 describe('the lock file that orders writers', () => {
