@@ -5,7 +5,6 @@
  * platform admin's rights, through the same service as the admin API: every change leaves the same
  * audit event, by the actor `cli`.
  */
-import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { publicView } from './auth/issue';
 import { limitAllowed, MAX_LIMIT, MAX_QUOTA, nameProblem, parseCidr } from './auth/key-fields';
@@ -13,7 +12,7 @@ import { Auditor } from './accounts/audit';
 import { Accounts, passwordPath } from './accounts/service';
 import { normalizeEmail } from './accounts/emails';
 import { createLogger } from './telemetry/log';
-import { openKeyStore } from './store/open';
+import { importIntoStore, openKeyStore } from './store/open';
 import { configFileFrom, ConfigError, loadConfig, type Config } from './config';
 import { defaultAccountId } from './store/default-account';
 import { turnOffPretenuring } from './tuning/pretenuring';
@@ -38,7 +37,7 @@ const USAGE = `Usage:
   chatgate members list --account ID [--json] [--config FILE]
   chatgate members remove --account ID --email EMAIL [--transfer-keys-to OWNER_EMAIL] [--config FILE]
   chatgate members password-link --email EMAIL [--account ID] [--json] [--config FILE]
-  chatgate store import FILE [--config FILE]     (a file store's keys.json into the configured SQLite store; again adds nothing)
+  chatgate store import FILE [--config FILE]     (a file store's keys.json into the configured SQLite or PostgreSQL store; again adds nothing)
   chatgate mock-worker [--host H] [--port N] [--latency-ms N] [--tokens-per-second N] [--log-requests]
 
 The config file is --config, else $CHATGATE_CONFIG, else the embedded config/default.yaml.
@@ -242,31 +241,25 @@ async function withAccounts<T>(configFile: string | undefined, act: (accounts: A
 const OPERATOR = { kind: 'cli' } as const;
 
 /**
- * `store import FILE`: every record of a file store's keys.json into the configured SQLite store, in
- * one transaction, each unless its primary key is there already: a second run adds nothing. A
- * running gateway sees the imported keys within a second.
+ * `store import FILE`: every record of a file store's keys.json into the configured SQLite or
+ * PostgreSQL store, in one transaction, each unless its primary key is there already: a second run
+ * adds nothing. A running gateway sees the imported keys within a second.
  */
 async function storeCommand(args: string[]): Promise<number> {
   const [action, ...rest] = args;
   const { values, positionals } = parse(rest, { config: { type: 'string' } }, true);
   if (action !== 'import') throw new UsageError(`unknown store action '${action ?? ''}'`);
   if (positionals.length !== 1) throw new UsageError('store import needs one FILE (a keys.json)');
-  const config = loadConfig(configFileFrom(values.config));
-  if (config.keyStore.type !== 'sqlite') throw new UsageError(`store import writes into a sqlite key store; the config's is '${config.keyStore.type}' (set keyStore: {type: sqlite}, the default)`);
-  const [{ SqliteKeyStore }, { importFile, RECORD_KINDS }] = await Promise.all([import('./store/sqlite/store'), import('./store/sqlite/import')]);
-  const target = path.resolve(config.keyStore.path);
-  const store = new SqliteKeyStore(target, config.keyStore.timeoutMs);
-  try {
-    const report = await importFile(store, positionals[0]!);
-    process.stdout.write(`imported ${positionals[0]} into ${target}:\n`);
-    for (const kind of RECORD_KINDS) {
-      const skipped = report.skipped[kind] ? `, ${report.skipped[kind]} skipped (what they refer to is missing)` : '';
-      process.stdout.write(`  ${kind.padEnd(11)} ${String(report.imported[kind]).padStart(6)} imported, ${report.present[kind]} already there${skipped}\n`);
-    }
-    return 0;
-  } finally {
-    await store.close();
+  const settings = loadConfig(configFileFrom(values.config)).keyStore;
+  if (settings.type === 'file') throw new UsageError(`store import writes into a sqlite or postgres key store; the config's is 'file' (set keyStore: {type: sqlite}, the default)`);
+  const file = positionals[0]!;
+  const [{ RECORD_KINDS }, { report, target }] = await Promise.all([import('./store/import-plan'), importIntoStore(settings, file)]);
+  process.stdout.write(`imported ${file} into ${target}:\n`);
+  for (const kind of RECORD_KINDS) {
+    const skipped = report.skipped[kind] ? `, ${report.skipped[kind]} skipped (what they refer to is missing)` : '';
+    process.stdout.write(`  ${kind.padEnd(11)} ${String(report.imported[kind]).padStart(6)} imported, ${report.present[kind]} already there${skipped}\n`);
   }
+  return 0;
 }
 
 async function accountsCommand(args: string[]): Promise<number> {

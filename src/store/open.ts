@@ -13,6 +13,7 @@ import path from 'node:path';
 import type { Config } from '../config';
 import { FileKeyStore } from './file';
 import { GuardedKeyStore, type StoreHealthEvents } from './guarded';
+import type { ImportReport } from './import-plan';
 import type { PostgresEvents } from './postgres';
 
 export interface KeyStoreEvents extends Partial<PostgresEvents>, Partial<StoreHealthEvents> {
@@ -64,6 +65,33 @@ export async function openKeyStore(config: Pick<Config, 'keyStore'>, events: Key
     `keyStore type 'file' is deprecated: it rewrites the whole file on every change. Move to SQLite, the default: set keyStore to {type: sqlite} (or remove it), then run 'chatgate store import ${path.relative(process.cwd(), path.resolve(settings.path)) || settings.path}'`,
   );
   return new GuardedKeyStore(new FileKeyStore(path.resolve(settings.path)), settings.timeoutMs, health);
+}
+
+/**
+ * `chatgate store import FILE`: a file store's keys.json into the configured SQLite or PostgreSQL
+ * store (import-plan.ts); where it went (the SQLite file, or the database without its password).
+ */
+export async function importIntoStore(settings: Config['keyStore'], file: string): Promise<{ report: ImportReport; target: string }> {
+  if (settings.type === 'sqlite') {
+    const [{ SqliteKeyStore }, { importFile }] = await Promise.all([import('./sqlite/store'), import('./sqlite/import')]);
+    const target = path.resolve(settings.path);
+    const store = new SqliteKeyStore(target, settings.timeoutMs);
+    try {
+      return { report: await importFile(store, file), target };
+    } finally {
+      await store.close();
+    }
+  }
+  if (settings.type === 'postgres') {
+    const { PostgresKeyStore } = await import('./postgres');
+    const store = await PostgresKeyStore.open(settings.url, undefined, 1, settings.timeoutMs);
+    try {
+      return { report: await store.importFile(file), target: withoutPassword(settings.url) };
+    } finally {
+      await store.close();
+    }
+  }
+  throw new KeyStoreOpenError("store import writes into a sqlite or postgres key store; the config's is 'file' (set keyStore: {type: sqlite}, the default)");
 }
 
 /** The file store's default file name: a new SQLite store beside one imports it. */

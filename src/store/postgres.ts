@@ -14,7 +14,9 @@ import { EventEmitter } from 'node:events';
 import pg from 'pg';
 import type { KeyAuthRecord, KeyChanges, KeyRecord, KeyUse, Store } from './types';
 
+import type { ImportReport } from './import-plan';
 import { PostgresAccountStore } from './postgres-accounts';
+import { importFileIntoPostgres } from './postgres-import';
 import { migrate } from './postgres-migrations';
 import { ChangeFeed, type PostgresEvents } from './postgres-notify';
 
@@ -201,6 +203,11 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
 
   async ping(): Promise<void> {
     await this.query('select 1');
+  }
+
+  /** `chatgate store import`: a file store's keys.json, every record kind, in one transaction. */
+  importFile(file: string): Promise<ImportReport> {
+    return importFileIntoPostgres(this.pool, file, this.timeoutMs);
   }
 
   async close(): Promise<void> {

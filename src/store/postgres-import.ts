@@ -1,0 +1,77 @@
+/**
+ * `chatgate store import` into PostgreSQL: the shared import's rows (import-plan.ts) in one
+ * transaction on one connection, each by `insert ... on conflict do nothing`. Every statement is
+ * bounded by the store's deadline from our side; one that outlives it ends the connection, and with
+ * it the transaction: nothing is half imported.
+ */
+import { promises as fs } from 'node:fs';
+import type pg from 'pg';
+import { parseContents, type Data } from './file-schema';
+import { StoreDeadlineExceeded } from './guarded';
+import { emptyReport, importRows, type ImportReport, type Reference } from './import-plan';
+import * as rows from './sqlite/rows';
+
+export async function importFileIntoPostgres(pool: pg.Pool, file: string, timeoutMs: number): Promise<ImportReport> {
+  const text = await fs.readFile(file, 'utf8');
+  return importIntoPostgres(pool, parseContents(text, file), timeoutMs);
+}
+
+export async function importIntoPostgres(pool: pg.Pool, data: Data, timeoutMs: number): Promise<ImportReport> {
+  const planned = importRows(data, {
+    keyParams: (record) => ({ ...rows.keyParams(record), models: record.models, endpoints: record.endpoints, allowed_ips: record.allowedIps }),
+    quotaParams: (scope, tokens) => ({ scope, tokens }),
+  });
+  const report = emptyReport();
+  const client = await pool.connect();
+  let broken: Error | undefined;
+  const query = async (sql: string, params: unknown[] = []): Promise<pg.QueryResult> => {
+    let timer: NodeJS.Timeout | undefined;
+    const running = client.query(sql, params);
+    try {
+      return await Promise.race([
+        running,
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject((broken = new StoreDeadlineExceeded(timeoutMs))), timeoutMs);
+        }),
+      ]);
+    } catch (err) {
+      running.catch(() => undefined);
+      broken ??= err as Error;
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+  const exists = async (reference: Reference) =>
+    (reference.table === 'chatgate_accounts'
+      ? await query('select 1 from chatgate_accounts where id = $1', [reference.id])
+      : await query('select 1 from chatgate_people where email = $1', [reference.email])
+    ).rowCount! > 0;
+  const insert = async (table: string, params: Record<string, unknown>) => {
+    const columns = Object.keys(params);
+    const sql = `insert into ${table} (${columns.join(', ')}) values (${columns.map((_, i) => `$${i + 1}`).join(', ')}) on conflict do nothing`;
+    return (await query(sql, Object.values(params))).rowCount! > 0;
+  };
+  try {
+    await query('begin');
+    for (const row of planned) {
+      let present = true;
+      for (const reference of row.requires) if (present) present = await exists(reference);
+      if (!present) {
+        report.skipped[row.kind]++;
+        continue;
+      }
+      const added = await insert(row.table, row.params);
+      report[added ? 'imported' : 'present'][row.kind]++;
+      if (added && row.with) await insert(row.with.table, row.with.params);
+    }
+    await query('commit');
+    return report;
+  } catch (err) {
+    if (!broken || !(broken instanceof StoreDeadlineExceeded)) await client.query('rollback').catch(() => undefined);
+    throw err;
+  } finally {
+    // A connection whose statement outlived its deadline is ended, not pooled (and its transaction with it).
+    client.release(broken instanceof StoreDeadlineExceeded ? broken : undefined);
+  }
+}
