@@ -76,7 +76,7 @@ export function createPublicApp({ config, metrics, log, keyCache, providers, ali
     limitRate(limiter, metrics),
     enforceQuota(quota, (scope, period) => metrics.quotaRefused.series({ scope, period }).inc()),
   ];
-  const reserve = reserveQuota(quota, { defaultReserveTokens: config.quota.defaultReserveTokens, holdAfterCloseMs: config.usage.drainAfterDisconnectMs + 1000 }, (scope, period) => metrics.quotaRefused.series({ scope, period }).inc());
+  const reserve = reserveQuota(quota, { defaultReserveTokens: config.quota.defaultReserveTokens, capMaxTokens: config.quota.capMaxTokens, holdAfterCloseMs: config.usage.drainAfterDisconnectMs + 1000 }, (scope, period) => metrics.quotaRefused.series({ scope, period }).inc());
   const routeRequest = route(providers, aliases);
   // Chat completions first: the hot route is the router's first layer. Every endpoint has the same
   // chain; only what its body must hold differs.

@@ -206,6 +206,8 @@ const schema = z.strictObject({
       syncMs: milliseconds.default(500),
       /** Reserved at admission for the output of a request that sets no max_tokens (or kin), under a quota. */
       defaultReserveTokens: z.number().int().min(0).max(100_000_000).default(1024),
+      /** A request whose output bound does not fit what is left is served with its bound lowered to fit, instead of refused. */
+      capMaxTokens: z.boolean().default(false),
     })
     .prefault({}),
   /** What an answer used, as the worker reports it. */

@@ -106,7 +106,7 @@ export interface RequestContext {
   errorCode?: string;
   /** What the quota stage reserved: released when the answer's use is charged. */
   quotaReservation?: { release(): void };
-  /** The output bound the quota stage reserved for a request that set none: the route stage writes it into the worker's body. */
+  /** The output bound the quota stage reserved for a request that set none, or capped to what is left: the route stage writes it into the worker's body. */
   reservedOutputBound?: number;
 }
 

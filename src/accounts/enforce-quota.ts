@@ -10,7 +10,10 @@
  * closed: a client that left early is charged after the gateway drained the worker's answer
  * (usage.drainAfterDisconnectMs), and its reservation holds until then. What it reserves is the bound
  * times `n` (and `best_of`, and a completions batch's prompts); a request that set no bound gets the
- * default written into its worker's body as `max_tokens` (`max_output_tokens` for responses). Both read and change the tracker's counts in memory: no I/O.
+ * default written into its worker's body as `max_tokens` (`max_output_tokens` for responses). With
+ * `quota.capMaxTokens`, a request whose bound does not fit is served with the bound lowered to what
+ * is left (written into its worker's body the same way) while at least one token an answer is left.
+ * Both read and change the tracker's counts in memory: no I/O.
  */
 import type { RequestHandler } from 'express';
 import { estimatePromptTokens } from '../common/estimate';
@@ -32,6 +35,8 @@ export function enforceQuota(tracker: QuotaTracker, refused: (scope: 'key' | 'ac
 export interface ReserveOptions {
   /** Reserved for the output of a request that sets no bound on it. */
   defaultReserveTokens: number;
+  /** A request whose bound does not fit is served with its bound lowered to what is left (at least 1 token an answer). */
+  capMaxTokens: boolean;
   /** How long a reservation whose answer charged nothing is held after the exchange closed. */
   holdAfterCloseMs: number;
 }
@@ -42,23 +47,32 @@ export function reserveQuota(tracker: QuotaTracker, options: ReserveOptions, ref
     const key = required(context.key, 'key');
     if (!tracker.limits(key)) return next(); // no quota: nothing to reserve, and the body is not measured
     const request = required(context.modelRequest, 'modelRequest');
-    const perOutput = request.maxOutputTokens ?? options.defaultReserveTokens;
-    const tokens = estimatePromptTokens(Buffer.byteLength(required(context.body, 'body'))) + perOutput * request.outputs;
-    const reservation = tracker.reserve(key, tokens);
+    const prompt = estimatePromptTokens(Buffer.byteLength(required(context.body, 'body')));
+    let perOutput = request.maxOutputTokens ?? options.defaultReserveTokens;
+    let reservation = tracker.reserve(key, prompt + perOutput * request.outputs);
+    if (reservation !== undefined && 'scope' in reservation && options.capMaxTokens && perOutput > 0) {
+      // What is left, shared by the answers it asks for, once the prompt is counted: the bound it gets.
+      const capped = Math.floor((reservation.room - prompt) / request.outputs);
+      if (capped >= 1) {
+        const second = tracker.reserve(key, prompt + capped * request.outputs);
+        if (second === undefined || !('scope' in second)) [reservation, perOutput] = [second, capped];
+      }
+    }
     if (reservation === undefined) return next();
     if ('scope' in reservation) {
       refused(reservation.scope, reservation.period);
       throw errors.insufficientQuota(reservation.scope, reservation.period, reservation.retryAfterSeconds);
     }
-    context.quotaReservation = reservation;
+    const held = reservation;
+    context.quotaReservation = held;
     // A request that set no bound gets the one reserved, written into its worker's body (route.ts):
-    // else a worker generates to its context's end, far past what was reserved.
-    if (request.maxOutputTokens === undefined && perOutput > 0) context.reservedOutputBound = perOutput;
+    // else a worker generates to its context's end, far past what was reserved. So does one capped.
+    if ((request.maxOutputTokens === undefined || perOutput < request.maxOutputTokens) && perOutput > 0) context.reservedOutputBound = perOutput;
     res.once('close', () => {
       // No answer began (refused by a later stage, no worker, a worker that failed): nothing can be
       // charged, so the room goes back at once. An answer under way may still be drained and charged.
-      if (context.firstByteAt === undefined) reservation.release();
-      else setTimeout(() => reservation.release(), options.holdAfterCloseMs).unref();
+      if (context.firstByteAt === undefined) held.release();
+      else setTimeout(() => held.release(), options.holdAfterCloseMs).unref();
     });
     next();
   };

@@ -151,28 +151,29 @@ export class QuotaTracker {
 
   /**
    * Reserves `tokens` on every counter of the key's and its account's quotas (no I/O): a refusal when
-   * they do not fit beside what is used and reserved; undefined when nothing has a quota (nothing to
-   * release). An account whose quota is not read yet reserves nothing for it (as check() lets it by).
+   * they do not fit beside what is used and reserved (with the least room left, what a capped request
+   * may still take); undefined when nothing has a quota (nothing to release). An account whose quota
+   * is not read yet reserves nothing for it (as check() lets it by).
    */
-  reserve(key: CallerKey, tokens: number): QuotaReservation | QuotaRefusal | undefined {
+  reserve(key: CallerKey, tokens: number): QuotaReservation | (QuotaRefusal & { room: number }) | undefined {
     if (!this.limits(key)) return undefined;
     const at = this.now();
-    const counters: Counter[] = [];
-    for (const period of PERIODS) {
-      const limit = limitOf(key.quota, period);
-      if (limit === null) continue;
-      const counter = this.counter(scopeName('key', key.id, period, at), key.accountId, key.id);
-      if (this.used(counter) + counter.reserved + tokens > limit) return { scope: 'key', period, retryAfterSeconds: secondsToNext(period, at) };
-      counters.push(counter);
-    }
     const account = this.accountQuotas.get(key.accountId);
-    for (const period of PERIODS) {
-      const limit = account ? limitOf(account, period) : null;
-      if (limit === null) continue;
-      const counter = this.counter(scopeName('account', key.accountId, period, at), key.accountId, undefined);
-      if (this.used(counter) + counter.reserved + tokens > limit) return { scope: 'account', period, retryAfterSeconds: secondsToNext(period, at) };
-      counters.push(counter);
+    const counters: Counter[] = [];
+    let refusal: QuotaRefusal | undefined;
+    let room = Infinity;
+    for (const scope of ['key', 'account'] as const) {
+      for (const period of PERIODS) {
+        const limit = scope === 'key' ? limitOf(key.quota, period) : account ? limitOf(account, period) : null;
+        if (limit === null) continue;
+        const counter = scope === 'key' ? this.counter(scopeName('key', key.id, period, at), key.accountId, key.id) : this.counter(scopeName('account', key.accountId, period, at), key.accountId, undefined);
+        const left = limit - this.used(counter) - counter.reserved;
+        room = Math.min(room, left);
+        if (tokens > left) refusal ??= { scope, period, retryAfterSeconds: secondsToNext(period, at) };
+        counters.push(counter);
+      }
     }
+    if (refusal) return { ...refusal, room: Math.max(0, room) };
     if (counters.length === 0) return undefined;
     for (const counter of counters) counter.reserved += tokens;
     let held = true;
