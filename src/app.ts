@@ -20,7 +20,7 @@ import { modelLister } from './pipeline/model-list';
 import { errors } from './errors';
 import { accessLogOf, type Logger } from './telemetry/log';
 import type { Metrics } from './telemetry/metrics';
-import { observeRequests } from './pipeline/observe';
+import { observeRequests, type KeyRequestEnded } from './pipeline/observe';
 import type { createProxy } from './upstream/proxy';
 import { assignRequestId } from './pipeline/request-id';
 import { limitRate } from './ratelimit/limit-rate';
@@ -51,13 +51,15 @@ export interface PublicAppDeps {
   proxy: ReturnType<typeof createProxy>;
   limiter: RateLimiter;
   onKeyUsed?: (record: KeyAuthRecord) => void;
+  /** A model request made with a key is over, served by a worker or refused by the gateway: for usage. */
+  onKeyRequestEnded?: KeyRequestEnded;
   spans?: SpanExport;
   quota: QuotaTracker;
   /** The console (page and API) at /console, when it is on. */
   console?: Router;
 }
 
-export function createPublicApp({ config, metrics, log, keyCache, providers, aliases = new Map(), proxy, limiter, quota, onKeyUsed, spans, console }: PublicAppDeps): express.Express {
+export function createPublicApp({ config, metrics, log, keyCache, providers, aliases = new Map(), proxy, limiter, quota, onKeyUsed, onKeyRequestEnded, spans, console }: PublicAppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.disable('etag');
@@ -66,7 +68,7 @@ export function createPublicApp({ config, metrics, log, keyCache, providers, ali
 
   // Every path passes the same front stages; the hot route is the router's first layer, so a chat
   // request matches at once and runs its whole chain inside one route.
-  const observe = observeRequests(metrics, config.log.access ? accessLogOf(log) : undefined, spans);
+  const observe = observeRequests(metrics, config.log.access ? accessLogOf(log) : undefined, spans, undefined, onKeyRequestEnded);
   const idsAndTransport = [assignRequestId, continueTrace, requireHttps, limitHeaderCount(config.limits.maxHeaders)];
   const front = [observe, securityHeaders(API_SECURITY_HEADERS), ...idsAndTransport];
   const authenticateKey = authenticate({ cache: keyCache, onFailure: (reason) => metrics.authFailures.series({ reason }).inc(), onSuccess: onKeyUsed });

@@ -16,13 +16,13 @@ export function dateRange(from: unknown, to: unknown, now = new Date()): { from:
   return { from: day(from, 'from', monthAgo), to: day(to, 'to', today) };
 }
 
-/** One row a key and day; key names are quoted as CSV needs, and a leading =+-@ is defused for spreadsheets. */
+/** One row a key and day (requests served by a worker; refused ones last, a column added after the others); key names are quoted as CSV needs, and a leading =+-@ is defused for spreadsheets. */
 export function usageCsv(days: readonly UsageDay[], keyNames: ReadonlyMap<string, string>): string {
   const cell = (value: string | number) => {
     const text = String(value);
     const safe = /^[=+\-@\t\r]/.test(text) ? `'${text}` : text;
     return /[",\n\r]/.test(safe) ? `"${safe.replace(/"/g, '""')}"` : safe;
   };
-  const rows = days.map((day) => [day.date, day.keyId, keyNames.get(day.keyId) ?? '', day.requests, day.promptTokens, day.completionTokens].map(cell).join(','));
-  return ['date,keyId,keyName,requests,promptTokens,completionTokens', ...rows].join('\r\n') + '\r\n';
+  const rows = days.map((day) => [day.date, day.keyId, keyNames.get(day.keyId) ?? '', day.requests, day.promptTokens, day.completionTokens, day.refused].map(cell).join(','));
+  return ['date,keyId,keyName,requests,promptTokens,completionTokens,refused', ...rows].join('\r\n') + '\r\n';
 }

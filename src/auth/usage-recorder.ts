@@ -29,11 +29,17 @@ export class UsageRecorder {
     private readonly onError: (err: unknown) => void = () => undefined,
   ) {}
 
-  /** A request was admitted with this key. */
+  /** A request was made with this key (its last use). */
   used(key: UsedKey, at = new Date()): void {
+    this.entry(key, at).at = at;
+  }
+
+  /** A model request made with this key is over: served (a worker answered) or refused by the gateway itself. */
+  ended(key: UsedKey, served: boolean, at = new Date()): void {
     const use = this.entry(key, at);
-    use.at = at;
-    use.requests++;
+    if (at > use.at) use.at = at; // a use begun before the last flush has its time in this one too
+    if (served) use.requests++;
+    else use.refused++;
   }
 
   /** An answer reported its token counts. */
@@ -73,8 +79,9 @@ export class UsageRecorder {
         this.pending.set(slot, use);
         continue;
       }
-      later.at = later.requests > 0 ? later.at : use.at;
+      if (use.at > later.at) later.at = use.at;
       later.requests += use.requests;
+      later.refused += use.refused;
       later.promptTokens += use.promptTokens;
       later.completionTokens += use.completionTokens;
     }
@@ -90,7 +97,7 @@ export class UsageRecorder {
     const slot = `${key.id} ${date}`;
     let use = this.pending.get(slot);
     if (!use) {
-      use = { keyId: key.id, accountId: key.accountId, date, at: new Date(0), requests: 0, promptTokens: 0, completionTokens: 0 };
+      use = { keyId: key.id, accountId: key.accountId, date, at: new Date(0), requests: 0, refused: 0, promptTokens: 0, completionTokens: 0 };
       this.pending.set(slot, use);
     }
     return use;

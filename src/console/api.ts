@@ -182,7 +182,7 @@ export function consoleApi({ accounts, sessions, oidc, platformLimits, invites }
     const { accountId } = may(res, 'usage.read');
     const { from, to } = dateRange(req.query.from, req.query.to);
     const days = await usageOf(accountId, from, to, req.query.keyId);
-    res.json({ object: 'list', from, to, data: days.map(({ date, keyId: id, requests, promptTokens, completionTokens }) => ({ date, keyId: id, requests, promptTokens, completionTokens })) });
+    res.json({ object: 'list', from, to, data: days.map(({ date, keyId: id, requests, refused, promptTokens, completionTokens }) => ({ date, keyId: id, requests, refused, promptTokens, completionTokens })) });
   });
 
   api.get('/usage.csv', async (req, res) => {

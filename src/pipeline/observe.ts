@@ -14,7 +14,16 @@ import type { SpanExport } from '../telemetry/tracing';
 /** Status recorded for a request whose client left before any answer was sent (nginx's convention). */
 const CLIENT_CLOSED_REQUEST = 499;
 
-export function observeRequests(metrics: Metrics, writeAccessLine: AccessLog | undefined, spans?: SpanExport, now: () => number = () => performance.now()): RequestHandler {
+/** A model request made with a key is over: served when a worker's answer began, else refused by the gateway itself. */
+export type KeyRequestEnded = (key: NonNullable<RequestContext['key']>, served: boolean) => void;
+
+export function observeRequests(
+  metrics: Metrics,
+  writeAccessLine: AccessLog | undefined,
+  spans?: SpanExport,
+  now: () => number = () => performance.now(),
+  keyRequestEnded?: KeyRequestEnded,
+): RequestHandler {
   return function observeRequest(req, res, next) {
     createContext(res, now());
     metrics.inFlight.inc();
@@ -26,6 +35,7 @@ export function observeRequests(metrics: Metrics, writeAccessLine: AccessLog | u
       const seconds = (now() - context.arrivedAt) / 1000;
       metrics.inFlight.dec();
       const endpoint = context.modelRequest?.endpoint ?? endpointLabel(req.originalUrl);
+      if (context.key && keyRequestEnded && endpoint !== 'models' && endpoint !== 'console' && endpoint !== 'other') keyRequestEnded(context.key, context.firstByteAt !== undefined);
       metrics.requests.series({ endpoint, provider: context.provider, status: String(status) }).inc();
       metrics.requestDuration.series({ endpoint, provider: context.provider }).observe(seconds);
       writeAccessLine?.(accessLine(context, req.method, req.path, client, status, seconds, res.writableFinished));

@@ -25,10 +25,11 @@ export function withUse(data: Data, uses: readonly KeyUse[], oldest: string): Da
     const day = usage.find((row) => row.keyId === use.keyId && row.date === use.date);
     if (day) {
       day.requests += use.requests;
+      day.refused += use.refused;
       day.promptTokens += use.promptTokens;
       day.completionTokens += use.completionTokens;
     } else {
-      usage.push({ date: use.date, accountId: use.accountId, keyId: use.keyId, requests: use.requests, promptTokens: use.promptTokens, completionTokens: use.completionTokens });
+      usage.push({ date: use.date, accountId: use.accountId, keyId: use.keyId, requests: use.requests, refused: use.refused, promptTokens: use.promptTokens, completionTokens: use.completionTokens });
     }
   }
   return { ...data, keys, usage: usage.filter((row) => row.date >= oldest) };

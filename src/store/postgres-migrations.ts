@@ -231,6 +231,11 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
         on chatgate_keys for each row execute function chatgate_keys_notify();
     `,
   },
+  {
+    // Daily usage counts the requests the gateway refused itself apart from those a worker answered.
+    version: 9,
+    sql: `alter table chatgate_usage_daily add column refused bigint not null default 0;`,
+  },
 ];
 
 /** Applies the migrations not applied yet, in one transaction under the advisory lock (replicas starting together apply each once). */

@@ -165,8 +165,8 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
     // flushing the same keys at once wait for each other rather than deadlock.
     await this.query(
       `with u as (
-         select * from unnest($1::text[], $2::text[], $3::date[], $4::timestamptz[], $5::bigint[], $6::bigint[], $7::bigint[])
-           as u(key_id, account_id, date, at, requests, prompt, completion)
+         select * from unnest($1::text[], $2::text[], $3::date[], $4::timestamptz[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[])
+           as u(key_id, account_id, date, at, requests, prompt, completion, refused)
        ), totals as (
          insert into chatgate_key_usage as t (key_id, requests, prompt_tokens, completion_tokens, last_used_at)
          select s.key_id, s.requests, s.prompt, s.completion, s.at
@@ -179,10 +179,11 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
            completion_tokens = t.completion_tokens + excluded.completion_tokens,
            last_used_at = greatest(t.last_used_at, excluded.last_used_at)
        )
-       insert into chatgate_usage_daily as d (key_id, date, account_id, requests, prompt_tokens, completion_tokens)
-       select key_id, date, account_id, sum(requests), sum(prompt), sum(completion) from u group by key_id, date, account_id order by key_id, date
+       insert into chatgate_usage_daily as d (key_id, date, account_id, requests, prompt_tokens, completion_tokens, refused)
+       select key_id, date, account_id, sum(requests), sum(prompt), sum(completion), sum(refused) from u group by key_id, date, account_id order by key_id, date
        on conflict (key_id, date) do update set
          requests = d.requests + excluded.requests,
+         refused = d.refused + excluded.refused,
          prompt_tokens = d.prompt_tokens + excluded.prompt_tokens,
          completion_tokens = d.completion_tokens + excluded.completion_tokens`,
       [
@@ -193,6 +194,7 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
         column((use) => use.requests),
         column((use) => use.promptTokens),
         column((use) => use.completionTokens),
+        column((use) => use.refused),
       ],
     );
   }

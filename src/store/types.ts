@@ -57,6 +57,8 @@ export const NO_USAGE: KeyUsage = { requests: 0, promptTokens: 0, completionToke
 
 /** What a batch adds to one key on one UTC day: its latest use and what it used. */
 export interface KeyUse extends KeyUsage {
+  /** Requests the gateway refused itself (no worker answered them); `requests` counts those served. */
+  refused: number;
   keyId: string;
   accountId: string;
   /** YYYY-MM-DD, UTC. */
@@ -207,7 +209,10 @@ export interface UsageDay {
   date: string;
   accountId: string;
   keyId: string;
+  /** Requests a worker answered. */
   requests: number;
+  /** Requests the gateway refused itself (rate limit, quota, validation, permission, no worker): never billed. */
+  refused: number;
   promptTokens: number;
   completionTokens: number;
 }

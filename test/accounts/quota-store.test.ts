@@ -51,6 +51,7 @@ function gateway() {
   const serve = (key: KeyRecord, tokens: number) => {
     if (quota.check(key)) return false;
     usage.used(key);
+    usage.ended(key, true);
     usage.tokens(key, tokens - 1, 1);
     quota.charge(key, tokens);
     return true;

@@ -31,6 +31,7 @@ test('a failed write keeps its batch: written once with the next, the latest use
   const recorder = new UsageRecorder(store, (err) => failures.push((err as Error).message));
 
   recorder.used(record, new Date('2030-01-01T00:00:00Z'));
+  recorder.ended(record, true, new Date('2030-01-01T00:00:00Z'));
   recorder.tokens(record, 10, 5);
   await admin.query('alter table chatgate_keys rename to chatgate_keys_away');
   await recorder.flush();
@@ -39,7 +40,9 @@ test('a failed write keeps its batch: written once with the next, the latest use
 
   // Used again while the store could not be written.
   recorder.used(record, new Date('2030-01-01T00:00:09Z'));
+  recorder.ended(record, true, new Date('2030-01-01T00:00:09Z'));
   recorder.used(record, new Date('2030-01-01T00:00:10Z'));
+  recorder.ended(record, true, new Date('2030-01-01T00:00:10Z'));
   recorder.tokens(record, 1, 2);
   await admin.query('alter table chatgate_keys_away rename to chatgate_keys');
   await recorder.flush();
@@ -55,9 +58,11 @@ test('a use counted during a failing write is kept with the batch, and the later
   const { record } = await issueKey(store, { name: 'overlapping' });
   const recorder = new UsageRecorder(store, () => undefined);
   recorder.used(record, new Date('2030-02-01T00:00:00Z'));
+  recorder.ended(record, true, new Date('2030-02-01T00:00:00Z'));
   await admin.query('alter table chatgate_keys rename to chatgate_keys_away');
   const failing = recorder.flush();
   recorder.used(record, new Date('2030-02-01T00:00:30Z')); // while the write is under way
+  recorder.ended(record, true, new Date('2030-02-01T00:00:30Z'));
   await failing;
   await admin.query('alter table chatgate_keys_away rename to chatgate_keys');
   await recorder.stop();
@@ -80,14 +85,14 @@ test('a large batch is written in slices with the event loop free between two; a
     },
   });
   const KEYS = 2 * SLICE + 500;
-  for (let i = 0; i < KEYS; i++) slicing.used({ id: `key_${i}`, accountId: 'acc' });
+  for (let i = 0; i < KEYS; i++) slicing.ended({ id: `key_${i}`, accountId: 'acc' }, true);
   setImmediate(() => events.push('other work'));
   await slicing.flush();
   expect(calls).toEqual([SLICE, SLICE]);
   expect(events).toEqual(['slice 1', 'other work', 'slice 2']); // other work ran between the slices
   expect(written.size).toBe(SLICE);
   // The rest, and a use counted meanwhile, go with the next flush; nothing of the first slice again.
-  slicing.used({ id: 'key_0', accountId: 'acc' });
+  slicing.ended({ id: 'key_0', accountId: 'acc' }, true);
   failOn = 0;
   await slicing.flush();
   expect(calls.slice(2)).toEqual([SLICE, KEYS - SLICE + 1 - SLICE]);

@@ -189,21 +189,25 @@ test("adding a person who already exists gives no password link and keeps their 
 test('usage per day and key, and its CSV; the audit trail of the account', async () => {
   const { key, id } = (await ownerA.call('POST', '/keys', { name: 'counted' })).json<{ key: string; id: string }>();
   for (let i = 0; i < 3; i++) expect((await request(f.gw.url, { ca: f.gw.ca, headers: bearer(key), body: chatBody() })).status).toBe(200);
+  // Refused by the gateway itself (no messages; a provider it does not have): counted apart, never as requests.
+  expect((await request(f.gw.url, { ca: f.gw.ca, headers: bearer(key), body: JSON.stringify({ model: 'mock/echo' }) })).status).toBe(400);
+  expect((await request(f.gw.url, { ca: f.gw.ca, headers: bearer(key), body: chatBody({ model: 'nowhere/x' }) })).status).toBe(404);
   const today = new Date().toISOString().slice(0, 10);
   const row = await eventually(async () => {
-    const usage = (await ownerA.call('GET', `/usage?keyId=${id}`)).json<{ data: Array<{ date: string; keyId: string; requests: number; promptTokens: number; completionTokens: number }> }>();
-    return usage.data.find((day) => day.requests === 3);
+    const usage = (await ownerA.call('GET', `/usage?keyId=${id}`)).json<{ data: Array<{ date: string; keyId: string; requests: number; refused: number; promptTokens: number; completionTokens: number }> }>();
+    return usage.data.find((day) => day.requests === 3 && day.refused === 2);
   });
-  expect(row).toMatchObject({ date: today, keyId: id, requests: 3 });
+  expect(row).toMatchObject({ date: today, keyId: id, requests: 3, refused: 2 });
   expect(row.promptTokens).toBeGreaterThan(0);
   const csv = await ownerA.call('GET', '/usage.csv');
   expect(csv.headers['content-type']).toBe('text/csv; charset=utf-8');
-  expect(csv.body.split('\r\n')[0]).toBe('date,keyId,keyName,requests,promptTokens,completionTokens');
+  expect(csv.body.split('\r\n')[0]).toBe('date,keyId,keyName,requests,promptTokens,completionTokens,refused');
   expect(csv.body).toContain(`${today},${id},counted,3,`);
   // The CSV of one key holds that key's rows only.
   const oneKey = (await ownerA.call('GET', `/usage.csv?keyId=nokey`)).body.split('\r\n').filter(Boolean);
-  expect(oneKey).toEqual(['date,keyId,keyName,requests,promptTokens,completionTokens']);
+  expect(oneKey).toEqual(['date,keyId,keyName,requests,promptTokens,completionTokens,refused']);
   expect((await ownerA.call('GET', `/usage.csv?keyId=${id}`)).body).toContain(`${today},${id},counted,3,`);
+  expect((await ownerA.call('GET', `/usage.csv?keyId=${id}`)).body).toMatch(new RegExp(`^${today},${id},counted,3,\\d+,\\d+,2\r$`, 'm'));
   const audit = (await ownerA.call('GET', '/audit')).json<{ data: Array<{ actor: string; action: string; target: string }> }>().data;
   expect(audit.map((event) => event.action)).toEqual(expect.arrayContaining(['key.created', 'key.revoked', 'key.rotated', 'member.added', 'member.removed', 'session.created']));
   expect(audit.find((event) => event.action === 'key.created' && event.target === id)).toMatchObject({ actor: 'owner-a@example.com' });

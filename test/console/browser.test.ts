@@ -371,6 +371,8 @@ describe.each(SIZES)('the console at $size size ($viewport.width×$viewport.heig
   test('6. usage: the chart, per day and per key, the right totals, and the CSV', async () => {
     const usageKeyId = (await row(usageKeyName).getAttribute('data-key-id'))!;
     for (let i = 0; i < 3; i++) expect(await chat(usageKey, usageKeyId)).toBe(200);
+    // One the gateway refuses itself (no messages): shown as refused, not among the requests.
+    expect((await request(gw.url, { ca: gw.ca, headers: bearer(usageKey), body: JSON.stringify({ model: 'mock/echo' }) })).status).toBe(400);
     const mine = [sent.get(keyId)!, sent.get(usageKeyId)!];
     const expected = {
       requests: mine.reduce((n, t) => n + t.requests, 0),
@@ -400,6 +402,7 @@ describe.each(SIZES)('the console at $size size ($viewport.width×$viewport.heig
     }
     await expect(page.getByTestId('total-tokens').textContent()).resolves.toBe((expected.promptTokens + expected.completionTokens).toLocaleString('en-US'));
     await expect(page.getByTestId('stat-requests').textContent()).resolves.toBe(String(expected.requests));
+    await expect(page.getByTestId('stat-refused').textContent()).resolves.toBe('1');
 
     const today = new Date().toISOString().slice(0, 10);
     // 30 days, today's with the usage, the others zero, in the table and in the chart.
@@ -433,7 +436,7 @@ describe.each(SIZES)('the console at $size size ($viewport.width×$viewport.heig
     const [download] = await Promise.all([page.waitForEvent('download'), link.click()]);
     expect(download.suggestedFilename()).toMatch(/^usage-Team_.+\.csv$/);
     const csv = readFileSync((await download.path())!, 'utf8');
-    expect(csv.split('\r\n')[0]).toBe('date,keyId,keyName,requests,promptTokens,completionTokens');
+    expect(csv.split('\r\n')[0]).toBe('date,keyId,keyName,requests,promptTokens,completionTokens,refused');
     expect(csv).toContain(`${today},${usageKeyId},${usageKeyName},3,${forKey.promptTokens},${forKey.completionTokens}`);
   }, STEP_MS);
 

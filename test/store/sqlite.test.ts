@@ -66,7 +66,7 @@ test('one file, mode 0600, in WAL mode with foreign keys on; processes opening i
   const { db } = pair[1]!.sql;
   expect(db.prepare('PRAGMA journal_mode').get()).toEqual({ journal_mode: 'wal' });
   expect(db.prepare('PRAGMA foreign_keys').get()).toEqual({ foreign_keys: 1 });
-  expect(db.prepare('select version from chatgate_schema_migrations order by version').all().map((row) => ({ ...(row as object) }))).toEqual([{ version: 1 }, { version: 2 }]);
+  expect(db.prepare('select version from chatgate_schema_migrations order by version').all().map((row) => ({ ...(row as object) }))).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }]);
   // Every lookup by something other than the primary key has its index.
   const plan = (sql: string) => JSON.stringify(db.prepare(`explain query plan ${sql}`).all());
   expect(plan("select * from chatgate_keys where digest = 'x'")).toMatch(/USING INDEX/);
@@ -154,7 +154,7 @@ test('two processes and the CLI writing at once lose no change: every key, every
   const expiresAt = new Date(Date.now() + 3600_000);
   for (let i = 0; i < ROUNDS; i++) {
     await issueKey(store, { name: `here-${i}` });
-    await store.recordUse([{ keyId: shared.id, accountId: shared.accountId, date: '2030-01-01', at: new Date(), requests: 1, promptTokens: 2, completionTokens: 3 }]);
+    await store.recordUse([{ keyId: shared.id, accountId: shared.accountId, date: '2030-01-01', at: new Date(), requests: 1, refused: 1, promptTokens: 2, completionTokens: 3 }]);
     await store.bumpCounters([{ name: 'shared-counter', expiresAt }], new Date());
     await new Promise((resolve) => setImmediate(resolve));
   }
@@ -166,7 +166,8 @@ test('two processes and the CLI writing at once lose no change: every key, every
   expect(keys.filter((k) => k.name.startsWith('cli-')).length).toBe(3);
   expect((await store.get(shared.id))?.usage).toEqual({ requests: 3 * ROUNDS, promptTokens: 6 * ROUNDS, completionTokens: 9 * ROUNDS });
   expect(await store.usage(shared.accountId, '2030-01-01', '2030-01-01')).toEqual([
-    { date: '2030-01-01', accountId: shared.accountId, keyId: shared.id, requests: 3 * ROUNDS, promptTokens: 6 * ROUNDS, completionTokens: 9 * ROUNDS },
+    // The two other processes write uses as the release before `refused` did (none named): counted as 0.
+    { date: '2030-01-01', accountId: shared.accountId, keyId: shared.id, requests: 3 * ROUNDS, refused: ROUNDS, promptTokens: 6 * ROUNDS, completionTokens: 9 * ROUNDS },
   ]);
   expect(await store.bumpCounters([{ name: 'shared-counter', expiresAt }], new Date())).toEqual([3 * ROUNDS + 1]);
 }, 60_000);

@@ -138,7 +138,7 @@
     for (const id of ['keys-body', 'members-body', 'usage-body', 'usage-by-key-body', 'audit-body', 'tokens-chart', 'requests-chart', 'account-switcher', 'account-name', 'who', 'secret-title', 'confirm-title', 'confirm-text', 'edit-title']) {
       $(id).replaceChildren();
     }
-    for (const id of ['stat-requests', 'stat-prompt', 'stat-completion', 'stat-total']) $(id).textContent = '0';
+    for (const id of ['stat-requests', 'stat-refused', 'stat-prompt', 'stat-completion', 'stat-total']) $(id).textContent = '0';
     for (const td of $('usage-total').querySelectorAll('td')) td.textContent = '';
     $('usage-key').replaceChildren(el('option', { text: 'All keys', attrs: { value: '' } }));
     for (const form of ['create-key-form', 'edit-key-form', 'invite-form']) $(form).reset();
@@ -693,6 +693,7 @@
     const total = days.reduce((sum, d) => ({ requests: sum.requests + d.requests, promptTokens: sum.promptTokens + d.promptTokens, completionTokens: sum.completionTokens + d.completionTokens }), { requests: 0, promptTokens: 0, completionTokens: 0 });
 
     $('stat-requests').textContent = formatNumber(total.requests);
+    $('stat-refused').textContent = formatNumber(usage.data.reduce((sum, row) => sum + (row.refused || 0), 0));
     $('stat-prompt').textContent = formatNumber(total.promptTokens);
     $('stat-completion').textContent = formatNumber(total.completionTokens);
     $('stat-total').textContent = formatNumber(total.promptTokens + total.completionTokens);

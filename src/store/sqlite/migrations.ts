@@ -162,6 +162,11 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
       end;
     `,
   },
+  {
+    // Daily usage counts the requests the gateway refused itself apart from those a worker answered.
+    version: 3,
+    sql: `alter table chatgate_usage_daily add column refused integer not null default 0;`,
+  },
 ];
 
 /** Applies the migrations this file lacks; true when it made the schema (a new database). */
