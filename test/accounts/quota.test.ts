@@ -237,7 +237,7 @@ test('reservations: a request is refused when what it may cost does not fit besi
   expect(first).toHaveProperty('release');
   expect(second).toHaveProperty('release');
   // 80 in flight: 30 more does not fit, 20 does; then the quota is all in flight and check() refuses too.
-  expect(a.reserve(metered, 30)).toEqual({ scope: 'key', period: 'day', retryAfterSeconds: 14 * 3600 });
+  expect(a.reserve(metered, 30)).toEqual({ scope: 'key', period: 'day', retryAfterSeconds: 14 * 3600, room: 20 });
   expect(a.check(metered)).toBeUndefined();
   const third = a.reserve(metered, 20) as { release(): void };
   expect(a.check(metered)).toMatchObject({ scope: 'key', period: 'day' });
@@ -245,7 +245,7 @@ test('reservations: a request is refused when what it may cost does not fit besi
   a.charge(metered, 25);
   (first as { release(): void }).release();
   (first as { release(): void }).release();
-  expect(a.reserve(metered, 16)).toMatchObject({ scope: 'key' }); // 25 used + 60 in flight + 16 > 100
+  expect(a.reserve(metered, 16)).toMatchObject({ scope: 'key', room: 15 }); // 25 used + 60 in flight + 16 > 100
   const fourth = a.reserve(metered, 15) as { release(): void };
   expect(fourth).toHaveProperty('release');
   for (const reservation of [second as { release(): void }, third, fourth]) reservation.release();
@@ -261,7 +261,7 @@ test("reservations hold an account's quota over its keys; a key with no quota in
   await a.sync(); // the account's quota is read
   expect(a.limits(one)).toBe(true);
   expect(a.reserve(one, 30)).toHaveProperty('release');
-  expect(a.reserve(two, 30)).toEqual({ scope: 'account', period: 'month', retryAfterSeconds: expect.any(Number) });
+  expect(a.reserve(two, 30)).toEqual({ scope: 'account', period: 'month', retryAfterSeconds: expect.any(Number), room: 20 });
   expect(a.reserve(two, 20)).toHaveProperty('release');
   const free = key(NONE, 'key_free', 'acc_free');
   a.check(free);
