@@ -81,6 +81,8 @@ export interface UpstreamTarget {
 export interface TokenUsage {
   promptTokens: number;
   completionTokens: number;
+  /** Of the prompt tokens, those the worker served from its cache (when it says). */
+  cachedTokens?: number;
 }
 
 export interface RequestContext {

@@ -11,6 +11,7 @@ import cluster from 'node:cluster';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { AggregatorRegistry } from 'prom-client';
 import { createAdminApp } from './admin/app';
+import { Prices } from './accounts/prices';
 import { judgeReadiness, PING_DEADLINE_MS, within, type Readiness } from './admin/readiness';
 import { createPublicApp } from './app';
 import { KeyCache } from './auth/cache';
@@ -80,7 +81,7 @@ async function startServing(config: Config, configFile: string, log: Logger, rol
       publicApp: (req, res) => serving.handle(req, res),
       adminApp:
         role === 'single'
-          ? createAdminApp({ metrics, log, accounts: people.accounts, adminToken: config.admin.token, allowedHosts: config.admin.allowedHosts, exposition: () => metrics.registry.metrics(), readiness })
+          ? createAdminApp({ metrics, log, accounts: people.accounts, currency: () => lasting.platform.currency, adminToken: config.admin.token, allowedHosts: config.admin.allowedHosts, exposition: () => metrics.registry.metrics(), readiness })
           : undefined,
     },
     tls,
@@ -185,11 +186,11 @@ async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, 
   });
   quota.start(config.quota.syncMs);
   // The platform's default rate limits, which a reload may change (buildServing keeps this current).
-  const platform = { limits: config.rateLimit as Config['rateLimit'] };
+  const platform = { limits: config.rateLimit as Config['rateLimit'], currency: config.prices.currency };
   const mailer = config.console.enabled && config.console.smtp ? createMailer(config.console.smtp) : undefined;
   const invites = mailer ? { mailer, publicOrigin, trustedHosts: new Set(['localhost', config.listen.host, ...config.console.allowedHosts].map((name) => name.toLowerCase())) } : undefined;
   const consoleRouter = config.console.enabled
-    ? consoleApp({ accounts: people.accounts, sessions: people.sessions, oidc: Boolean(oidc), publicOrigin, oidcRoutes, platformLimits: () => platform.limits, invites })
+    ? consoleApp({ accounts: people.accounts, sessions: people.sessions, oidc: Boolean(oidc), publicOrigin, oidcRoutes, platformLimits: () => platform.limits, currency: () => platform.currency, invites })
     : undefined;
   return {
     platform,
@@ -236,6 +237,7 @@ async function buildServing(config: Config, log: Logger, metrics: Metrics, lasti
     },
     storeRecovered: () => log.debug('rate limit store took a command again'), // the Redis health check logs when it answers again
   });
+  const prices = new Prices(config.prices);
   const proxy = createProxy(metrics, providers, {
     usage: (context, provider, tokens) => {
       const key = required(context.key, 'key');
@@ -243,13 +245,14 @@ async function buildServing(config: Config, log: Logger, metrics: Metrics, lasti
       const labels = { endpoint: target.endpoint, provider: provider.name, model: modelLabel(provider, target.modelName), alias: target.alias ?? 'none' };
       metrics.tokens.series({ ...labels, kind: 'prompt' }).inc(tokens.promptTokens);
       metrics.tokens.series({ ...labels, kind: 'completion' }).inc(tokens.completionTokens);
-      usage.tokens(key, tokens.promptTokens, tokens.completionTokens);
+      usage.tokens(key, tokens.promptTokens, tokens.completionTokens, undefined, prices.costNanos(`${provider.name}/${target.modelName}`, tokens));
       lasting.quota.charge(key, tokens.promptTokens + tokens.completionTokens);
       context.quotaReservation?.release(); // charged: what it reserved is let go
       if (context.tokensPerMinute) limiter.debitTokens(key.id, context.tokensPerMinute, tokens.promptTokens + tokens.completionTokens);
     },
   }, config.usage);
   lasting.platform.limits = config.rateLimit;
+  lasting.platform.currency = config.prices.currency;
   const publicApp = createPublicApp({ config, metrics, log, keyCache, providers, aliases: buildAliases(config), proxy, limiter, quota: lasting.quota, onKeyUsed: (record) => usage.used(record), onKeyRequestEnded: (key, served) => usage.ended(key, served), spans: lasting.spans, console: lasting.consoleRouter });
   let inFlight = 0;
   let drained: (() => void) | undefined;

@@ -1,6 +1,7 @@
 /** Pure: the date range a usage query covers, and usage as CSV for export. */
 import { errors } from '../errors';
 import type { UsageDay } from '../store/types';
+import { amountOf } from './prices';
 
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
 
@@ -23,6 +24,11 @@ export function usageCsv(days: readonly UsageDay[], keyNames: ReadonlyMap<string
     const safe = /^[=+\-@\t\r]/.test(text) ? `'${text}` : text;
     return /[",\n\r]/.test(safe) ? `"${safe.replace(/"/g, '""')}"` : safe;
   };
-  const rows = days.map((day) => [day.date, day.keyId, keyNames.get(day.keyId) ?? '', day.requests, day.promptTokens, day.completionTokens, day.refused].map(cell).join(','));
-  return ['date,keyId,keyName,requests,promptTokens,completionTokens,refused', ...rows].join('\r\n') + '\r\n';
+  const rows = days.map((day) => [day.date, day.keyId, keyNames.get(day.keyId) ?? '', day.requests, day.promptTokens, day.completionTokens, day.refused, amountOf(day.costNanos)].map(cell).join(','));
+  return ['date,keyId,keyName,requests,promptTokens,completionTokens,refused,cost', ...rows].join('\r\n') + '\r\n';
+}
+
+/** A day of usage as the APIs answer it: its cost in the price table's currency, not in nano-units. */
+export function usageRow(day: UsageDay): Omit<UsageDay, 'costNanos'> & { cost: number } {
+  return { date: day.date, accountId: day.accountId, keyId: day.keyId, requests: day.requests, refused: day.refused, promptTokens: day.promptTokens, completionTokens: day.completionTokens, cost: amountOf(day.costNanos) };
 }

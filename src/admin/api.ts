@@ -10,7 +10,7 @@ import { KEY_FIELDS, keyFields, noFields, objectBody, onlyFields, quota } from '
 import { passwordPath, type Accounts } from '../accounts/service';
 import type { Actor } from '../accounts/roles';
 import { normalizeEmail } from '../accounts/emails';
-import { dateRange } from '../accounts/usage';
+import { dateRange, usageRow } from '../accounts/usage';
 import { errors } from '../errors';
 import { defaultAccountId } from '../store/default-account';
 import type { MembershipRecord } from '../store/types';
@@ -19,7 +19,7 @@ const ADMIN: Actor = { kind: 'admin-token' };
 const client = (req: Request) => req.socket.remoteAddress;
 
 /** The router behind the admin token guard (app.ts puts the guard in front of it). */
-export function adminApi(accounts: Accounts): Router {
+export function adminApi(accounts: Accounts, currency: () => string = () => 'USD'): Router {
   const store = accounts.store;
   const api = express.Router();
   api.use(express.json({ limit: '64kb' }));
@@ -105,7 +105,7 @@ export function adminApi(accounts: Accounts): Router {
   api.get('/accounts/:id/usage', async (req, res) => {
     await accounts.account(req.params.id);
     const { from, to } = dateRange(req.query.from, req.query.to);
-    res.json({ object: 'list', data: await store.usage(req.params.id, from, to) });
+    res.json({ object: 'list', currency: currency(), data: (await store.usage(req.params.id, from, to)).map(usageRow) });
   });
 
   api.get('/accounts/:id/audit', async (req, res) => {

@@ -23,6 +23,8 @@ export interface AdminAppDeps {
   metrics: Metrics;
   log: Logger;
   accounts: Accounts;
+  /** The price table's currency, that usage costs are in. */
+  currency?: () => string;
   /** Guards /admin/api; undefined turns it off. */
   adminToken: string | undefined;
   /** Host names this listener answers to besides IP addresses and localhost. */
@@ -34,7 +36,7 @@ export interface AdminAppDeps {
 
 const NO_ANSWER: Readiness = { ready: false, status: 'not_ready', checks: { answered: false } };
 
-export function createAdminApp({ metrics, log, accounts, adminToken, allowedHosts = [], exposition, readiness }: AdminAppDeps): express.Express {
+export function createAdminApp({ metrics, log, accounts, currency = () => 'USD', adminToken, allowedHosts = [], exposition, readiness }: AdminAppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.disable('etag');
@@ -66,7 +68,7 @@ export function createAdminApp({ metrics, log, accounts, adminToken, allowedHost
       throttled: (client, untilMs) => log.warn({ client, until: new Date(untilMs).toISOString() }, 'too many wrong admin tokens from this client: refused until then'),
       throttledRequest: () => metrics.adminAuthFailures.series({ outcome: 'throttled' }).inc(),
     });
-    app.use('/admin/api', guard, adminApi(accounts));
+    app.use('/admin/api', guard, adminApi(accounts, currency));
   } else {
     app.use('/admin', () => {
       throw errors.adminApiDisabled();

@@ -42,11 +42,12 @@ export class UsageRecorder {
     else use.refused++;
   }
 
-  /** An answer reported its token counts. */
-  tokens(key: UsedKey, promptTokens: number, completionTokens: number, at = new Date()): void {
+  /** An answer reported its token counts; what they cost by the price table, in nano-units. */
+  tokens(key: UsedKey, promptTokens: number, completionTokens: number, at = new Date(), costNanos = 0): void {
     const use = this.entry(key, at);
     use.promptTokens += promptTokens;
     use.completionTokens += completionTokens;
+    use.costNanos += costNanos;
   }
 
   start(intervalMs: number): void {
@@ -82,6 +83,7 @@ export class UsageRecorder {
       if (use.at > later.at) later.at = use.at;
       later.requests += use.requests;
       later.refused += use.refused;
+      later.costNanos += use.costNanos;
       later.promptTokens += use.promptTokens;
       later.completionTokens += use.completionTokens;
     }
@@ -97,7 +99,7 @@ export class UsageRecorder {
     const slot = `${key.id} ${date}`;
     let use = this.pending.get(slot);
     if (!use) {
-      use = { keyId: key.id, accountId: key.accountId, date, at: new Date(0), requests: 0, refused: 0, promptTokens: 0, completionTokens: 0 };
+      use = { keyId: key.id, accountId: key.accountId, date, at: new Date(0), requests: 0, refused: 0, costNanos: 0, promptTokens: 0, completionTokens: 0 };
       this.pending.set(slot, use);
     }
     return use;

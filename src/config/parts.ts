@@ -147,3 +147,23 @@ export interface UpstreamSettings {
   health: { enabled: boolean; path: string; intervalMs: number; timeoutMs: number; healthyThreshold: number; unhealthyThreshold: number };
   ejection: { consecutiveFailures: number; baseMs: number; maxMs: number };
 }
+
+/** A price per million tokens: a chargeback rate in the operator's currency, never negative. */
+const perMillion = z.number().min(0).max(1_000_000);
+
+/**
+ * `prices`: what a million tokens of a model cost, per `<provider>/<model_name>` glob (the first
+ * that matches, in the order written), in one currency: the operator's own table, versioned with
+ * the config, never fetched.
+ */
+export const prices = z
+  .strictObject({
+    currency: z.string().regex(/^[A-Z]{3}$/, 'must be a three-letter currency code such as USD or EUR').default('USD'),
+    models: z
+      .record(
+        z.string().regex(/^[^\s]+$/, "must be a '<provider>/<model_name>' glob such as 'vllm/*'"),
+        z.strictObject({ inputPerMillion: perMillion, outputPerMillion: perMillion, cachedInputPerMillion: perMillion.optional() }),
+      )
+      .default({}),
+  })
+  .prefault({});

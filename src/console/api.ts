@@ -14,7 +14,7 @@ import { redirectOrigin } from '../accounts/oidc';
 import { allowed, isPlatformAdmin, type Action, type Actor } from '../accounts/roles';
 import { passwordPath, type Accounts } from '../accounts/service';
 import { sessionCookie, sessionTokenOf, type Sessions, type SignedIn } from '../accounts/sessions';
-import { dateRange, usageCsv } from '../accounts/usage';
+import { dateRange, usageCsv, usageRow } from '../accounts/usage';
 import { errors } from '../errors';
 import type { MembershipRecord } from '../store/types';
 
@@ -28,6 +28,8 @@ export interface ConsoleApiDeps {
    * a key's own limits set by someone who is not a platform admin stay within them.
    */
   platformLimits: () => LimitDefaults;
+  /** The price table's currency, that usage costs are in (a reload may change it). */
+  currency?: () => string;
   /**
    * Invitations by email (console.smtp): the link goes to the invitee's mailbox, never into the
    * inviter's answer. The link starts with publicOrigin, else https:// and a Host whose name is among
@@ -41,7 +43,7 @@ const signedInOf = (res: Response): SignedIn => res.locals.signedIn as SignedIn;
 const actorOf = (signedIn: SignedIn): Actor => ({ kind: 'person', email: signedIn.person.email, admin: signedIn.person.admin });
 const client = (req: Request) => req.ip;
 
-export function consoleApi({ accounts, sessions, oidc, platformLimits, invites }: ConsoleApiDeps): Router {
+export function consoleApi({ accounts, sessions, oidc, platformLimits, currency = () => 'USD', invites }: ConsoleApiDeps): Router {
   const store = accounts.store;
   const api = express.Router();
   api.use(express.json({ limit: '64kb' }));
@@ -182,7 +184,7 @@ export function consoleApi({ accounts, sessions, oidc, platformLimits, invites }
     const { accountId } = may(res, 'usage.read');
     const { from, to } = dateRange(req.query.from, req.query.to);
     const days = await usageOf(accountId, from, to, req.query.keyId);
-    res.json({ object: 'list', from, to, data: days.map(({ date, keyId: id, requests, refused, promptTokens, completionTokens }) => ({ date, keyId: id, requests, refused, promptTokens, completionTokens })) });
+    res.json({ object: 'list', from, to, currency: currency(), data: days.map(usageRow).map(({ accountId: _account, ...row }) => row) });
   });
 
   api.get('/usage.csv', async (req, res) => {

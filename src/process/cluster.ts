@@ -95,7 +95,7 @@ export async function startPrimary(config: Config, log: Logger, out: NodeJS.Writ
   const metrics = createMetrics();
   const admin = await openAdminListener(
     config,
-    createAdminApp({ metrics, log, accounts: accountParts(config, log, keyStore).accounts, adminToken: config.admin.token, allowedHosts: config.admin.allowedHosts, exposition: () => aggregator.clusterMetrics(), readiness }),
+    createAdminApp({ metrics, log, accounts: accountParts(config, log, keyStore).accounts, currency: () => config.prices.currency, adminToken: config.admin.token, allowedHosts: config.admin.allowedHosts, exposition: () => aggregator.clusterMetrics(), readiness }),
     { clientErrorRefused: (code) => metrics.errors.series({ code }).inc() },
   );
 

@@ -26,10 +26,11 @@ export function withUse(data: Data, uses: readonly KeyUse[], oldest: string): Da
     if (day) {
       day.requests += use.requests;
       day.refused += use.refused;
+      day.costNanos += use.costNanos;
       day.promptTokens += use.promptTokens;
       day.completionTokens += use.completionTokens;
     } else {
-      usage.push({ date: use.date, accountId: use.accountId, keyId: use.keyId, requests: use.requests, refused: use.refused, promptTokens: use.promptTokens, completionTokens: use.completionTokens });
+      usage.push({ date: use.date, accountId: use.accountId, keyId: use.keyId, requests: use.requests, refused: use.refused, costNanos: use.costNanos, promptTokens: use.promptTokens, completionTokens: use.completionTokens });
     }
   }
   return { ...data, keys, usage: usage.filter((row) => row.date >= oldest) };

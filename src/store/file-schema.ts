@@ -75,7 +75,7 @@ const auditRecord = z.looseObject({
   client: z.string().nullable(),
   details: z.record(z.string(), z.unknown()).default({}),
 }) satisfies z.ZodType<AuditEvent>;
-const usageRecord = z.looseObject({ date: z.string(), accountId: z.string(), keyId: z.string(), requests: count, refused: count, promptTokens: count, completionTokens: count }) satisfies z.ZodType<UsageDay>;
+const usageRecord = z.looseObject({ date: z.string(), accountId: z.string(), keyId: z.string(), requests: count, refused: count, costNanos: count, promptTokens: count, completionTokens: count }) satisfies z.ZodType<UsageDay>;
 const fileShape = z.looseObject({
   version: z.union([z.literal(1), z.literal(2)]),
   keys: z.array(z.unknown()),

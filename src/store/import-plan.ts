@@ -67,7 +67,7 @@ export function importRows(data: Data, dialect: ImportDialect): ImportRow[] {
     ...data.counters.map((record) => row('counters', 'chatgate_counters', { name: record.name, count: record.count, expires_at: rows.instant(record.expiresAt) })),
     ...data.audit.map((record) => row('audit', 'chatgate_audit', rows.auditParams(record))),
     ...data.usage.map((day) =>
-      row('usage', 'chatgate_usage_daily', { key_id: day.keyId, date: day.date, account_id: day.accountId, requests: day.requests, refused: day.refused, prompt_tokens: day.promptTokens, completion_tokens: day.completionTokens }),
+      row('usage', 'chatgate_usage_daily', { key_id: day.keyId, date: day.date, account_id: day.accountId, requests: day.requests, refused: day.refused, cost_nanos: day.costNanos, prompt_tokens: day.promptTokens, completion_tokens: day.completionTokens }),
     ),
     ...Object.entries(data.quotaUsage).map(([scope, tokens]) => row('quotaUsage', 'chatgate_quota_usage', dialect.quotaParams(scope, tokens))),
   ];

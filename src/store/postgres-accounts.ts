@@ -255,12 +255,12 @@ export class PostgresAccountStore {
   }
 
   async usage(accountId: string, from: string, to: string): Promise<UsageDay[]> {
-    const { rows } = await this.query<{ date: string; account_id: string; key_id: string; requests: string; refused: string; prompt_tokens: string; completion_tokens: string }>(
-      `select to_char(date, 'YYYY-MM-DD') as date, account_id, key_id, requests, refused, prompt_tokens, completion_tokens
+    const { rows } = await this.query<{ date: string; account_id: string; key_id: string; requests: string; refused: string; cost_nanos: string; prompt_tokens: string; completion_tokens: string }>(
+      `select to_char(date, 'YYYY-MM-DD') as date, account_id, key_id, requests, refused, cost_nanos, prompt_tokens, completion_tokens
        from chatgate_usage_daily where account_id = $1 and date between $2 and $3 order by date, key_id`,
       [accountId, from, to],
     );
-    return rows.map((row) => ({ date: row.date, accountId: row.account_id, keyId: row.key_id, requests: Number(row.requests), refused: Number(row.refused), promptTokens: Number(row.prompt_tokens), completionTokens: Number(row.completion_tokens) }));
+    return rows.map((row) => ({ date: row.date, accountId: row.account_id, keyId: row.key_id, requests: Number(row.requests), refused: Number(row.refused), costNanos: Number(row.cost_nanos), promptTokens: Number(row.prompt_tokens), completionTokens: Number(row.completion_tokens) }));
   }
 
   async addQuotaUsage(amounts: ReadonlyMap<string, number>): Promise<void> {

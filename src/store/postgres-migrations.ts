@@ -232,9 +232,10 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
     `,
   },
   {
-    // Daily usage counts the requests the gateway refused itself apart from those a worker answered.
+    // Daily usage counts the requests the gateway refused itself apart from those a worker answered,
+    // and what the answers cost by the price table (nano-units of its currency: whole numbers add up exactly).
     version: 9,
-    sql: `alter table chatgate_usage_daily add column refused bigint not null default 0;`,
+    sql: `alter table chatgate_usage_daily add column refused bigint not null default 0, add column cost_nanos bigint not null default 0;`,
   },
 ];
 

@@ -165,8 +165,8 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
     // flushing the same keys at once wait for each other rather than deadlock.
     await this.query(
       `with u as (
-         select * from unnest($1::text[], $2::text[], $3::date[], $4::timestamptz[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[])
-           as u(key_id, account_id, date, at, requests, prompt, completion, refused)
+         select * from unnest($1::text[], $2::text[], $3::date[], $4::timestamptz[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[])
+           as u(key_id, account_id, date, at, requests, prompt, completion, refused, cost)
        ), totals as (
          insert into chatgate_key_usage as t (key_id, requests, prompt_tokens, completion_tokens, last_used_at)
          select s.key_id, s.requests, s.prompt, s.completion, s.at
@@ -179,11 +179,12 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
            completion_tokens = t.completion_tokens + excluded.completion_tokens,
            last_used_at = greatest(t.last_used_at, excluded.last_used_at)
        )
-       insert into chatgate_usage_daily as d (key_id, date, account_id, requests, prompt_tokens, completion_tokens, refused)
-       select key_id, date, account_id, sum(requests), sum(prompt), sum(completion), sum(refused) from u group by key_id, date, account_id order by key_id, date
+       insert into chatgate_usage_daily as d (key_id, date, account_id, requests, prompt_tokens, completion_tokens, refused, cost_nanos)
+       select key_id, date, account_id, sum(requests), sum(prompt), sum(completion), sum(refused), sum(cost) from u group by key_id, date, account_id order by key_id, date
        on conflict (key_id, date) do update set
          requests = d.requests + excluded.requests,
          refused = d.refused + excluded.refused,
+         cost_nanos = d.cost_nanos + excluded.cost_nanos,
          prompt_tokens = d.prompt_tokens + excluded.prompt_tokens,
          completion_tokens = d.completion_tokens + excluded.completion_tokens`,
       [
@@ -195,6 +196,7 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
         column((use) => use.promptTokens),
         column((use) => use.completionTokens),
         column((use) => use.refused),
+        column((use) => use.costNanos),
       ],
     );
   }

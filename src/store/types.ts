@@ -59,6 +59,8 @@ export const NO_USAGE: KeyUsage = { requests: 0, promptTokens: 0, completionToke
 export interface KeyUse extends KeyUsage {
   /** Requests the gateway refused itself (no worker answered them); `requests` counts those served. */
   refused: number;
+  /** What the answers cost by the price table, in nano-units of its currency (1e-9). */
+  costNanos: number;
   keyId: string;
   accountId: string;
   /** YYYY-MM-DD, UTC. */
@@ -213,6 +215,8 @@ export interface UsageDay {
   requests: number;
   /** Requests the gateway refused itself (rate limit, quota, validation, permission, no worker): never billed. */
   refused: number;
+  /** What the answers cost by the price table, in nano-units of its currency (1e-9): whole numbers add up exactly. */
+  costNanos: number;
   promptTokens: number;
   completionTokens: number;
 }

@@ -16,7 +16,9 @@ export function usageOf(value: unknown): TokenUsage | undefined {
   const prompt = usage.prompt_tokens ?? usage.input_tokens;
   const completion = usage.completion_tokens ?? usage.output_tokens ?? (usage.prompt_tokens !== undefined ? 0 : undefined);
   if (!isCount(prompt) || !isCount(completion)) return undefined;
-  return { promptTokens: prompt, completionTokens: completion };
+  const details = usage.prompt_tokens_details ?? usage.input_tokens_details;
+  const cached = typeof details === 'object' && details !== null ? (details as Record<string, unknown>).cached_tokens : undefined;
+  return isCount(cached) && cached > 0 ? { promptTokens: prompt, completionTokens: completion, cachedTokens: cached } : { promptTokens: prompt, completionTokens: completion };
 }
 
 function isCount(value: unknown): value is number {

@@ -43,7 +43,7 @@ function replicas(accountQuotas: Record<string, Quota> = {}, at = new Date('2026
 }
 
 /** A day's usage of a key, as the usage recorder writes it. */
-const day = (date: string, tokens: number, keyId = 'key_1', accountId = 'acc_1'): UsageDay => ({ date, accountId, keyId, requests: 1, refused: 0, promptTokens: tokens - 1, completionTokens: 1 });
+const day = (date: string, tokens: number, keyId = 'key_1', accountId = 'acc_1'): UsageDay => ({ date, accountId, keyId, requests: 1, refused: 0, costNanos: 0, promptTokens: tokens - 1, completionTokens: 1 });
 const later = (clock: { at: Date }, ms: number) => (clock.at = new Date(clock.at.getTime() + ms));
 
 test("a key's daily quota: refused once its tokens reach it, with Retry-After until midnight UTC", async () => {

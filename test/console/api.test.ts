@@ -201,13 +201,13 @@ test('usage per day and key, and its CSV; the audit trail of the account', async
   expect(row.promptTokens).toBeGreaterThan(0);
   const csv = await ownerA.call('GET', '/usage.csv');
   expect(csv.headers['content-type']).toBe('text/csv; charset=utf-8');
-  expect(csv.body.split('\r\n')[0]).toBe('date,keyId,keyName,requests,promptTokens,completionTokens,refused');
+  expect(csv.body.split('\r\n')[0]).toBe('date,keyId,keyName,requests,promptTokens,completionTokens,refused,cost');
   expect(csv.body).toContain(`${today},${id},counted,3,`);
   // The CSV of one key holds that key's rows only.
   const oneKey = (await ownerA.call('GET', `/usage.csv?keyId=nokey`)).body.split('\r\n').filter(Boolean);
-  expect(oneKey).toEqual(['date,keyId,keyName,requests,promptTokens,completionTokens,refused']);
+  expect(oneKey).toEqual(['date,keyId,keyName,requests,promptTokens,completionTokens,refused,cost']);
   expect((await ownerA.call('GET', `/usage.csv?keyId=${id}`)).body).toContain(`${today},${id},counted,3,`);
-  expect((await ownerA.call('GET', `/usage.csv?keyId=${id}`)).body).toMatch(new RegExp(`^${today},${id},counted,3,\\d+,\\d+,2\r$`, 'm'));
+  expect((await ownerA.call('GET', `/usage.csv?keyId=${id}`)).body).toMatch(new RegExp(`^${today},${id},counted,3,\\d+,\\d+,2,0\r$`, 'm'));
   const audit = (await ownerA.call('GET', '/audit')).json<{ data: Array<{ actor: string; action: string; target: string }> }>().data;
   expect(audit.map((event) => event.action)).toEqual(expect.arrayContaining(['key.created', 'key.revoked', 'key.rotated', 'member.added', 'member.removed', 'session.created']));
   expect(audit.find((event) => event.action === 'key.created' && event.target === id)).toMatchObject({ actor: 'owner-a@example.com' });

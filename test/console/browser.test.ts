@@ -436,7 +436,7 @@ describe.each(SIZES)('the console at $size size ($viewport.width×$viewport.heig
     const [download] = await Promise.all([page.waitForEvent('download'), link.click()]);
     expect(download.suggestedFilename()).toMatch(/^usage-Team_.+\.csv$/);
     const csv = readFileSync((await download.path())!, 'utf8');
-    expect(csv.split('\r\n')[0]).toBe('date,keyId,keyName,requests,promptTokens,completionTokens,refused');
+    expect(csv.split('\r\n')[0]).toBe('date,keyId,keyName,requests,promptTokens,completionTokens,refused,cost');
     expect(csv).toContain(`${today},${usageKeyId},${usageKeyName},3,${forKey.promptTokens},${forKey.completionTokens}`);
   }, STEP_MS);
 

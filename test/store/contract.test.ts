@@ -120,7 +120,7 @@ describe.each(backends)('%s key store', (kind, makeBackend) => {
   test('recordUse keeps the latest time per key and adds up the usage', async () => {
     const { record } = await issueKey(store, { name: 'epsilon' });
     const use = (at: string, requests: number, promptTokens: number, completionTokens: number) => [
-      { keyId: record.id, accountId: record.accountId, date: at.slice(0, 10), at: new Date(at), requests, refused: requests + 1, promptTokens, completionTokens },
+      { keyId: record.id, accountId: record.accountId, date: at.slice(0, 10), at: new Date(at), requests, refused: requests + 1, costNanos: promptTokens * 7_000_001, promptTokens, completionTokens },
     ];
     await store.recordUse(use('2030-01-02T00:00:00Z', 3, 100, 40));
     await other.recordUse(use('2030-01-01T00:00:00Z', 2, 10, 5));
@@ -129,14 +129,14 @@ describe.each(backends)('%s key store', (kind, makeBackend) => {
     expect(after?.usage).toEqual({ requests: 5, promptTokens: 110, completionTokens: 45 });
     await store.recordUse([]);
     expect(await store.usage(record.accountId, '2030-01-01', '2030-01-02')).toEqual([
-      { date: '2030-01-01', accountId: record.accountId, keyId: record.id, requests: 2, refused: 3, promptTokens: 10, completionTokens: 5 },
-      { date: '2030-01-02', accountId: record.accountId, keyId: record.id, requests: 3, refused: 4, promptTokens: 100, completionTokens: 40 },
+      { date: '2030-01-01', accountId: record.accountId, keyId: record.id, requests: 2, refused: 3, costNanos: 70_000_010, promptTokens: 10, completionTokens: 5 },
+      { date: '2030-01-02', accountId: record.accountId, keyId: record.id, requests: 3, refused: 4, costNanos: 700_000_100, promptTokens: 100, completionTokens: 40 },
     ]);
   });
 
   test('recordUse takes a batch: several keys, one key on two days, all added up', async () => {
     const keys = await Promise.all(['zeta-1', 'zeta-2', 'zeta-3'].map(async (name) => (await issueKey(store, { name })).record));
-    const uses = (date: string, tokens: number) => keys.map((record, i) => ({ keyId: record.id, accountId: record.accountId, date, at: new Date(`${date}T12:00:00Z`), requests: 1, refused: 0, promptTokens: tokens + i, completionTokens: 1 }));
+    const uses = (date: string, tokens: number) => keys.map((record, i) => ({ keyId: record.id, accountId: record.accountId, date, at: new Date(`${date}T12:00:00Z`), requests: 1, refused: 0, costNanos: 0, promptTokens: tokens + i, completionTokens: 1 }));
     await store.recordUse([...uses('2031-05-01', 10), ...uses('2031-05-02', 20)]);
     await other.recordUse(uses('2031-05-02', 100));
     for (const [i, record] of keys.entries()) {
@@ -145,8 +145,8 @@ describe.each(backends)('%s key store', (kind, makeBackend) => {
     }
     const days = (await store.usage(keys[0]!.accountId, '2031-05-01', '2031-05-02')).filter((row) => row.keyId === keys[1]!.id);
     expect(days).toEqual([
-      { date: '2031-05-01', accountId: keys[1]!.accountId, keyId: keys[1]!.id, requests: 1, refused: 0, promptTokens: 11, completionTokens: 1 },
-      { date: '2031-05-02', accountId: keys[1]!.accountId, keyId: keys[1]!.id, requests: 2, refused: 0, promptTokens: 122, completionTokens: 2 },
+      { date: '2031-05-01', accountId: keys[1]!.accountId, keyId: keys[1]!.id, requests: 1, refused: 0, costNanos: 0, promptTokens: 11, completionTokens: 1 },
+      { date: '2031-05-02', accountId: keys[1]!.accountId, keyId: keys[1]!.id, requests: 2, refused: 0, costNanos: 0, promptTokens: 122, completionTokens: 2 },
     ]);
   });
 

@@ -81,7 +81,7 @@ test('concurrent writes through two instances lose nothing (a revocation survive
   const cli = new FileKeyStore(file);
   const issued = [];
   for (let i = 0; i < 5; i++) issued.push((await issueKey(cli, { name: `k${i}` })).record);
-  const uses = issued.map((record) => ({ keyId: record.id, accountId: record.accountId, date: '2030-01-01', at: new Date('2030-01-01T00:00:00Z'), requests: 1, refused: 0, promptTokens: 2, completionTokens: 3 }));
+  const uses = issued.map((record) => ({ keyId: record.id, accountId: record.accountId, date: '2030-01-01', at: new Date('2030-01-01T00:00:00Z'), requests: 1, refused: 0, costNanos: 0, promptTokens: 2, completionTokens: 3 }));
 
   const writes = await Promise.allSettled([
     ...issued.map((record) => cli.revoke(record.id, new Date('2030-01-01T00:00:00Z'))),

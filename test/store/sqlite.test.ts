@@ -154,7 +154,7 @@ test('two processes and the CLI writing at once lose no change: every key, every
   const expiresAt = new Date(Date.now() + 3600_000);
   for (let i = 0; i < ROUNDS; i++) {
     await issueKey(store, { name: `here-${i}` });
-    await store.recordUse([{ keyId: shared.id, accountId: shared.accountId, date: '2030-01-01', at: new Date(), requests: 1, refused: 1, promptTokens: 2, completionTokens: 3 }]);
+    await store.recordUse([{ keyId: shared.id, accountId: shared.accountId, date: '2030-01-01', at: new Date(), requests: 1, refused: 1, costNanos: 0, promptTokens: 2, completionTokens: 3 }]);
     await store.bumpCounters([{ name: 'shared-counter', expiresAt }], new Date());
     await new Promise((resolve) => setImmediate(resolve));
   }
@@ -167,7 +167,7 @@ test('two processes and the CLI writing at once lose no change: every key, every
   expect((await store.get(shared.id))?.usage).toEqual({ requests: 3 * ROUNDS, promptTokens: 6 * ROUNDS, completionTokens: 9 * ROUNDS });
   expect(await store.usage(shared.accountId, '2030-01-01', '2030-01-01')).toEqual([
     // The two other processes write uses as the release before `refused` did (none named): counted as 0.
-    { date: '2030-01-01', accountId: shared.accountId, keyId: shared.id, requests: 3 * ROUNDS, refused: ROUNDS, promptTokens: 6 * ROUNDS, completionTokens: 9 * ROUNDS },
+    { date: '2030-01-01', accountId: shared.accountId, keyId: shared.id, requests: 3 * ROUNDS, refused: ROUNDS, costNanos: 0, promptTokens: 6 * ROUNDS, completionTokens: 9 * ROUNDS },
   ]);
   expect(await store.bumpCounters([{ name: 'shared-counter', expiresAt }], new Date())).toEqual([3 * ROUNDS + 1]);
 }, 60_000);

@@ -138,7 +138,7 @@
     for (const id of ['keys-body', 'members-body', 'usage-body', 'usage-by-key-body', 'audit-body', 'tokens-chart', 'requests-chart', 'account-switcher', 'account-name', 'who', 'secret-title', 'confirm-title', 'confirm-text', 'edit-title']) {
       $(id).replaceChildren();
     }
-    for (const id of ['stat-requests', 'stat-refused', 'stat-prompt', 'stat-completion', 'stat-total']) $(id).textContent = '0';
+    for (const id of ['stat-requests', 'stat-refused', 'stat-cost', 'stat-prompt', 'stat-completion', 'stat-total']) $(id).textContent = '0';
     for (const td of $('usage-total').querySelectorAll('td')) td.textContent = '';
     $('usage-key').replaceChildren(el('option', { text: 'All keys', attrs: { value: '' } }));
     for (const form of ['create-key-form', 'edit-key-form', 'invite-form']) $(form).reset();
@@ -667,7 +667,7 @@
     $('usage-range').textContent = `${from} to ${to} (UTC)`;
     const usage = await busy($('usage-refresh'), () => api('GET', `/usage?${query}`));
     if (!usage) return;
-    state.usage = { days, keyId, data: usage.data };
+    state.usage = { days, keyId, data: usage.data, currency: usage.currency };
     renderUsage();
   }
 
@@ -694,6 +694,8 @@
 
     $('stat-requests').textContent = formatNumber(total.requests);
     $('stat-refused').textContent = formatNumber(usage.data.reduce((sum, row) => sum + (row.refused || 0), 0));
+    const cost = usage.data.reduce((sum, row) => sum + (row.cost || 0), 0);
+    $('stat-cost').textContent = `${cost.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: cost > 0 && cost < 1 ? 4 : 2 })} ${usage.currency || ''}`.trim();
     $('stat-prompt').textContent = formatNumber(total.promptTokens);
     $('stat-completion').textContent = formatNumber(total.completionTokens);
     $('stat-total').textContent = formatNumber(total.promptTokens + total.completionTokens);

@@ -163,9 +163,13 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
     `,
   },
   {
-    // Daily usage counts the requests the gateway refused itself apart from those a worker answered.
+    // Daily usage counts the requests the gateway refused itself apart from those a worker answered,
+    // and what the answers cost by the price table (nano-units of its currency: whole numbers add up exactly).
     version: 3,
-    sql: `alter table chatgate_usage_daily add column refused integer not null default 0;`,
+    sql: `
+      alter table chatgate_usage_daily add column refused integer not null default 0;
+      alter table chatgate_usage_daily add column cost_nanos integer not null default 0;
+    `,
   },
 ];
 

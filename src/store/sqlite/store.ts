@@ -87,7 +87,7 @@ export class SqliteKeyStore implements Store {
     // the event loop. Two statements a key took 5.5-5.9 µs a key (55-59 ms for 10,000), these 3.7-4.7:
     // the rest is writing the rows.
     const keyUses = JSON.stringify(uses.map((use) => [use.keyId, use.requests, use.promptTokens, use.completionTokens, rows.instant(use.at)]));
-    const dayUses = JSON.stringify(uses.map((use) => [use.keyId, use.date, use.accountId, use.requests, use.promptTokens, use.completionTokens, use.refused]));
+    const dayUses = JSON.stringify(uses.map((use) => [use.keyId, use.date, use.accountId, use.requests, use.promptTokens, use.completionTokens, use.refused, use.costNanos]));
     await this.sql.write(() => {
       // A key deleted meanwhile has no row to count against (the foreign key): nothing is added for it.
       this.sql.run(statements.RECORD_KEY_USES, keyUses);
@@ -285,7 +285,7 @@ export class SqliteKeyStore implements Store {
   usage(accountId: string, from: string, to: string): Promise<UsageDay[]> {
     return this.sql.read(() =>
       this.sql.all<UsageDay>(
-        `select date, account_id as accountId, key_id as keyId, requests, refused, prompt_tokens as promptTokens, completion_tokens as completionTokens
+        `select date, account_id as accountId, key_id as keyId, requests, refused, cost_nanos as costNanos, prompt_tokens as promptTokens, completion_tokens as completionTokens
          from chatgate_usage_daily where account_id = ? and date between ? and ? order by date, key_id`,
         accountId,
         from,

@@ -1,0 +1,57 @@
+/**
+ * Prices through a real gateway: each answer's cost by the config's price table lands in the daily
+ * usage rows (admin API, console CSV) in the table's currency, from the usage the worker reported
+ * (streamed or not); a model without a price costs 0. Config refuses a price table it cannot use.
+ */
+import { parseConfig } from '../../src/config';
+import { gatewayWithWorker } from '../helpers/fixture';
+import { bearer, chatBody, request } from '../helpers/http';
+import { eventually } from '../helpers/processes';
+
+const TOKEN = 'admin-token-for-the-prices-test-0123';
+const f = gatewayWithWorker({
+  admin: { host: '127.0.0.1', port: 0, token: TOKEN },
+  auth: { createFirstKey: false, lastUsedFlushMs: 100 },
+  prices: { currency: 'EUR', models: { 'mock/echo': { inputPerMillion: 2, outputPerMillion: 8 } } },
+});
+
+type Usage = { prompt_tokens: number; completion_tokens: number };
+type Row = { date: string; keyId: string; requests: number; refused: number; promptTokens: number; completionTokens: number; cost: number };
+const admin = (path: string) => request(f.gw.adminUrl, { method: 'GET', path: `/admin/api${path}`, headers: { authorization: `Bearer ${TOKEN}` } });
+
+test('each answer is charged by the price table: the day row holds the exact sum, in the currency; an unpriced model costs 0', async () => {
+  const { key, id } = await f.gw.issueKey({ name: 'priced' });
+  const usages: Usage[] = [];
+  for (const tokens of ['5', '17', '40']) {
+    const answer = await request(f.gw.url, { ca: f.gw.ca, headers: { ...bearer(key), 'x-mock-tokens': tokens }, body: chatBody() });
+    expect(answer.status).toBe(200);
+    usages.push(answer.json<{ usage: Usage }>().usage);
+  }
+  // Streamed: the usage chunk the gateway asked for (and hid) is charged the same way.
+  const streamed = await request(f.gw.url, { ca: f.gw.ca, headers: { ...bearer(key), 'x-mock-tokens': '9' }, body: chatBody({ stream: true, stream_options: { include_usage: true } }) });
+  expect(streamed.status).toBe(200);
+  const last = streamed.body.split('\n').filter((line) => line.startsWith('data: {')).map((line) => JSON.parse(line.slice(6)) as { usage?: Usage }).find((chunk) => chunk.usage);
+  usages.push(last!.usage!);
+  // A model the table does not price: served, counted, cost 0.
+  expect((await request(f.gw.url, { ca: f.gw.ca, headers: bearer(key), body: chatBody({ model: 'mock/unpriced' }) })).status).toBe(200);
+
+  const expected = usages.reduce((sum, u) => sum + u.prompt_tokens * 2000 + u.completion_tokens * 8000, 0) / 1e9;
+  const accountId = (await admin('/keys')).json<{ data: Array<{ id: string; accountId: string }> }>().data.find((k) => k.id === id)!.accountId;
+  const listed = await eventually(async () => {
+    const answer = (await admin(`/accounts/${accountId}/usage`)).json<{ currency: string; data: Row[] }>();
+    return answer.data.find((row) => row.keyId === id && row.requests === 5) ? answer : undefined;
+  }, 10_000);
+  expect(listed.currency).toBe('EUR');
+  const row = listed.data.find((r) => r.keyId === id)!;
+  expect(expected).toBeGreaterThan(0);
+  expect(row.cost).toBe(expected);
+  expect(JSON.stringify(listed)).not.toContain('costNanos');
+});
+
+test('a price table the gateway cannot use is refused at start, naming the field', () => {
+  const refused = (prices: unknown) => () => parseConfig({ providers: { mock: { workers: ['http://127.0.0.1:9'] } }, prices });
+  expect(refused({ currency: 'USD', models: { 'mock/*': { inputPerMillion: -1, outputPerMillion: 1 } } })).toThrow(/prices\.models\.mock\/\*\.inputPerMillion/);
+  expect(refused({ currency: 'dollars', models: {} })).toThrow(/prices\.currency/);
+  expect(refused({ currency: 'USD', models: { 'mock/*': { inputPerMillion: 1, outputPerMillion: 1, perRequest: 0.01 } } })).toThrow(/perRequest/);
+  expect(refused({ currency: 'USD', models: { 'mock/*': { inputPerMillion: 1 } } })).toThrow(/outputPerMillion/);
+});
