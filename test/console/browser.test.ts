@@ -378,6 +378,7 @@ describe.each(SIZES)('the console at $size size ($viewport.width×$viewport.heig
       requests: mine.reduce((n, t) => n + t.requests, 0),
       promptTokens: mine.reduce((n, t) => n + t.promptTokens, 0),
       completionTokens: mine.reduce((n, t) => n + t.completionTokens, 0),
+      refused: 1,
     };
     expect(expected.requests).toBe(sent.get(keyId)!.requests + 3);
     const digits = (text: string | null) => Number((text ?? '').replace(/[^\d]/g, ''));
@@ -385,6 +386,7 @@ describe.each(SIZES)('the console at $size size ($viewport.width×$viewport.heig
       requests: digits(await page.getByTestId('total-requests').textContent()),
       promptTokens: digits(await page.getByTestId('total-prompt').textContent()),
       completionTokens: digits(await page.getByTestId('total-completion').textContent()),
+      refused: digits(await page.getByTestId('stat-refused').textContent()),
     });
 
     await page.getByTestId('tab-usage').click();
@@ -402,7 +404,7 @@ describe.each(SIZES)('the console at $size size ($viewport.width×$viewport.heig
     }
     await expect(page.getByTestId('total-tokens').textContent()).resolves.toBe((expected.promptTokens + expected.completionTokens).toLocaleString('en-US'));
     await expect(page.getByTestId('stat-requests').textContent()).resolves.toBe(String(expected.requests));
-    await expect(page.getByTestId('stat-refused').textContent()).resolves.toBe('1');
+    await expect(page.getByTestId('stat-cost').textContent()).resolves.toBe('0.00 USD'); // no price table here: nothing costs
 
     const today = new Date().toISOString().slice(0, 10);
     // 30 days, today's with the usage, the others zero, in the table and in the chart.
@@ -426,7 +428,7 @@ describe.each(SIZES)('the console at $size size ($viewport.width×$viewport.heig
     await page.getByTestId('usage-key').selectOption(usageKeyId);
     await page.waitForFunction(() => document.querySelector('[data-testid="total-requests"]')?.textContent === '3');
     const forKey = sent.get(usageKeyId)!;
-    expect(await totals()).toEqual({ requests: 3, promptTokens: forKey.promptTokens, completionTokens: forKey.completionTokens });
+    expect(await totals()).toEqual({ requests: 3, promptTokens: forKey.promptTokens, completionTokens: forKey.completionTokens, refused: 1 }); // the refused one was this key's
     await shot('14-usage-one-key');
 
     // The CSV: a plain link, downloaded by the browser with the session cookie.
