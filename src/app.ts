@@ -8,7 +8,7 @@
  * GET /v1/models shares the first stages and lists what the key may use. The console (/console/) has
  * the same observing, ids and transport guard, with a page's security headers.
  */
-import express, { type Router } from 'express';
+import express, { type RequestHandler, type Router } from 'express';
 import { authenticate } from './auth/authenticate';
 import type { KeyCache } from './auth/cache';
 import type { KeyAuthRecord } from './store/types';
@@ -29,6 +29,7 @@ import { route } from './pipeline/route';
 import { API_SECURITY_HEADERS, CONSOLE_SECURITY_HEADERS, securityHeaders } from './pipeline/security-headers';
 import { CONSOLE_PATH } from './console/app';
 import { enforceQuota, reserveQuota } from './accounts/enforce-quota';
+import { GITHUB_LEAK_REPORTS_PATH } from './accounts/leak-reports';
 import type { QuotaTracker } from './accounts/quota';
 import { continueTrace } from './pipeline/trace';
 import { limitHeaderCount, requireHttps } from './pipeline/transport';
@@ -53,13 +54,15 @@ export interface PublicAppDeps {
   onKeyUsed?: (record: KeyAuthRecord) => void;
   /** A model request made with a key is over, served by a worker or refused by the gateway: for usage. */
   onKeyRequestEnded?: KeyRequestEnded;
+  /** POST /secret-scanning/github, when the config trusts a GitHub signing key (accounts/leak-reports.ts). */
+  leakReports?: RequestHandler[];
   spans?: SpanExport;
   quota: QuotaTracker;
   /** The console (page and API) at /console, when it is on. */
   console?: Router;
 }
 
-export function createPublicApp({ config, metrics, log, keyCache, providers, aliases = new Map(), proxy, limiter, quota, onKeyUsed, onKeyRequestEnded, spans, console }: PublicAppDeps): express.Express {
+export function createPublicApp({ config, metrics, log, keyCache, providers, aliases = new Map(), proxy, limiter, quota, onKeyUsed, onKeyRequestEnded, leakReports, spans, console }: PublicAppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.disable('etag');
@@ -97,6 +100,7 @@ export function createPublicApp({ config, metrics, log, keyCache, providers, ali
       throw errors.consoleDisabled();
     });
   }
+  if (leakReports) app.post(GITHUB_LEAK_REPORTS_PATH, ...front, ...leakReports);
   app.use(...front);
   app.all(Object.values(ENDPOINT_PATHS), (req) => {
     throw errors.methodNotAllowed(req.method, 'POST');

@@ -8,7 +8,7 @@ import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import YAML from 'yaml';
 import { z } from 'zod';
-import { alias, count, host, hostName, milliseconds, port, prices, provider, trustedProxies, upstreamSettings, workerUrl, type UpstreamSettings } from './config/parts';
+import { alias, count, host, hostName, milliseconds, port, prices, provider, secretScanning, trustedProxies, upstreamSettings, workerUrl, type UpstreamSettings } from './config/parts';
 
 export { DEFAULT_FORWARD_HEADERS, NEVER_FORWARDED, type UpstreamSettings } from './config/parts';
 
@@ -202,6 +202,8 @@ const schema = z.strictObject({
     .prefault({}),
   /** Chargeback prices per model: each answer's cost, in usage rows. */
   prices,
+  /** Leak reports that revoke (GitHub's secret scanning partner reports). */
+  secretScanning,
   /** Token quotas of accounts and keys: counters every replica shares, synced this often. */
   quota: z
     .strictObject({

@@ -66,6 +66,8 @@ export const errors = {
     ),
   invalidAuthorizationHeader: (reason: string) =>
     invalid(401, 'invalid_authorization_header', `Invalid Authorization header: ${reason}.`, null, challenge),
+  invalidSignature: () =>
+    invalid(401, 'invalid_signature', 'The report is not signed by a key this gateway trusts (Github-Public-Key-Identifier and Github-Public-Key-Signature): nothing was changed.'),
   invalidApiKey: () =>
     invalid(401, 'invalid_api_key', 'Incorrect API key provided, or the key is revoked or expired.', null, challenge),
   modelNotAllowed: (model: string) =>

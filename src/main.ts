@@ -12,6 +12,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { AggregatorRegistry } from 'prom-client';
 import { createAdminApp } from './admin/app';
 import { Prices } from './accounts/prices';
+import { githubKeys, githubLeakReports } from './accounts/leak-reports';
 import { judgeReadiness, PING_DEADLINE_MS, within, type Readiness } from './admin/readiness';
 import { createPublicApp } from './app';
 import { KeyCache } from './auth/cache';
@@ -192,8 +193,11 @@ async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, 
   const consoleRouter = config.console.enabled
     ? consoleApp({ accounts: people.accounts, sessions: people.sessions, oidc: Boolean(oidc), publicOrigin, oidcRoutes, platformLimits: () => platform.limits, currency: () => platform.currency, invites })
     : undefined;
+  const githubSigners = githubKeys(config.secretScanning.github.publicKeys);
+  const leakReports = githubSigners.size > 0 ? githubLeakReports(people.accounts.leaks, githubSigners) : undefined;
   return {
     platform,
+    leakReports,
     keyCache,
     usage,
     rateLimitStore,
@@ -253,7 +257,7 @@ async function buildServing(config: Config, log: Logger, metrics: Metrics, lasti
   }, config.usage);
   lasting.platform.limits = config.rateLimit;
   lasting.platform.currency = config.prices.currency;
-  const publicApp = createPublicApp({ config, metrics, log, keyCache, providers, aliases: buildAliases(config), proxy, limiter, quota: lasting.quota, onKeyUsed: (record) => usage.used(record), onKeyRequestEnded: (key, served) => usage.ended(key, served), spans: lasting.spans, console: lasting.consoleRouter });
+  const publicApp = createPublicApp({ config, metrics, log, keyCache, providers, aliases: buildAliases(config), proxy, limiter, quota: lasting.quota, onKeyUsed: (record) => usage.used(record), onKeyRequestEnded: (key, served) => usage.ended(key, served), leakReports: lasting.leakReports, spans: lasting.spans, console: lasting.consoleRouter });
   let inFlight = 0;
   let drained: (() => void) | undefined;
   return {

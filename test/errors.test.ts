@@ -19,6 +19,7 @@ const catalogue: Record<Factory, Expected> = {
   httpsRequired: entry(errors.httpsRequired(), 403, 'invalid_request_error', 'https_required'),
   missingApiKey: entry(errors.missingApiKey(), 401, 'invalid_request_error', 'missing_api_key', null, challenge),
   invalidAuthorizationHeader: entry(errors.invalidAuthorizationHeader('the scheme is unknown'), 401, 'invalid_request_error', 'invalid_authorization_header', null, challenge),
+  invalidSignature: entry(errors.invalidSignature(), 401, 'invalid_request_error', 'invalid_signature'),
   invalidApiKey: entry(errors.invalidApiKey(), 401, 'invalid_request_error', 'invalid_api_key', null, challenge),
   modelNotAllowed: entry(errors.modelNotAllowed('p/m'), 403, 'permission_error', 'model_not_allowed', 'model'),
   invalidJson: entry(errors.invalidJson('unexpected end'), 400, 'invalid_request_error', 'invalid_json'),

@@ -12,6 +12,7 @@ import { errors } from '../errors';
 import { AccountNameTaken, NO_QUOTA, type AccountRecord, type KeyRecord, type MembershipRecord, type PersonRecord, type Quota, type Role, type Store } from '../store/types';
 import { actorName, type Actor } from './roles';
 import type { Auditor } from './audit';
+import { LeakReports } from './leak-reports';
 import { isNfkcStable, normalizeEmail } from './emails';
 import { hashPassword, passwordProblem } from './passwords';
 
@@ -19,11 +20,16 @@ import { hashPassword, passwordProblem } from './passwords';
 export const PASSWORD_LINK_TTL_MS = 7 * 24 * 3600_000;
 
 export class Accounts {
+  /** Leaked keys reported by a scanner: revoked and audited (leak-reports.ts). */
+  readonly leaks: LeakReports;
+
   constructor(
     readonly store: Store,
     private readonly auditor: Auditor,
     private readonly now: () => Date = () => new Date(),
-  ) {}
+  ) {
+    this.leaks = new LeakReports(store, auditor, now);
+  }
 
   async createAccount(name: unknown, by: Actor, client: string | undefined, quota: Partial<Quota> = {}): Promise<AccountRecord> {
     const record: AccountRecord = { id: `acc_${randomBytes(9).toString('base64url')}`, name: requiredName(name), createdAt: this.now().toISOString(), quota: { ...NO_QUOTA, ...quota } };

@@ -48,6 +48,21 @@ export function adminApi(accounts: Accounts, currency: () => string = () => 'USD
     res.json(publicView(await accounts.editKey(await accounts.key(req.params.id, undefined), fields, ADMIN, client(req))));
   });
 
+  // Other scanners' findings: {keys: [strings]}; each that is a key of this gateway is revoked and
+  // audited (key.leaked). The answer names the key, never repeats the string.
+  api.post('/keys/leaked', async (req, res) => {
+    const strings = onlyFields(objectBody(req.body), ['keys']).keys;
+    if (!Array.isArray(strings) || strings.length === 0 || strings.length > 1000 || !strings.every((s) => typeof s === 'string' && s.length > 0 && s.length <= 1000)) {
+      throw errors.invalidBody('keys', "'keys' is a list of 1 to 1000 strings, each a leaked key as a scanner found it.");
+    }
+    const data = [];
+    for (const found of strings as string[]) {
+      const { label, keyId, revoked } = await accounts.leaks.report(found, { reporter: 'admin-token' }, client(req));
+      data.push(keyId ? { label, keyId, revoked } : { label, revoked });
+    }
+    res.json({ object: 'list', data });
+  });
+
   api.post('/keys/:id/revoke', async (req, res) => {
     noFields(req.body);
     res.json(publicView(await accounts.revokeKey(await accounts.key(req.params.id, undefined), ADMIN, client(req))));

@@ -4,6 +4,7 @@
  * provider's overrides, from one description), which client headers may reach a worker, and model
  * aliases. src/config.ts puts them into the whole schema.
  */
+import { createPublicKey } from 'node:crypto';
 import { isIP } from 'node:net';
 import proxyAddr from 'proxy-addr';
 import { z } from 'zod';
@@ -165,5 +166,32 @@ export const prices = z
         z.strictObject({ inputPerMillion: perMillion, outputPerMillion: perMillion, cachedInputPerMillion: perMillion.optional() }),
       )
       .default({}),
+  })
+  .prefault({});
+
+/** A PEM public key, refused at start when it is not one (it verifies leak reports). */
+const publicKeyPem = z.string().refine(
+  (pem) => {
+    try {
+      return createPublicKey(pem).asymmetricKeyType === 'ec';
+    } catch {
+      return false;
+    }
+  },
+  { message: 'must be a PEM public key of an elliptic curve (GitHub signs with ECDSA P-256)' },
+);
+
+/**
+ * `secretScanning`: leak reports that revoke. `github.publicKeys` are the keys GitHub's secret
+ * scanning signs its reports with (https://api.github.com/meta/public_keys/secret_scanning): with
+ * any, POST /secret-scanning/github takes reports signed by one of them.
+ */
+export const secretScanning = z
+  .strictObject({
+    github: z
+      .strictObject({
+        publicKeys: z.array(z.strictObject({ identifier: z.string().min(1).max(200), key: publicKeyPem })).default([]),
+      })
+      .prefault({}),
   })
   .prefault({});

@@ -1,0 +1,130 @@
+/**
+ * Leak reports that revoke. GitHub's secret scanning finds chatgate keys in public code and sends
+ * them to `POST /secret-scanning/github` as `[{token, type, url, source}]`, signed with ECDSA P-256
+ * over the raw body (`Github-Public-Key-Signature`, base64 of the DER signature) by the key that
+ * `Github-Public-Key-Identifier` names among `secretScanning.github.publicKeys`. A report not signed
+ * by one of them is refused 401 and changes nothing. Each reported string that is a live chatgate
+ * key is revoked at once (the store's change feed takes it off every replica) and audited
+ * (`key.leaked`, with where it was found); the answer is GitHub's feedback format, one entry a
+ * token: `true_positive` for a key this gateway made (live or not), else `false_positive` (a
+ * look-alike whose checksum fails never reaches the store). Admins send other scanners' findings
+ * to `POST /admin/api/keys/leaked` as a list of strings.
+ */
+import { createPublicKey, verify, type KeyObject } from 'node:crypto';
+import express, { type Request, type RequestHandler, type Response } from 'express';
+import { digestKey } from '../auth/keys';
+import { keyForm } from '../common/key-shape';
+import { errors } from '../errors';
+import type { Store } from '../store/types';
+import type { Auditor } from './audit';
+
+/** Where GitHub sends its reports, on the public (HTTPS) listener. */
+export const GITHUB_LEAK_REPORTS_PATH = '/secret-scanning/github';
+/** The secret type chatgate keys are registered under with GitHub's secret scanning. */
+export const GITHUB_TOKEN_TYPE = 'chatgate_api_key';
+/** A report larger than this is not one (GitHub sends a few matches at a time). */
+const MAX_REPORT_BYTES = 1024 * 1024;
+const MAX_TOKENS = 1000;
+
+export type LeakLabel = 'true_positive' | 'false_positive';
+
+export interface LeakSource {
+  /** Who reported it: `github`, or the admin API. */
+  reporter: 'github' | 'admin-token';
+  url?: string;
+  source?: string;
+}
+
+/** What one reported string turned out to be: a key of ours (and which), or not. */
+export interface LeakVerdict {
+  label: LeakLabel;
+  keyId?: string;
+  /** Revoked by this report (false: it was revoked before, or it is not a key). */
+  revoked: boolean;
+}
+
+export class LeakReports {
+  constructor(
+    private readonly store: Pick<Store, 'findByDigest' | 'revoke'>,
+    private readonly auditor: Auditor,
+    private readonly now: () => Date = () => new Date(),
+  ) {}
+
+  /** Each string: a key of ours is revoked (once) and audited; anything else is a false positive, at no store lookup when it cannot be a key. */
+  async report(token: string, where: LeakSource, client: string | undefined): Promise<LeakVerdict> {
+    const form = keyForm(token);
+    if (form !== 'checksummed' && form !== 'legacy') return { label: 'false_positive', revoked: false };
+    const found = await this.store.findByDigest(digestKey(token));
+    if (!found) return { label: 'false_positive', revoked: false };
+    if (found.revokedAt !== null) return { label: 'true_positive', keyId: found.id, revoked: false };
+    const revoked = await this.store.revoke(found.id, this.now());
+    if (!revoked || revoked.revokedAt === null) return { label: 'true_positive', keyId: found.id, revoked: false };
+    const details: Record<string, string> = { reporter: where.reporter };
+    if (where.url) details.url = where.url.slice(0, 2048);
+    if (where.source) details.source = where.source.slice(0, 100);
+    await this.auditor.record({ accountId: found.accountId, actor: where.reporter === 'github' ? 'github-secret-scanning' : 'admin-token', action: 'key.leaked', target: found.id, client, details });
+    return { label: 'true_positive', keyId: found.id, revoked: true };
+  }
+}
+
+/** The public keys a report may be signed with, by identifier; refused at start when one is not a key. */
+export function githubKeys(publicKeys: ReadonlyArray<{ identifier: string; key: string }>): ReadonlyMap<string, KeyObject> {
+  return new Map(publicKeys.map(({ identifier, key }) => [identifier, createPublicKey(key)]));
+}
+
+/** Pure: whether `body` carries a valid signature by the key its identifier names. */
+export function signedBy(keys: ReadonlyMap<string, KeyObject>, identifier: unknown, signature: unknown, body: Buffer): boolean {
+  if (typeof identifier !== 'string' || typeof signature !== 'string' || signature.length > 512) return false;
+  const key = keys.get(identifier);
+  if (!key) return false;
+  const der = Buffer.from(signature, 'base64');
+  if (der.length === 0) return false;
+  try {
+    return verify('sha256', body, key, der);
+  } catch {
+    return false; // not a DER signature
+  }
+}
+
+/** `POST /secret-scanning/github`: the raw body is verified before it is parsed. */
+export function githubLeakReports(reports: LeakReports, keys: ReadonlyMap<string, KeyObject>): RequestHandler[] {
+  const raw = express.raw({ type: () => true, limit: MAX_REPORT_BYTES });
+  const handle = async (req: Request, res: Response) => {
+    const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+    if (!signedBy(keys, req.headers['github-public-key-identifier'], req.headers['github-public-key-signature'], body)) throw errors.invalidSignature();
+    const matches = parseReport(body);
+    const answer = [];
+    for (const match of matches) {
+      const verdict = await reports.report(match.token, { reporter: 'github', url: match.url, source: match.source }, req.ip);
+      answer.push({ token_raw: match.token, token_type: match.type, label: verdict.label });
+    }
+    res.json(answer);
+  };
+  return [raw, (req, res, next) => void handle(req, res).catch(next)];
+}
+
+/**
+ * Pure: GitHub's report, `[{token, type, url?, source?}]`, or 400 naming what is wrong. Fields GitHub
+ * may add later are let by (refusing them would stop revocations the day it adds one); the ones read
+ * must have their types.
+ */
+export function parseReport(body: Buffer): Array<{ token: string; type: string; url?: string; source?: string }> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body.toString('utf8'));
+  } catch {
+    throw errors.invalidJson('the report is not JSON');
+  }
+  if (!Array.isArray(parsed)) throw errors.invalidBody(null, 'A report is a JSON array of matches.');
+  if (parsed.length > MAX_TOKENS) throw errors.invalidBody(null, `A report holds at most ${MAX_TOKENS} matches.`);
+  return parsed.map((match: unknown, i) => {
+    const m = match as Record<string, unknown>;
+    if (typeof match !== 'object' || match === null || Array.isArray(match)) throw errors.invalidBody(`[${i}]`, `Match ${i} is not an object.`);
+    if (typeof m.token !== 'string' || m.token.length === 0 || m.token.length > 1000) throw errors.invalidBody(`[${i}].token`, `Match ${i} has no token string.`);
+    if (typeof m.type !== 'string') throw errors.invalidBody(`[${i}].type`, `Match ${i} has no type string.`);
+    for (const field of ['url', 'source'] as const) {
+      if (m[field] !== undefined && typeof m[field] !== 'string') throw errors.invalidBody(`[${i}].${field}`, `Match ${i}'s ${field} is not a string.`);
+    }
+    return { token: m.token, type: m.type, url: m.url as string | undefined, source: m.source as string | undefined };
+  });
+}
