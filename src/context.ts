@@ -53,6 +53,8 @@ export interface ModelRequest {
   streamOptions: Record<string, unknown> | undefined;
   /** The most output tokens the request allows (`max_tokens` and its kin); undefined: it sets none; 0: the endpoint has no output. */
   maxOutputTokens: number | undefined;
+  /** Each output bound field the request set, and its value (a quota's cap lowers each, never raises one). */
+  outputBounds?: Readonly<Record<string, number>>;
   /** How many answers it asks for (`n`, `best_of`, a completions batch's prompts): each may reach the bound. */
   outputs: number;
 }

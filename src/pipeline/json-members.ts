@@ -10,11 +10,6 @@ export function setTopLevelMember(json: string, name: string, valueJson: string)
   return spans.length === 0 ? appendMember(json, name, valueJson) : replaceSpans(json, spans, valueJson);
 }
 
-/** Whether the object has a top-level member `name`. */
-export function hasTopLevelMember(json: string, name: string): boolean {
-  return topLevelValueSpans(json, name).length > 0;
-}
-
 /** The worker's model name in place of `<provider>/<model_name>` (only a string value is replaced). */
 export function rewriteModel(json: string, model: string): string {
   const spans = topLevelValueSpans(json, 'model');

@@ -12,7 +12,7 @@ import { contextOf, required, type CallerKey, type ModelRequest, type UpstreamTa
 import { errors } from '../errors';
 import { pickByWeight, type Alias, type AliasTable, type AliasTarget } from '../upstream/aliases';
 import type { ProviderTable } from '../upstream/providers';
-import { hasTopLevelMember, rewriteModel, setTopLevelMember } from './json-members';
+import { rewriteModel, setTopLevelMember } from './json-members';
 
 const MODEL_SHAPE = "'model' must be '<provider>/<model_name>', for example 'mock/echo', or the name of a configured model alias.";
 
@@ -64,17 +64,14 @@ export function route(providers: ProviderTable, aliases: AliasTable, random: () 
     const dropUsageChunk = request.stream && USAGE_CHUNK_ENDPOINTS.has(endpoint) && request.streamOptions?.include_usage !== true;
     let text = required(context.body, 'body');
     if (dropUsageChunk) text = setTopLevelMember(text, 'stream_options', JSON.stringify({ ...request.streamOptions, include_usage: true }));
-    // Under a quota, the output bound the reservation holds: for a request that set none, or one capped
-    // to what is left (quota.capMaxTokens), in every bound field it sent (chat's max_tokens by default).
+    // Under a quota, the output bound the reservation holds: for a request that set none, in the
+    // endpoint's own field; for one capped to what is left (quota.capMaxTokens), in each field it set,
+    // each lowered to the bound and never raised (chat's two fields may differ: a worker reads either).
     if (context.reservedOutputBound !== undefined) {
-      const bound = String(context.reservedOutputBound);
-      if (endpoint === 'responses') text = setTopLevelMember(text, 'max_output_tokens', bound);
-      else if (endpoint !== 'chat') text = setTopLevelMember(text, 'max_tokens', bound);
-      else {
-        const completionBound = hasTopLevelMember(text, 'max_completion_tokens');
-        if (completionBound) text = setTopLevelMember(text, 'max_completion_tokens', bound);
-        if (!completionBound || hasTopLevelMember(text, 'max_tokens')) text = setTopLevelMember(text, 'max_tokens', bound);
-      }
+      const bound = context.reservedOutputBound;
+      const set = Object.entries(request.outputBounds ?? {});
+      if (set.length === 0) text = setTopLevelMember(text, endpoint === 'responses' ? 'max_output_tokens' : 'max_tokens', String(bound));
+      for (const [field, value] of set) if (value > bound) text = setTopLevelMember(text, field, String(bound));
     }
 
     const targetAt = (index: number, body: string): UpstreamTarget => {

@@ -47,6 +47,14 @@ test('max_completion_tokens alone is lowered in place (no max_tokens added); n s
   expect(body).not.toHaveProperty('max_tokens');
 });
 
+test('two bounds that differ: each is lowered to what is left, none raised (the smaller one stays as it was)', async () => {
+  const key = await metered();
+  const prompt = estimatePromptTokens(Buffer.byteLength(chatBody({ max_completion_tokens: 10, max_tokens: 100_000 })));
+  expect((await send(key, { max_completion_tokens: 10, max_tokens: 100_000 })).status).toBe(200);
+  const [body] = await workerBodies();
+  expect(body).toMatchObject({ max_completion_tokens: 10, max_tokens: QUOTA - prompt });
+});
+
 test('a burst of 30 concurrent requests asking for far more than the quota: the tokens served never pass it', async () => {
   const key = await metered();
   const burst = await Promise.all(Array.from({ length: 30 }, () => send(key, { max_tokens: 100_000 }, { 'x-mock-tokens-per-second': '400' })));
