@@ -21,6 +21,8 @@ export interface PriceTable {
 
 /** Nano-units of the currency in one unit. */
 export const NANOS = 1e9;
+/** One answer costs at most a million units of the currency; a key's day adds up exactly in nano-units up to 2^53 (about 9 million units). */
+const MAX_COST_NANOS = 1e6 * NANOS;
 
 export class Prices {
   private readonly globs: ReadonlyArray<[string, ModelPrice]>;
@@ -52,7 +54,9 @@ export class Prices {
     const cached = price.cachedInputPerMillion === undefined ? 0 : Math.min(usage.cachedTokens ?? 0, usage.promptTokens);
     // A price per million tokens is, per token, that price x 1000 nano-units.
     const nanos = (usage.promptTokens - cached) * price.inputPerMillion * 1000 + cached * (price.cachedInputPerMillion ?? 0) * 1000 + usage.completionTokens * price.outputPerMillion * 1000;
-    return Math.round(nanos);
+    // Bounded: counts are at most 1e12 (usage-scanner.ts) and prices 1e6 a million, but a day's sum
+    // must stay a safe integer in every store.
+    return Math.min(Math.round(nanos), MAX_COST_NANOS);
   }
 }
 

@@ -21,8 +21,12 @@ export function usageOf(value: unknown): TokenUsage | undefined {
   return isCount(cached) && cached > 0 ? { promptTokens: prompt, completionTokens: completion, cachedTokens: cached } : { promptTokens: prompt, completionTokens: completion };
 }
 
+/** Past any answer's tokens (a context window is at most millions): a larger count is not believed. */
+const MAX_COUNT = 1e12;
+
+/** A whole number of tokens, 0 to MAX_COUNT: a fraction, 1e300 or a negative count from a broken worker is not usage (it would make a cost no store column holds). */
 function isCount(value: unknown): value is number {
-  return typeof value === 'number' && Number.isFinite(value) && value >= 0;
+  return typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= MAX_COUNT;
 }
 
 const QUOTE = 0x22;

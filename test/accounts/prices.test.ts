@@ -30,6 +30,12 @@ test('cost = input x its price + output x its price, per million, in nano-units;
   expect(prices.costNanos('vllm/meta-llama/x', { promptTokens: 10, completionTokens: 0, cachedTokens: 99 })).toBe(500);
 });
 
+test('one answer costs at most a million units of the currency, a whole number of nano-units', () => {
+  const dear = new Prices({ currency: 'USD', models: { '*': { inputPerMillion: 1_000_000, outputPerMillion: 1_000_000 } } });
+  expect(dear.costNanos('a/b', { promptTokens: 1e12, completionTokens: 1e12 })).toBe(1e15);
+  expect(Number.isSafeInteger(dear.costNanos('a/b', { promptTokens: 1e12 - 1, completionTokens: 7 }))).toBe(true);
+});
+
 test('a million answers of a fraction of a nano-unit each still add up: each is rounded, whole numbers sum exactly', () => {
   const cheap = new Prices({ currency: 'USD', models: { '*': { inputPerMillion: 0.0007, outputPerMillion: 0 } } });
   expect(cheap.costNanos('a/b', { promptTokens: 3, completionTokens: 0 })).toBe(2); // 2.1 nano-units

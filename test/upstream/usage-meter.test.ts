@@ -142,6 +142,14 @@ test('usage that is not a finite count is ignored', () => {
   expect(usageOf({ prompt_tokens: Infinity, completion_tokens: 2 })).toBeUndefined();
   expect(usageOf({ prompt_tokens: 1, completion_tokens: NaN })).toBeUndefined();
   expect(jsonUsage('{"usage": {"prompt_tokens": 1e999, "completion_tokens": 2}}')).toBeUndefined();
+  // A broken worker's fractions and absurd counts are not usage either: they would make a cost no store holds.
+  expect(usageOf({ prompt_tokens: 2.5, completion_tokens: 2 })).toBeUndefined();
+  expect(usageOf({ prompt_tokens: 1e300, completion_tokens: 2 })).toBeUndefined();
+  expect(usageOf({ prompt_tokens: 1, completion_tokens: 1e12 + 1 })).toBeUndefined();
+  expect(usageOf({ prompt_tokens: 1e12, completion_tokens: 0 })).toEqual({ promptTokens: 1e12, completionTokens: 0 });
+  // A cached count that is not one is left out; the usage stands.
+  expect(usageOf({ prompt_tokens: 9, completion_tokens: 1, prompt_tokens_details: { cached_tokens: -3 } })).toEqual({ promptTokens: 9, completionTokens: 1 });
+  expect(usageOf({ prompt_tokens: 9, completion_tokens: 1, prompt_tokens_details: { cached_tokens: 4 } })).toEqual({ promptTokens: 9, completionTokens: 1, cachedTokens: 4 });
 });
 
 test('continuous usage stats (a growing total in every chunk) are charged once, with the last total', () => {
