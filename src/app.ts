@@ -30,6 +30,7 @@ import { API_SECURITY_HEADERS, CONSOLE_SECURITY_HEADERS, securityHeaders } from 
 import { CONSOLE_PATH } from './console/app';
 import { enforceQuota, reserveQuota } from './accounts/enforce-quota';
 import { GITHUB_LEAK_REPORTS_PATH } from './accounts/leak-reports';
+import { Prices } from './accounts/prices';
 import type { QuotaTracker } from './accounts/quota';
 import { continueTrace } from './pipeline/trace';
 import { limitHeaderCount, requireHttps } from './pipeline/transport';
@@ -82,7 +83,8 @@ export function createPublicApp({ config, metrics, log, keyCache, providers, ali
     enforceQuota(quota, (scope, period) => metrics.quotaRefused.series({ scope, period }).inc()),
   ];
   const reserve = reserveQuota(quota, { defaultReserveTokens: config.quota.defaultReserveTokens, capMaxTokens: config.quota.capMaxTokens, holdAfterCloseMs: config.usage.drainAfterDisconnectMs + 1000 }, (scope, period) => metrics.quotaRefused.series({ scope, period }).inc());
-  const routeRequest = route(providers, aliases);
+  const prices = new Prices(config.prices);
+  const routeRequest = route(providers, aliases, undefined, config.prices.unpricedModels === 'refuse' ? (model) => prices.priceOf(model) !== undefined : undefined);
   // Chat completions first: the hot route is the router's first layer. Every endpoint has the same
   // chain; only what its body must hold differs.
   for (const endpoint of ENDPOINTS) {

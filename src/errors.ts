@@ -70,6 +70,8 @@ export const errors = {
     invalid(401, 'invalid_signature', 'The report is not signed by a key this gateway trusts (Github-Public-Key-Identifier and Github-Public-Key-Signature): nothing was changed.'),
   invalidApiKey: () =>
     invalid(401, 'invalid_api_key', 'Incorrect API key provided, or the key is revoked or expired.', null, challenge),
+  modelNotPriced: (model: string) =>
+    new GatewayError(403, 'permission_error', 'model_not_priced', `The model '${withoutKeys(model.slice(0, 256))}' has no price in this gateway's price table, and models without one are not served here (prices.unpricedModels: refuse).`, 'model'),
   modelNotAllowed: (model: string) =>
     new GatewayError(403, 'permission_error', 'model_not_allowed', `This API key may not use the model '${withoutKeys(model)}'.`, 'model'),
   invalidJson: (reason: string) => invalid(400, 'invalid_json', `The request body is not valid JSON: ${reason}.`),

@@ -17,6 +17,7 @@ export interface ModelPrice {
 export interface PriceTable {
   currency: string;
   models: Readonly<Record<string, ModelPrice>>;
+  unpricedModels?: 'allow' | 'refuse';
 }
 
 /** Nano-units of the currency in one unit. */

@@ -166,6 +166,8 @@ export const prices = z
         z.strictObject({ inputPerMillion: perMillion, outputPerMillion: perMillion, cachedInputPerMillion: perMillion.optional() }),
       )
       .default({}),
+    /** A model no glob names: served at no cost (`allow`), or refused 403 model_not_priced (`refuse`). */
+    unpricedModels: z.enum(['allow', 'refuse']).default('allow'),
   })
   .prefault({});
 

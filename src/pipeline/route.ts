@@ -22,7 +22,11 @@ interface Destination {
   readonly modelName: string;
 }
 
-export function route(providers: ProviderTable, aliases: AliasTable, random: () => number = Math.random): RequestHandler {
+/**
+ * `priced`, when unpriced models are refused (prices.unpricedModels: refuse): whether a
+ * `<provider>/<model_name>` has a price; destinations without one are not used.
+ */
+export function route(providers: ProviderTable, aliases: AliasTable, random: () => number = Math.random, priced?: (model: string) => boolean): RequestHandler {
   const serves = (provider: string, endpoint: Endpoint) => providers.get(provider)?.endpoints.has(endpoint) === true;
 
   /** The alias's targets this key may use and this endpoint is served by: the pick first, then the fallbacks. */
@@ -33,8 +37,13 @@ export function route(providers: ProviderTable, aliases: AliasTable, random: () 
     const targets = alias.targets.filter(allowed);
     const fallback = alias.fallback.filter(allowed);
     if (targets.length === 0 && fallback.length === 0) throw errors.modelNotAllowed(alias.name);
-    const servedTargets = targets.filter((target) => serves(target.provider, endpoint));
-    const servedFallback = fallback.filter((target) => serves(target.provider, endpoint));
+    // Unpriced targets are left out before the pick (prices.unpricedModels: refuse).
+    const usable = (target: AliasTarget) => serves(target.provider, endpoint) && (!priced || priced(target.model));
+    const servedTargets = targets.filter(usable);
+    const servedFallback = fallback.filter(usable);
+    if (priced && servedTargets.length === 0 && servedFallback.length === 0 && [...targets, ...fallback].some((t) => serves(t.provider, endpoint))) {
+      throw errors.modelNotPriced(alias.name);
+    }
     const first = servedTargets.length > 0 ? pickByWeight(servedTargets, random()) : servedFallback[0];
     if (!first) throw errors.modelNotServedHere(alias.name, ENDPOINT_PATHS[endpoint]);
     return [first, ...servedFallback.filter((target) => target !== first && target.model !== first.model)];
@@ -59,6 +68,8 @@ export function route(providers: ProviderTable, aliases: AliasTable, random: () 
 
     const alias = aliases.get(request.model);
     const destinations = alias ? aliasDestinations(alias, key, endpoint) : [directDestination(request, key)];
+    // A client names the model, so a name the price table misses would be served free: not served.
+    if (priced && !alias && !priced(`${destinations[0]!.provider}/${destinations[0]!.modelName}`)) throw errors.modelNotPriced(request.model);
 
     // Token accounting needs the usage chunk of a stream: ask for it, and hide it from a client that did not.
     const dropUsageChunk = request.stream && USAGE_CHUNK_ENDPOINTS.has(endpoint) && request.streamOptions?.include_usage !== true;

@@ -55,3 +55,26 @@ test('a price table the gateway cannot use is refused at start, naming the field
   expect(refused({ currency: 'USD', models: { 'mock/*': { inputPerMillion: 1, outputPerMillion: 1, perRequest: 0.01 } } })).toThrow(/perRequest/);
   expect(refused({ currency: 'USD', models: { 'mock/*': { inputPerMillion: 1 } } })).toThrow(/outputPerMillion/);
 });
+
+describe('prices.unpricedModels: refuse', () => {
+  const refusing = gatewayWithWorker({
+    models: { aliases: { mixed: { targets: [{ model: 'mock/unpriced' }, { model: 'mock/echo' }] }, dark: 'mock/unpriced' } },
+    prices: { currency: 'USD', unpricedModels: 'refuse', models: { 'mock/echo': { inputPerMillion: 1, outputPerMillion: 1 } } },
+  });
+  const send = (model: string) => request(refusing.gw.url, { ca: refusing.gw.ca, headers: bearer(refusing.key), body: chatBody({ model }) });
+
+  test('a model no glob names is refused 403 model_not_priced (a look-alike name included); a priced one is served', async () => {
+    expect((await send('mock/echo')).status).toBe(200);
+    for (const model of ['mock/unpriced', 'mock/echo ', 'mock/ECHO', 'mock/echo/../x']) {
+      const refused = await send(model);
+      expect({ model, status: refused.status, error: refused.json().error }).toEqual({ model, status: 403, error: expect.objectContaining({ code: 'model_not_priced', type: 'permission_error', param: 'model' }) });
+    }
+    expect(await refusing.worker.requests()).toHaveLength(1); // none of them reached the worker
+  });
+
+  test('an alias uses only its priced targets; one with none is refused', async () => {
+    for (let i = 0; i < 10; i++) expect((await send('mixed')).status).toBe(200);
+    expect((await refusing.worker.requests()).map((r) => (JSON.parse(r.body) as { model: string }).model)).toEqual(Array.from({ length: 10 }, () => 'echo'));
+    expect((await send('dark')).json().error.code).toBe('model_not_priced');
+  });
+});
