@@ -14,7 +14,7 @@ import type { SpanExport } from '../telemetry/tracing';
 /** Status recorded for a request whose client left before any answer was sent (nginx's convention). */
 const CLIENT_CLOSED_REQUEST = 499;
 
-/** A model request made with a key is over: served when a worker's answer began, else refused by the gateway itself. */
+/** A model request made with a key is over: served when a worker had it (its answer began, or the client left first), else refused by the gateway itself. */
 export type KeyRequestEnded = (key: NonNullable<RequestContext['key']>, served: boolean) => void;
 
 export function observeRequests(
@@ -35,7 +35,11 @@ export function observeRequests(
       const seconds = (now() - context.arrivedAt) / 1000;
       metrics.inFlight.dec();
       const endpoint = context.modelRequest?.endpoint ?? endpointLabel(req.originalUrl);
-      if (context.key && keyRequestEnded && endpoint !== 'models' && endpoint !== 'console' && endpoint !== 'other') keyRequestEnded(context.key, context.firstByteAt !== undefined);
+      if (context.key && keyRequestEnded && endpoint !== 'models' && endpoint !== 'console' && endpoint !== 'other') {
+        // Served: a worker's answer began, or the client left while a worker had the request (its work
+        // counts, whoever hung up). Refused: the gateway answered it itself.
+        keyRequestEnded(context.key, context.firstByteAt !== undefined || (context.dispatchedAt !== undefined && !res.headersSent));
+      }
       metrics.requests.series({ endpoint, provider: context.provider, status: String(status) }).inc();
       metrics.requestDuration.series({ endpoint, provider: context.provider }).observe(seconds);
       writeAccessLine?.(accessLine(context, req.method, req.path, client, status, seconds, res.writableFinished));

@@ -3,6 +3,7 @@
  * usage rows (admin API, console CSV) in the table's currency, from the usage the worker reported
  * (streamed or not); a model without a price costs 0. Config refuses a price table it cannot use.
  */
+import https from 'node:https';
 import { parseConfig } from '../../src/config';
 import { gatewayWithWorker } from '../helpers/fixture';
 import { bearer, chatBody, request } from '../helpers/http';
@@ -46,6 +47,27 @@ test('each answer is charged by the price table: the day row holds the exact sum
   expect(expected).toBeGreaterThan(0);
   expect(row.cost).toBe(expected);
   expect(JSON.stringify(listed)).not.toContain('costNanos');
+});
+
+test('a client that hangs up while a worker has its request counts as served, not as a refusal of the gateway', async () => {
+  const { key, id } = await f.gw.issueKey({ name: 'impatient' });
+  await new Promise<void>((resolve) => {
+    const req = https.request(`${f.gw.url}/v1/chat/completions`, { method: 'POST', ca: f.gw.ca, agent: false, headers: { ...bearer(key), 'content-type': 'application/json', 'x-mock-latency-ms': '1500' } });
+    req.on('error', () => resolve());
+    req.end(chatBody());
+    setTimeout(() => {
+      req.destroy();
+      resolve();
+    }, 300);
+  });
+  // And one the gateway refuses itself, for contrast.
+  expect((await request(f.gw.url, { ca: f.gw.ca, headers: bearer(key), body: JSON.stringify({ model: 'mock/echo' }) })).status).toBe(400);
+  const accountId = (await admin('/keys')).json<{ data: Array<{ id: string; accountId: string }> }>().data.find((k) => k.id === id)!.accountId;
+  const row = await eventually(async () => {
+    const found = (await admin(`/accounts/${accountId}/usage`)).json<{ data: Row[] }>().data.find((r) => r.keyId === id);
+    return found && found.requests + found.refused === 2 ? found : undefined;
+  }, 10_000);
+  expect(row).toMatchObject({ requests: 1, refused: 1 });
 });
 
 test('a price table the gateway cannot use is refused at start, naming the field', () => {
