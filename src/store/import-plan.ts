@@ -49,7 +49,8 @@ export interface ImportDialect {
 }
 
 /** The rows, in the order their references need. */
-export function importRows(data: Data, dialect: ImportDialect): ImportRow[] {
+export function importRows(data: Data, dialect: ImportDialect, now = new Date()): ImportRow[] {
+  const live = (record: { expiresAt: string }) => Date.parse(record.expiresAt) > now.getTime(); // an expired session or link is not brought back
   const account = (id: string): Reference => ({ table: 'chatgate_accounts', id });
   const person = (email: string): Reference => ({ table: 'chatgate_people', email });
   const row = (kind: RecordKind, table: string, params: object, requires: Reference[] = []): ImportRow => ({ kind, table, params: params as Record<string, unknown>, requires });
@@ -62,8 +63,8 @@ export function importRows(data: Data, dialect: ImportDialect): ImportRow[] {
     ...data.people.map((record) => row('people', 'chatgate_people', { ...rows.personParams(record), password_with_oidc: record.passwordWithOidc ? 1 : 0 })),
     ...data.identities.map((record) => row('identities', 'chatgate_identities', rows.identityParams(record), [person(record.email)])),
     ...data.members.map((record) => row('members', 'chatgate_members', rows.memberParams(record), [account(record.accountId), person(record.email)])),
-    ...data.sessions.map((record) => row('sessions', 'chatgate_sessions', rows.sessionParams(record))),
-    ...data.tokens.map((record) => row('tokens', 'chatgate_tokens', rows.tokenParams(record))),
+    ...data.sessions.filter(live).map((record) => row('sessions', 'chatgate_sessions', rows.sessionParams(record))),
+    ...data.tokens.filter(live).map((record) => row('tokens', 'chatgate_tokens', rows.tokenParams(record))),
     ...data.counters.map((record) => row('counters', 'chatgate_counters', { name: record.name, count: record.count, expires_at: rows.instant(record.expiresAt) })),
     ...data.audit.map((record) => row('audit', 'chatgate_audit', rows.auditParams(record))),
     ...data.usage.map((day) =>

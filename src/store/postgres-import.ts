@@ -23,7 +23,8 @@ export async function importIntoPostgres(pool: pg.Pool, data: Data, timeoutMs: n
   });
   const report = emptyReport();
   const client = await pool.connect();
-  let broken: Error | undefined;
+  /** Set when a statement outlived its deadline: the connection is stuck behind it. */
+  let stuck: StoreDeadlineExceeded | undefined;
   const query = async (sql: string, params: unknown[] = []): Promise<pg.QueryResult> => {
     let timer: NodeJS.Timeout | undefined;
     const running = client.query(sql, params);
@@ -31,12 +32,11 @@ export async function importIntoPostgres(pool: pg.Pool, data: Data, timeoutMs: n
       return await Promise.race([
         running,
         new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject((broken = new StoreDeadlineExceeded(timeoutMs))), timeoutMs);
+          timer = setTimeout(() => reject((stuck = new StoreDeadlineExceeded(timeoutMs))), timeoutMs);
         }),
       ]);
     } catch (err) {
       running.catch(() => undefined);
-      broken ??= err as Error;
       throw err;
     } finally {
       clearTimeout(timer);
@@ -66,12 +66,14 @@ export async function importIntoPostgres(pool: pg.Pool, data: Data, timeoutMs: n
       if (added && row.with) await insert(row.with.table, row.with.params);
     }
     await query('commit');
-    return report;
   } catch (err) {
-    if (!broken || !(broken instanceof StoreDeadlineExceeded)) await client.query('rollback').catch(() => undefined);
-    throw err;
-  } finally {
-    // A connection whose statement outlived its deadline is ended, not pooled (and its transaction with it).
-    client.release(broken instanceof StoreDeadlineExceeded ? broken : undefined);
+    // Rolled back under the same deadline; a connection that is stuck, or cannot roll back, is ended
+    // instead (and its transaction with it), never pooled mid-transaction.
+    let ended: Error | undefined = stuck;
+    if (!ended) ended = await query('rollback').then(() => undefined, (rollbackErr: unknown) => (rollbackErr instanceof Error ? rollbackErr : new Error(String(rollbackErr))));
+    client.release(ended ?? undefined);
+    throw stuck && err === stuck ? new Error(`${stuck.message}; if it was the commit, the import may have gone in: run it again to see (it adds nothing twice)`) : err;
   }
+  client.release();
+  return report;
 }

@@ -44,6 +44,11 @@ const open = async () => {
 test('store import into PostgreSQL: every record kind, read back as the file store reads it; a running store sees the key; a second run adds nothing', async () => {
   const jsonFile = path.join(dir, 'keys.json');
   const { source, key, record, teamKey } = await fileStoreWithEverything(jsonFile);
+  // A session and a link that expired while the file lay there: left behind, not brought back.
+  const file = JSON.parse(readFileSync(jsonFile, 'utf8')) as { sessions: Array<Record<string, string>>; tokens: Array<Record<string, string>> };
+  file.sessions.push({ ...file.sessions[0]!, digest: 'e'.repeat(64), expiresAt: '2020-01-01T00:00:00.000Z' });
+  file.tokens.push({ ...file.tokens[0]!, digest: 'f'.repeat(64), expiresAt: '2020-01-01T00:00:00.000Z' });
+  writeFileSync(jsonFile, JSON.stringify(file));
   const configFile = configFor(database.url);
   const running = await open(); // a gateway's store, migrated and listening before the import
   const announced: string[] = [];
@@ -88,6 +93,10 @@ test('store import into PostgreSQL: every record kind, read back as the file sto
   const byEmail = (a: { email: string }, b: { email: string }) => a.email.localeCompare(b.email);
   expect((await store.listMembers('acc_team')).sort(byEmail)).toEqual((await source.listMembers('acc_team')).sort(byEmail));
   expect(await store.findSession('d'.repeat(64))).toEqual(await source.findSession('d'.repeat(64)));
+  const { rows: expired } = await (store as unknown as { pool: { query(sql: string): Promise<{ rows: unknown[] }> } }).pool.query(
+    `select digest from chatgate_sessions where digest = '${'e'.repeat(64)}' union all select digest from chatgate_tokens where digest = '${'f'.repeat(64)}'`,
+  );
+  expect(expired).toEqual([]);
   expect(await store.listAudit(null, 10)).toEqual(await source.listAudit(null, 10));
   expect(await store.usage(record.accountId, '2030-01-01', '2030-12-31')).toEqual(await source.usage(record.accountId, '2030-01-01', '2030-12-31'));
   const scope = `key:${record.id}:d:${new Date().toISOString().slice(0, 10)}`;
