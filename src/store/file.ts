@@ -378,7 +378,13 @@ export class FileKeyStore implements Store {
             }
           }
           await this.write(data);
-          if (changed.length > 0) this.changes.emit('change', [...new Set(changed)]);
+          // Written: whatever a listener does now, the batch's callers are told it went in (told it
+          // failed, they would send it again, and a usage flush would be counted twice).
+          try {
+            if (changed.length > 0) this.changes.emit('change', [...new Set(changed)]);
+          } catch {
+            // a listener's own failure is not the write's
+          }
           return outcomes;
         });
       } catch (err) {
