@@ -206,6 +206,7 @@ export function toGatewayError(err: unknown, requestId: string): GatewayError {
   const type = typeof err === 'object' && err !== null ? (err as { type?: unknown }).type : undefined;
   if (type === 'entity.parse.failed') return errors.invalidJson('syntax error');
   if (type === 'entity.too.large') return errors.requestTooLarge((err as { limit?: number }).limit ?? 0);
+  if (type === 'encoding.unsupported') return errors.unsupportedContentEncoding();
   const status = httpErrorStatus(err);
   if (status !== undefined && status >= 400 && status < 500) {
     return errors.badRequest('The request could not be read.');

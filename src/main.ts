@@ -193,11 +193,9 @@ async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, 
   const consoleRouter = config.console.enabled
     ? consoleApp({ accounts: people.accounts, sessions: people.sessions, oidc: Boolean(oidc), publicOrigin, oidcRoutes, platformLimits: () => platform.limits, currency: () => platform.currency, invites })
     : undefined;
-  const githubSigners = githubKeys(config.secretScanning.github.publicKeys);
-  const leakReports = githubSigners.size > 0 ? githubLeakReports(people.accounts.leaks, githubSigners) : undefined;
   return {
     platform,
-    leakReports,
+    leaks: people.accounts.leaks,
     keyCache,
     usage,
     rateLimitStore,
@@ -242,6 +240,9 @@ async function buildServing(config: Config, log: Logger, metrics: Metrics, lasti
     storeRecovered: () => log.debug('rate limit store took a command again'), // the Redis health check logs when it answers again
   });
   const prices = new Prices(config.prices);
+  // The signing keys GitHub's reports are verified with: a reload takes new ones (GitHub rotates them).
+  const githubSigners = githubKeys(config.secretScanning.github.publicKeys);
+  const leakReports = githubSigners.size > 0 ? githubLeakReports(lasting.leaks, githubSigners) : undefined;
   const proxy = createProxy(metrics, providers, {
     usage: (context, provider, tokens) => {
       const key = required(context.key, 'key');
@@ -257,7 +258,7 @@ async function buildServing(config: Config, log: Logger, metrics: Metrics, lasti
   }, config.usage);
   lasting.platform.limits = config.rateLimit;
   lasting.platform.currency = config.prices.currency;
-  const publicApp = createPublicApp({ config, metrics, log, keyCache, providers, aliases: buildAliases(config), proxy, limiter, quota: lasting.quota, onKeyUsed: (record) => usage.used(record), onKeyRequestEnded: (key, served) => usage.ended(key, served), leakReports: lasting.leakReports, spans: lasting.spans, console: lasting.consoleRouter });
+  const publicApp = createPublicApp({ config, metrics, log, keyCache, providers, aliases: buildAliases(config), proxy, limiter, quota: lasting.quota, onKeyUsed: (record) => usage.used(record), onKeyRequestEnded: (key, served) => usage.ended(key, served), leakReports, spans: lasting.spans, console: lasting.consoleRouter });
   let inFlight = 0;
   let drained: (() => void) | undefined;
   return {

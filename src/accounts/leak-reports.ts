@@ -20,10 +20,10 @@ import type { Auditor } from './audit';
 
 /** Where GitHub sends its reports, on the public (HTTPS) listener. */
 export const GITHUB_LEAK_REPORTS_PATH = '/secret-scanning/github';
-/** The secret type chatgate keys are registered under with GitHub's secret scanning. */
-export const GITHUB_TOKEN_TYPE = 'chatgate_api_key';
 /** A report larger than this is not one (GitHub sends a few matches at a time). */
-const MAX_REPORT_BYTES = 1024 * 1024;
+const MAX_REPORT_BYTES = 256 * 1024;
+/** A DER ECDSA P-256 signature is at most 72 bytes: 96 base64 characters; more is not one. */
+const MAX_SIGNATURE_CHARS = 128;
 const MAX_TOKENS = 1000;
 
 export type LeakLabel = 'true_positive' | 'false_positive';
@@ -57,8 +57,11 @@ export class LeakReports {
     const found = await this.store.findByDigest(digestKey(token));
     if (!found) return { label: 'false_positive', revoked: false };
     if (found.revokedAt !== null) return { label: 'true_positive', keyId: found.id, revoked: false };
-    const revoked = await this.store.revoke(found.id, this.now());
-    if (!revoked || revoked.revokedAt === null) return { label: 'true_positive', keyId: found.id, revoked: false };
+    const at = this.now();
+    const revoked = await this.store.revoke(found.id, at);
+    // A store keeps the first revocation's time: another time means another call revoked it first
+    // (two reports at once), and that one audits it.
+    if (!revoked || revoked.revokedAt === null || Date.parse(revoked.revokedAt) !== at.getTime()) return { label: 'true_positive', keyId: found.id, revoked: false };
     const details: Record<string, string> = { reporter: where.reporter };
     if (where.url) details.url = where.url.slice(0, 2048);
     if (where.source) details.source = where.source.slice(0, 100);
@@ -74,7 +77,7 @@ export function githubKeys(publicKeys: ReadonlyArray<{ identifier: string; key: 
 
 /** Pure: whether `body` carries a valid signature by the key its identifier names. */
 export function signedBy(keys: ReadonlyMap<string, KeyObject>, identifier: unknown, signature: unknown, body: Buffer): boolean {
-  if (typeof identifier !== 'string' || typeof signature !== 'string' || signature.length > 512) return false;
+  if (typeof identifier !== 'string' || typeof signature !== 'string' || signature.length > MAX_SIGNATURE_CHARS) return false;
   const key = keys.get(identifier);
   if (!key) return false;
   const der = Buffer.from(signature, 'base64');
@@ -86,9 +89,19 @@ export function signedBy(keys: ReadonlyMap<string, KeyObject>, identifier: unkno
   }
 }
 
-/** `POST /secret-scanning/github`: the raw body is verified before it is parsed. */
+/**
+ * `POST /secret-scanning/github`: a request whose headers cannot be a signature by a trusted key is
+ * refused before its body is read; the body (never inflated: GitHub does not compress, and a small
+ * compressed body could cost a large one) is verified before it is parsed.
+ */
 export function githubLeakReports(reports: LeakReports, keys: ReadonlyMap<string, KeyObject>): RequestHandler[] {
-  const raw = express.raw({ type: () => true, limit: MAX_REPORT_BYTES });
+  const plausible: RequestHandler = (req, _res, next) => {
+    const identifier = req.headers['github-public-key-identifier'];
+    const signature = req.headers['github-public-key-signature'];
+    if (typeof identifier !== 'string' || !keys.has(identifier) || typeof signature !== 'string' || signature.length === 0 || signature.length > MAX_SIGNATURE_CHARS) throw errors.invalidSignature();
+    next();
+  };
+  const raw = express.raw({ type: () => true, limit: MAX_REPORT_BYTES, inflate: false });
   const handle = async (req: Request, res: Response) => {
     const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
     if (!signedBy(keys, req.headers['github-public-key-identifier'], req.headers['github-public-key-signature'], body)) throw errors.invalidSignature();
@@ -100,7 +113,7 @@ export function githubLeakReports(reports: LeakReports, keys: ReadonlyMap<string
     }
     res.json(answer);
   };
-  return [raw, (req, res, next) => void handle(req, res).catch(next)];
+  return [plausible, raw, (req, res, next) => void handle(req, res).catch(next)];
 }
 
 /**
@@ -121,10 +134,9 @@ export function parseReport(body: Buffer): Array<{ token: string; type: string; 
     const m = match as Record<string, unknown>;
     if (typeof match !== 'object' || match === null || Array.isArray(match)) throw errors.invalidBody(`[${i}]`, `Match ${i} is not an object.`);
     if (typeof m.token !== 'string' || m.token.length === 0 || m.token.length > 1000) throw errors.invalidBody(`[${i}].token`, `Match ${i} has no token string.`);
-    if (typeof m.type !== 'string') throw errors.invalidBody(`[${i}].type`, `Match ${i} has no type string.`);
-    for (const field of ['url', 'source'] as const) {
-      if (m[field] !== undefined && typeof m[field] !== 'string') throw errors.invalidBody(`[${i}].${field}`, `Match ${i}'s ${field} is not a string.`);
-    }
-    return { token: m.token, type: m.type, url: m.url as string | undefined, source: m.source as string | undefined };
+    // Past the token, a field of an unexpected type is left out rather than refusing the report: the
+    // report's other keys must not stay live over a field GitHub changed.
+    const text = (value: unknown) => (typeof value === 'string' ? value : undefined);
+    return { token: m.token, type: text(m.type) ?? '', url: text(m.url), source: text(m.source) };
   });
 }

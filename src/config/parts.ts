@@ -174,13 +174,15 @@ export const prices = z
 /** A PEM public key, refused at start when it is not one (it verifies leak reports). */
 const publicKeyPem = z.string().refine(
   (pem) => {
+    if (!pem.trimStart().startsWith('-----BEGIN PUBLIC KEY-----')) return false; // a private key pasted here is not taken
     try {
-      return createPublicKey(pem).asymmetricKeyType === 'ec';
+      const key = createPublicKey(pem);
+      return key.asymmetricKeyType === 'ec' && key.asymmetricKeyDetails?.namedCurve === 'prime256v1';
     } catch {
       return false;
     }
   },
-  { message: 'must be a PEM public key of an elliptic curve (GitHub signs with ECDSA P-256)' },
+  { message: 'must be a PEM public key (-----BEGIN PUBLIC KEY-----) on the P-256 curve, as GitHub signs with ECDSA P-256' },
 );
 
 /**
@@ -192,7 +194,10 @@ export const secretScanning = z
   .strictObject({
     github: z
       .strictObject({
-        publicKeys: z.array(z.strictObject({ identifier: z.string().min(1).max(200), key: publicKeyPem })).default([]),
+        publicKeys: z
+          .array(z.strictObject({ identifier: z.string().min(1).max(200), key: publicKeyPem }))
+          .refine((keys) => new Set(keys.map((k) => k.identifier)).size === keys.length, { message: 'each identifier may be listed once' })
+          .default([]),
       })
       .prefault({}),
   })

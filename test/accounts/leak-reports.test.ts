@@ -7,6 +7,7 @@
  * scanners' lists and never repeats the strings.
  */
 import { generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
+import { gzipSync } from 'node:zlib';
 import { gatewayWithWorker } from '../helpers/fixture';
 import { bearer, chatBody, request, type RawResponse } from '../helpers/http';
 
@@ -47,7 +48,8 @@ test('a signed report revokes the live key at once, audited with where it was fo
   expect(audit).toEqual([expect.objectContaining({ actor: 'github-secret-scanning', details: { reporter: 'github', url: 'https://github.com/octo/repo/blob/abc/config.js', source: 'content' } })]);
   expect(JSON.stringify(audit)).not.toContain(key);
 
-  // Sent again (GitHub retries; an attacker replays): still a true positive, nothing revoked or audited twice.
+  // Sent again, twice at once (GitHub retries; an attacker replays): still a true positive, nothing revoked or audited twice.
+  expect((await Promise.all([signed(body), signed(body)])).map((a) => a.status)).toEqual([200, 200]);
   expect((await signed(body)).json<Array<{ label: string }>>()[0]!.label).toBe('true_positive');
   expect((await admin('GET', `/accounts/${accountId.accountId}/audit`)).json<Audit>().data.filter((e) => e.target === id && e.action === 'key.leaked')).toHaveLength(1);
 });
@@ -62,6 +64,7 @@ test('hostile reports: unsigned, signed by another key, changed after signing, u
     ['unknown identifier', { 'github-public-key-identifier': 'f'.repeat(64), 'github-public-key-signature': signature(body) }],
     ['garbage signature', { 'github-public-key-identifier': IDENTIFIER, 'github-public-key-signature': 'bm90IGEgc2lnbmF0dXJl' }],
     ['body changed after signing', { 'github-public-key-identifier': IDENTIFIER, 'github-public-key-signature': signature(matches('cgk_something_else')) }],
+    ['a signature too long to be one', { 'github-public-key-identifier': IDENTIFIER, 'github-public-key-signature': 'A'.repeat(200) }],
     ['look-alike identifier (upper case)', { 'github-public-key-identifier': IDENTIFIER.toUpperCase(), 'github-public-key-signature': signature(body) }],
   ];
   for (const [what, headers] of attempts) {
@@ -72,19 +75,27 @@ test('hostile reports: unsigned, signed by another key, changed after signing, u
   expect((await chat(key)).status).toBe(200);
 });
 
-test('a signed report that is not a list of matches is 400, naming what is wrong, and revokes nothing', async () => {
+test('a signed report that is not a list of matches is 400, naming what is wrong, and revokes nothing; a match missing only its type still counts', async () => {
   const { key } = await f.gw.issueKey({ name: 'kept' });
   for (const [body, param] of [
     [JSON.stringify({ token: key }), null],
-    [JSON.stringify([{ token: key }]), '[0].type'],
-    [JSON.stringify([{ token: 42, type: 'chatgate_api_key' }]), '[0].token'],
+    [JSON.stringify([{ token: 42, type: 'chatgate_api_key' }, { token: key, type: 'chatgate_api_key' }]), '[0].token'],
   ] as const) {
     const answer = await signed(body);
     expect({ status: answer.status, param: answer.json().error.param }).toEqual({ status: 400, param });
     expect(answer.body).not.toContain(key);
   }
   expect((await signed('[{"token": "cgk_')).status).toBe(400); // signed, but not JSON
+  // Compressed: never inflated (a small body could cost a large one): its bytes are not a report.
+  const gzipped = gzipSync(Buffer.from(matches(key)));
+  const compressed = await request(f.gw.url, { ca: f.gw.ca, path: '/secret-scanning/github', headers: { 'content-type': 'application/json', 'content-encoding': 'gzip', 'github-public-key-identifier': IDENTIFIER, 'github-public-key-signature': sign('sha256', gzipped, github.privateKey).toString('base64') }, body: gzipped });
+  expect({ status: compressed.status, code: compressed.json().error.code }).toEqual({ status: 415, code: 'unsupported_content_encoding' });
   expect((await chat(key)).status).toBe(200);
+  // A match GitHub sends without a type (a field it changed): the key in it is still revoked.
+  const { key: untyped } = await f.gw.issueKey({ name: 'untyped' });
+  const body = JSON.stringify([{ token: untyped }]);
+  expect((await signed(body)).json()).toEqual([{ token_raw: untyped, token_type: '', label: 'true_positive' }]);
+  expect((await chat(untyped)).status).toBe(401);
 });
 
 test('the admin API takes other scanners’ lists: revoked and audited, the strings never repeated', async () => {
@@ -113,5 +124,13 @@ test('the default config trusts no signing key; one that is not a public key is 
   const { parseConfig } = await import('../../src/config');
   const config = parseConfig({ providers: { mock: { workers: ['http://127.0.0.1:9'] } } });
   expect(config.secretScanning.github.publicKeys).toEqual([]);
-  expect(() => parseConfig({ providers: { mock: { workers: ['http://127.0.0.1:9'] } }, secretScanning: { github: { publicKeys: [{ identifier: 'x', key: 'not a key' }] } } })).toThrow(/secretScanning\.github\.publicKeys\[0\]\.key: must be a PEM public key/);
+  const withKeys = (publicKeys: unknown) => () => parseConfig({ providers: { mock: { workers: ['http://127.0.0.1:9'] } }, secretScanning: { github: { publicKeys } } });
+  expect(withKeys([{ identifier: 'x', key: 'not a key' }])).toThrow(/secretScanning\.github\.publicKeys\[0\]\.key: must be a PEM public key/);
+  // The private half pasted by mistake, another curve, an RSA key, one identifier twice: refused too.
+  const pem = (key: KeyObject) => key.export({ type: key.type === 'private' ? 'pkcs8' : 'spki', format: 'pem' }) as string;
+  expect(withKeys([{ identifier: 'x', key: pem(github.privateKey) }])).toThrow(/publicKeys\[0\]\.key/);
+  expect(withKeys([{ identifier: 'x', key: pem(generateKeyPairSync('ec', { namedCurve: 'secp384r1' }).publicKey) }])).toThrow(/publicKeys\[0\]\.key/);
+  expect(withKeys([{ identifier: 'x', key: pem(generateKeyPairSync('rsa', { modulusLength: 2048 }).publicKey) }])).toThrow(/publicKeys\[0\]\.key/);
+  expect(withKeys([{ identifier: 'x', key: pem(github.publicKey) }, { identifier: 'x', key: pem(stranger.publicKey) }])).toThrow(/each identifier may be listed once/);
+  expect(withKeys([{ identifier: 'x', key: pem(github.publicKey) }])).not.toThrow();
 });
