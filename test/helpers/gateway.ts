@@ -67,6 +67,9 @@ export async function startTestGateway(settings: Record<string, unknown>): Promi
     log: { level: 'silent' },
     ...withMockControls(settings),
   };
+  // Settings of the file store itself (its deadline) keep the file this helper made; a whole other store replaces it.
+  const given = settings.keyStore as Record<string, unknown> | undefined;
+  if (given && given.type === undefined) config.keyStore = { type: 'file', path: keyFile, ...given };
   const configFile = path.join(dir, 'config.yaml');
   writeFileSync(configFile, YAML.stringify(config));
   const gateway = await startGateway(configFile, new Writable({ write: (_chunk, _encoding, done) => done() }));
