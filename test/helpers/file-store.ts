@@ -1,6 +1,7 @@
-/** A file store's keys.json holding every record kind, for the tests of `chatgate store import`. */
+/** A file store's keys.json holding every record kind, for the tests of `chatgate store import`, and what its import must read back as. */
 import { issueKey } from '../../src/auth/issue';
 import { FileKeyStore } from '../../src/store/file';
+import type { KeyRecord, Store } from '../../src/store/types';
 
 /** A file store holding every record kind, made through the store interface as the gateway makes them. */
 export async function fileStoreWithEverything(file: string) {
@@ -28,3 +29,28 @@ export async function fileStoreWithEverything(file: string) {
   return { source, key, record, teamKey };
 }
 
+
+/** `chatgate store import`'s report: kind -> [imported, already there]. */
+export const importCounts = (stdout: string) => Object.fromEntries([...stdout.matchAll(/^ {2}(\w+) +(\d+) imported, (\d+) already there/gm)].map((m) => [m[1], [Number(m[2]), Number(m[3])]]));
+
+/** What a store holds after the import reads, kind by kind, as the file store held it (once, not twice). */
+export async function expectReadsBackAs(store: Store, source: FileKeyStore, { record, teamKey }: { record: KeyRecord; teamKey: KeyRecord }): Promise<void> {
+  const byId = (a: { id: string }, b: { id: string }) => a.id.localeCompare(b.id);
+  const byEmail = (a: { email: string }, b: { email: string }) => a.email.localeCompare(b.email);
+  expect(await store.get(record.id)).toEqual(await source.get(record.id));
+  expect((await store.list()).sort(byId)).toEqual((await source.list()).sort(byId));
+  expect((await store.get(record.id))?.usage).toEqual({ requests: 4, promptTokens: 40, completionTokens: 12 });
+  expect((await store.get(teamKey.id))?.revokedAt).not.toBeNull();
+  expect((await store.listAccounts()).find((a) => a.id === 'acc_team')).toEqual((await source.listAccounts()).find((a) => a.id === 'acc_team'));
+  expect(await store.getPerson('owner@example.com')).toEqual(await source.getPerson('owner@example.com'));
+  expect(await store.getPerson('member@example.com')).toEqual({ ...(await source.getPerson('member@example.com')), passwordWithOidc: false });
+  expect(await store.identitiesOf('owner@example.com')).toEqual(await source.identitiesOf('owner@example.com'));
+  expect((await store.listMembers('acc_team')).sort(byEmail)).toEqual((await source.listMembers('acc_team')).sort(byEmail));
+  expect(await store.findSession('d'.repeat(64))).toEqual(await source.findSession('d'.repeat(64)));
+  expect(await store.listAudit(null, 10)).toEqual(await source.listAudit(null, 10));
+  expect(await store.usage(record.accountId, '2030-01-01', '2030-12-31')).toEqual(await source.usage(record.accountId, '2030-01-01', '2030-12-31'));
+  const scope = `key:${record.id}:d:${new Date().toISOString().slice(0, 10)}`;
+  expect(await store.quotaUsage([scope])).toEqual(new Map([[scope, 52]]));
+  expect(await store.bumpCounters([{ name: 'sign-in:member@example.com', expiresAt: new Date(Date.now() + 60_000) }], new Date())).toEqual([3]);
+  expect(await store.takeToken('t'.repeat(64), 'password', new Date())).toEqual(await source.takeToken('t'.repeat(64), 'password', new Date()));
+}
