@@ -33,11 +33,11 @@ describe('output bounds (what the quota stage reserves)', () => {
 
 describe('validateChatRequest accepts', () => {
   test('the minimal request', () => {
-    expect(validateChatRequest(valid())).toStrictEqual({ endpoint: 'chat', model: 'mock/echo', provider: 'mock', modelName: 'echo', stream: false, streamOptions: undefined, maxOutputTokens: undefined, outputs: 1 });
+    expect(validateChatRequest(valid())).toStrictEqual({ endpoint: 'chat', model: 'mock/echo', provider: 'mock', modelName: 'echo', stream: false, streamOptions: undefined, maxOutputTokens: undefined, outputBounds: undefined, outputs: 1 });
   });
 
   test('a model without a slash: a name for the route stage to find among the aliases', () => {
-    expect(validateChatRequest(valid({ model: 'gpt-4o' }))).toStrictEqual({ endpoint: 'chat', model: 'gpt-4o', provider: undefined, modelName: undefined, stream: false, streamOptions: undefined, maxOutputTokens: undefined, outputs: 1 });
+    expect(validateChatRequest(valid({ model: 'gpt-4o' }))).toStrictEqual({ endpoint: 'chat', model: 'gpt-4o', provider: undefined, modelName: undefined, stream: false, streamOptions: undefined, maxOutputTokens: undefined, outputBounds: undefined, outputs: 1 });
   });
 
   test('a model of exactly 256 characters is taken', () => {
@@ -107,6 +107,7 @@ describe('validateChatRequest accepts', () => {
       stream: false,
       streamOptions: undefined,
       maxOutputTokens: 5,
+      outputBounds: { max_tokens: 5 },
       outputs: 1,
     });
   });
