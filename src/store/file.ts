@@ -11,6 +11,7 @@ import { promises as fs, unwatchFile, watchFile } from 'node:fs';
 import { definedFields } from '../common/defined-fields';
 import { StoreUnreadable } from './guarded';
 import { fileStamp, replaceFile, withLockFile } from './file-lock';
+import { applyBatch, ChangeBatches, type BatchChange, type QueuedChange } from './file-batches';
 import { withCountersBumped, withQuotaUsage, withUse } from './file-data';
 import { byDateThenKey, daysBefore, emptyData, parseContents, voidedBy, type Data } from './file-schema';
 
@@ -44,17 +45,13 @@ interface Snapshot {
   byDigest: Map<string, KeyRecord>;
 }
 
-/** A change of the data: what to write, and the digests of keys it changed (for caches). */
-type Change<T> = (data: Data) => { data: Data; changed?: string[]; result: T };
+type Change<T> = BatchChange<Data, T>;
 
 export class FileKeyStore implements Store {
   private snapshot: Snapshot | undefined;
   private readonly changes = new EventEmitter();
-  /** Changes waiting for the next write. */
-  private readonly queue: Array<{ apply: Change<unknown>; resolve: (result: unknown) => void; reject: (err: unknown) => void }> = [];
-  /** The write under way and those queued behind it (close() waits for it). */
-  private writing: Promise<void> = Promise.resolve();
-  private draining = false;
+  /** Changes queued while a write is under way go in the next one together. */
+  private readonly batches = new ChangeBatches<Data>((batch) => this.writeBatch(batch));
   private watching = false;
 
   constructor(readonly file: string) {}
@@ -322,7 +319,7 @@ export class FileKeyStore implements Store {
   async close(): Promise<void> {
     if (this.watching) unwatchFile(this.file);
     this.watching = false;
-    await this.writing.catch(() => undefined);
+    await this.batches.writing.catch(() => undefined);
     this.snapshot = undefined;
     this.changes.removeAllListeners();
   }
@@ -340,62 +337,28 @@ export class FileKeyStore implements Store {
     });
   }
 
-  /**
-   * Queues a change; changes queued while a write is under way are applied together, in order, in the
-   * next one (one lock, one read, one write for the lot): a burst of sign-ins or admin calls costs a
-   * few rewrites of the file instead of one each. A change that throws fails alone; a failed write
-   * fails its whole batch.
-   */
+  /** A change, written with those queued beside it (file-batches.ts). */
   private modify<T>(apply: Change<T>): Promise<T> {
-    const queued = new Promise<T>((resolve, reject) => this.queue.push({ apply, resolve: resolve as (result: unknown) => void, reject }));
-    if (!this.draining) {
-      this.draining = true;
-      this.writing = this.drain();
-    }
-    return queued;
+    return this.batches.add(apply);
   }
 
-  private async drain(): Promise<void> {
-    while (this.queue.length > 0) {
-      const batch = this.queue.splice(0);
-      let settle: Array<() => void>;
+  /** One batch: under the lock, on the latest contents, one write; each change's outcome told after the lock is given back. */
+  private async writeBatch(batch: ReadonlyArray<QueuedChange<Data>>): Promise<Array<() => void>> {
+    // The lock file orders this read-change-replace against other instances and processes (the CLI,
+    // the admin API, usage flushes), so no writer replaces the file with contents it read too early.
+    return withLockFile(`${this.file}.lock`, async () => {
+      this.snapshot = undefined;
+      const { data, changed, outcomes } = applyBatch((await this.current()).data, batch);
+      await this.write(data);
+      // Written: whatever a listener does now, the batch's callers are told it went in (told it
+      // failed, they would send it again, and a usage flush would be counted twice).
       try {
-        // The lock file orders this read-change-replace against other instances and processes (the CLI,
-        // the admin API, usage flushes), so no writer replaces the file with contents it read too early.
-        settle = await withLockFile(`${this.file}.lock`, async () => {
-          this.snapshot = undefined;
-          let data = (await this.current()).data;
-          const changed: string[] = [];
-          const outcomes: Array<() => void> = [];
-          for (const { apply, resolve, reject } of batch) {
-            try {
-              const outcome = apply(data);
-              data = outcome.data;
-              changed.push(...(outcome.changed ?? []));
-              outcomes.push(() => resolve(outcome.result));
-            } catch (err) {
-              outcomes.push(() => reject(err));
-            }
-          }
-          await this.write(data);
-          // Written: whatever a listener does now, the batch's callers are told it went in (told it
-          // failed, they would send it again, and a usage flush would be counted twice).
-          try {
-            if (changed.length > 0) this.changes.emit('change', [...new Set(changed)]);
-          } catch {
-            // a listener's own failure is not the write's
-          }
-          return outcomes;
-        });
-      } catch (err) {
-        settle = batch.map(({ reject }) => () => reject(err));
+        if (changed.length > 0) this.changes.emit('change', changed);
+      } catch {
+        // a listener's own failure is not the write's
       }
-      // Answered once the lock is given back: a caller that goes on to write finds the file free.
-      for (const done of settle) done();
-    }
-    // Between the last look at the queue and this line nothing else runs: a change queued by a caller
-    // just answered is in the queue already, or will start a drain of its own.
-    this.draining = false;
+      return outcomes;
+    });
   }
 
   private async current(): Promise<Snapshot> {
