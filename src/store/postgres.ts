@@ -50,6 +50,10 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
   static async open(url: string, events: PostgresEvents = { listener: () => undefined }, poolSize = 10, timeoutMs = 5000): Promise<PostgresKeyStore> {
     const pool = new pg.Pool({ connectionString: url, max: poolSize, connectionTimeoutMillis: timeoutMs, statement_timeout: Math.max(timeoutMs, 5000) });
     pool.on('error', () => undefined); // an idle client lost (database restart): the pool replaces it
+    // A connection lost while checked out (a query under way when the network or the server dropped
+    // it) emits 'error' on its client, which nothing else listens to then: unheard, it would end the
+    // process. The query fails with it (503 and served stale), and the pool drops the client.
+    pool.on('connect', (client) => client.on('error', () => undefined));
     const store = new PostgresKeyStore(url, pool, events, timeoutMs);
     try {
       await migrate(pool);

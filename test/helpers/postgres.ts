@@ -197,3 +197,22 @@ function runAsPostgres(command: string, args: string[]): void {
   if (result.status !== 0) throw new Error(`${command} failed: ${result.stderr || result.stdout}`);
 }
 
+
+/**
+ * A key store the test can take away: a database of its own, reached through a relay on a free
+ * loopback port. cut() ends every connection and refuses new ones (the store unreachable); drop()
+ * cuts and drops the database.
+ */
+export async function cuttableStore(): Promise<{ keyStore: { type: 'postgres'; url: string }; cut(): void; drop(): Promise<void> }> {
+  const database = await createTestDatabase();
+  const relay = relayTo(database.url, await freePort());
+  await relay.open();
+  return {
+    keyStore: { type: 'postgres', url: relay.url },
+    cut: () => relay.close(),
+    drop: async () => {
+      relay.close();
+      await database.drop();
+    },
+  };
+}

@@ -1,0 +1,68 @@
+/**
+ * A PostgreSQL connection cut while a query is under way on it (the network dropped, a proxy or the
+ * server gone) fails that query, not the process: pg emits 'error' on a checked-out client, which
+ * nothing but the store listens to then. Through a relay of the test's own that holds the server's
+ * answers back and then cuts every connection.
+ */
+import net from 'node:net';
+import { PostgresKeyStore } from '../../src/store/postgres';
+import { createTestDatabase, type TestDatabase } from '../helpers/postgres';
+
+let database: TestDatabase;
+beforeAll(async () => {
+  database = await createTestDatabase();
+});
+afterAll(() => database?.drop());
+
+/** Relays to the database; hold() keeps the server's answers back, cut() ends every connection. */
+async function holdingRelay(target: URL) {
+  const sockets = new Set<net.Socket>();
+  let holding = false;
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(target.port), target.hostname);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('error', () => undefined);
+    }
+    client.pipe(upstream);
+    upstream.on('data', (chunk) => {
+      if (!holding) client.write(chunk);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = new URL(target.href);
+  url.hostname = '127.0.0.1';
+  url.port = String((server.address() as net.AddressInfo).port);
+  return {
+    url: url.href,
+    hold: () => (holding = true),
+    cut: () => {
+      for (const socket of sockets) socket.destroy();
+      server.close();
+    },
+  };
+}
+
+test('a query under way when its connection is cut fails with the store error; the process goes on', async () => {
+  const relay = await holdingRelay(new URL(database.url));
+  const store = await PostgresKeyStore.open(relay.url, undefined, 2, 5_000);
+  const uncaught: unknown[] = [];
+  const onUncaught = (err: unknown) => uncaught.push(err);
+  process.on('uncaughtException', onUncaught);
+  try {
+    expect(await store.findByDigest('0'.repeat(64))).toBeUndefined(); // the connection works
+    relay.hold();
+    const lookup = store.findByDigest('1'.repeat(64)).then(
+      () => 'answered',
+      (err: Error) => err.message,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 200)); // the query is on the wire, its answer held
+    relay.cut();
+    expect(await lookup).toMatch(/Connection terminated unexpectedly/);
+    await new Promise((resolve) => setTimeout(resolve, 200)); // an unheard 'error' would have been thrown by now
+    expect(uncaught).toEqual([]);
+  } finally {
+    process.off('uncaughtException', onUncaught);
+    await store.close().catch(() => undefined);
+  }
+});
