@@ -12,7 +12,7 @@ import { DEFAULT_FORWARD_HEADERS } from '../src/config';
 export interface ChatgateSetup {
   /** dist/cli.js */
   cli: string;
-  /** Holds the config, the data directory and the key store (`keys.json`). */
+  /** Holds the config, the data directory and the key store (`chatgate.db`). */
   dir: string;
   name: string;
   processes: number;
@@ -36,7 +36,7 @@ export function spawnChatgate(setup: ChatgateSetup): { child: ChildProcess; serv
       admin: { host: '127.0.0.1', port: 0 },
       tls: { cert: setup.certFile, key: setup.keyFile },
       dataDir: path.join(setup.dir, setup.name),
-      keyStore: { type: 'file', path: path.join(setup.dir, 'keys.json') },
+      keyStore: { type: 'sqlite', path: path.join(setup.dir, 'chatgate.db') },
       auth: { createFirstKey: false },
       server: { processes: setup.processes },
       log: { level: 'info', destination: '/dev/null' },

@@ -12,7 +12,7 @@ import readline from 'node:readline';
 import { Client } from 'pg';
 import { KeyCache } from '../src/auth/cache';
 import { issueKey } from '../src/auth/issue';
-import { FileKeyStore } from '../src/store/file';
+import { SqliteKeyStore } from '../src/store/sqlite/store';
 import { PostgresKeyStore } from '../src/store/postgres';
 import type { Store } from '../src/store/types';
 import { decodeUtf8Strict } from '../src/common/text';
@@ -74,7 +74,7 @@ async function main() {
     progress('starting the mock worker, the bare proxies and chatgate (1 and 2 processes)');
     const worker = await startJsonProcess(serverArgs('worker'), children);
     const upstream = `http://127.0.0.1:${worker.ports.http}`;
-    const { key } = await issueKey(new FileKeyStore(path.join(dir, 'keys.json')), { name: 'bench' });
+    const { key } = await issueKey(new SqliteKeyStore(path.join(dir, 'chatgate.db')), { name: 'bench' });
     const auth = { authorization: `Bearer ${key}` };
     const servers: Server[] = [
       { name: 'direct', child: worker.child, url: `https://127.0.0.1:${worker.ports.https}/v1/chat/completions`, headers: {} },
@@ -278,8 +278,9 @@ async function authCost(dir: string) {
     await store.revoke(record.id, new Date());
     return { hitUs, missUs };
   };
-  const file = new FileKeyStore(path.join(dir, 'auth-keys.json'));
-  const figures: Record<string, { hitUs: number; missUs: number } | string> = { file: await measure(file) };
+  const sqlite = new SqliteKeyStore(path.join(dir, 'auth.db'));
+  const figures: Record<string, { hitUs: number; missUs: number } | string> = { sqlite: await measure(sqlite) };
+  await sqlite.close();
   const url = process.env.CHATGATE_BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/chatgate_bench';
   try {
     const admin = new Client({ connectionString: url.replace(/\/[^/]*$/, '/postgres'), connectionTimeoutMillis: 2000 });

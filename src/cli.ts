@@ -251,7 +251,6 @@ async function storeCommand(args: string[]): Promise<number> {
   if (action !== 'import') throw new UsageError(`unknown store action '${action ?? ''}'`);
   if (positionals.length !== 1) throw new UsageError('store import needs one FILE (a keys.json)');
   const settings = loadConfig(configFileFrom(values.config)).keyStore;
-  if (settings.type === 'file') throw new UsageError(`store import writes into a sqlite or postgres key store; the config's is 'file' (set keyStore: {type: sqlite}, the default)`);
   const file = positionals[0]!;
   const [{ RECORD_KINDS }, { report, target }] = await Promise.all([import('./store/import-plan'), importIntoStore(settings, file)]);
   process.stdout.write(`imported ${file} into ${target}:\n`);

@@ -59,8 +59,12 @@ const schema = z.strictObject({
     .discriminatedUnion('type', [
       // The embedded default: one SQLite file, shared by the gateway, its processes and the CLI.
       z.strictObject({ type: z.literal('sqlite'), path: z.string().min(1).default('./data/chatgate.db'), timeoutMs: milliseconds.default(1_000) }),
-      // Deprecated: the JSON file store, rewritten whole on every change. `chatgate store import` moves it to SQLite.
-      z.strictObject({ type: z.literal('file'), path: z.string().min(1).default('./data/keys.json'), timeoutMs: milliseconds.default(1_000) }),
+      // Retired: the JSON file store, rewritten whole on every change. Named here only to say how to move off it.
+      z.object({ type: z.literal('file'), path: z.unknown().optional() }).transform((retired, ctx) => {
+        const file = typeof retired.path === 'string' ? retired.path : './data/keys.json';
+        ctx.addIssue({ code: 'custom', message: `type 'file' (a JSON file rewritten whole on every change) is no longer a key store: set keyStore to {type: sqlite} (the default; a new SQLite file beside a keys.json imports it at its first start), or import it once with 'chatgate store import ${file}'` });
+        return z.NEVER;
+      }),
       z.strictObject({
         type: z.literal('postgres'),
         url: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL'),

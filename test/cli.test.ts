@@ -17,9 +17,9 @@ let configFile: string;
 
 beforeAll(async () => {
   worker = await startWorker();
-  // A long cache TTL: a revocation by the CLI must reach the running gateway through the file's watcher.
+  // A long cache TTL: a revocation by the CLI must reach the running gateway through the store's change feed.
   gw = await startTestGateway({ auth: { cacheTtlMs: 600_000, createFirstKey: false }, providers: { mock: { workers: [worker.url] } } });
-  // The CLI reads the same config as the gateway, so it works on the same key file.
+  // The CLI reads the same config as the gateway, so it works on the same store.
   configFile = path.join(gw.dir, 'config.yaml');
 });
 
@@ -34,9 +34,8 @@ function chatgate(args: string[], env: NodeJS.ProcessEnv = {}) {
 }
 
 /**
- * The CLI on the running gateway's key store. Not spawnSync: the gateway runs in this process, and a
- * blocked event loop would hold the store's lock file (a usage flush half done) for as long as the
- * CLI waits for it.
+ * The CLI on the running gateway's key store. Not spawnSync: the gateway runs in this process, and
+ * must go on answering (and announcing changes) while the CLI works.
  */
 function cli(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
@@ -64,7 +63,8 @@ test('keys create --json prints the key once; the store keeps only its digest', 
   expect(record.id).toMatch(/^key_/);
   expect(record.key).toMatch(/^cgk_[A-Za-z0-9]{49}$/);
   expect(record.digest).toBeUndefined();
-  const file = readFileSync(gw.keyFile, 'utf8');
+  // The database and its write-ahead log, where a new row is until a checkpoint.
+  const file = [gw.storeFile, `${gw.storeFile}-wal`].map((part) => readFileSync(part).toString('latin1')).join('');
   expect(file).not.toContain(record.key);
   expect(file).toContain(record.id);
 });
@@ -110,9 +110,8 @@ test('a key revoked with the CLI is refused by the running gateway within about 
 });
 
 test('keys list writes a name with control characters (from a file edited by hand) escaped: it forges no row', async () => {
-  const { FileKeyStore } = await import('../src/store/file');
   const { issueKey } = await import('../src/auth/issue');
-  await issueKey(new FileKeyStore(gw.keyFile), { name: 'x\nkey_forged\tcgk_0000\tadmin\tactive' });
+  await issueKey(gw.store, { name: 'x\nkey_forged\tcgk_0000\tadmin\tactive' });
   const listed = await cli(['keys', 'list', '--config', configFile]);
   expect(listed.status).toBe(0);
   expect(listed.stdout).toContain('x\\u000akey_forged\\u0009cgk_0000');
@@ -144,11 +143,10 @@ test('accounts and members from the CLI: made, listed, and a key made in the acc
 });
 
 test('every change the CLI makes is audited, by `cli`: keys create, rotate and revoke', async () => {
-  const { FileKeyStore } = await import('../src/store/file');
   const { id } = JSON.parse((await cli(['keys', 'create', '--name', 'audited', '--json', '--config', configFile])).stdout) as { id: string };
   expect((await cli(['keys', 'rotate', id, '--config', configFile])).status).toBe(0);
   expect((await cli(['keys', 'revoke', id, '--config', configFile])).status).toBe(0);
-  const store = new FileKeyStore(gw.keyFile);
+  const store = gw.store;
   const events = (await store.listAudit(null, 1000)).filter((event) => event.target === id);
   expect(events.map((event) => [event.action, event.actor]).sort()).toEqual([
     ['key.created', 'cli'],
@@ -159,7 +157,6 @@ test('every change the CLI makes is audited, by `cli`: keys create, rotate and r
 });
 
 test('members password-link: a one-time link that works once, voids the older one, and is audited by `cli`', async () => {
-  const { FileKeyStore } = await import('../src/store/file');
   const origin = `https://${new URL(gw.url).host}`;
   const setPassword = (token: string) =>
     request(gw.url, { ca: gw.ca, path: '/console/api/password', headers: { origin, 'content-type': 'application/json' }, body: JSON.stringify({ token, password: 'the first owner password' }) });
@@ -177,7 +174,7 @@ test('members password-link: a one-time link that works once, voids the older on
   expect((await setPassword(newerToken)).json()).toEqual({ email: 'admin@localhost' });
   expect((await setPassword(newerToken)).status).toBe(400); // once
 
-  const events = (await new FileKeyStore(gw.keyFile).listAudit(null, 1000)).filter((event) => event.action === 'password.link_created' && event.actor === 'cli' && event.target === 'admin@localhost');
+  const events = (await gw.store.listAudit(null, 1000)).filter((event) => event.action === 'password.link_created' && event.actor === 'cli' && event.target === 'admin@localhost');
   expect(events).toHaveLength(2);
   expect(JSON.stringify(events)).not.toContain(newerToken);
 
@@ -187,14 +184,13 @@ test('members password-link: a one-time link that works once, voids the older on
 });
 
 test("members remove revokes the keys the member made in the account; --transfer-keys-to hands them to an owner", async () => {
-  const { FileKeyStore } = await import('../src/store/file');
   const { issueKey } = await import('../src/auth/issue');
   const config = ['--config', configFile];
   const account = (JSON.parse((await cli(['accounts', 'create', '--name', 'team-leavers', '--json', ...config])).stdout) as { id: string }).id;
   for (const [email, role] of [['boss@example.com', 'owner'], ['leaver@example.com', 'member'], ['stayer@example.com', 'member']]) {
     expect((await cli(['members', 'add', '--account', account, '--email', email!, '--role', role!, ...config])).status).toBe(0);
   }
-  const store = new FileKeyStore(gw.keyFile);
+  const store = gw.store;
   const leavers = await issueKey(store, { name: 'leaver key', accountId: account, createdBy: 'leaver@example.com' });
   const stayers = await issueKey(store, { name: 'stayer key', accountId: account, createdBy: 'stayer@example.com' });
   const chat = (key: string) => request(gw.url, { ca: gw.ca, headers: bearer(key), body: chatBody() });

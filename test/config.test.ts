@@ -133,6 +133,8 @@ test("the key store URL from the environment keeps the file's PostgreSQL setting
     expect(loadConfig(file, { CHATGATE_KEYSTORE_URL: url }).keyStore).toEqual({ type: 'postgres', url, poolSize: 3, timeoutMs: 1000 });
     writeFileSync(file, YAML.stringify({ ...minimal, keyStore: { type: 'file', path: './keys.json' } }));
     expect(loadConfig(file, { CHATGATE_KEYSTORE_URL: url }).keyStore).toEqual({ type: 'postgres', url, poolSize: 10, timeoutMs: 1000 });
+    // Without the URL, the retired file store is refused, saying how to move off it.
+    expect(() => loadConfig(file, {})).toThrow(/keyStore: type 'file' .* is no longer a key store: .*'chatgate store import \.\/keys\.json'/);
     writeFileSync(file, YAML.stringify({ ...minimal, keyStore: { type: 'sqlite', path: './store.db' } }));
     expect(loadConfig(file, { CHATGATE_KEYSTORE_URL: url }).keyStore).toEqual({ type: 'postgres', url, poolSize: 10, timeoutMs: 1000 });
     expect(loadConfig(file, {}).keyStore).toEqual({ type: 'sqlite', path: './store.db', timeoutMs: 1000 });

@@ -132,7 +132,6 @@ export function openStore(config: Config, log: Logger): Promise<GuardedKeyStore>
         'key store unreachable: known keys are served from the cache, unknown keys refused (503), until it answers again',
       ),
     up: () => log.info('key store reachable again'),
-    deprecated: (message) => log.warn(message),
     imported: (file, counts) => log.warn({ file, imported: counts }, 'the new SQLite key store imported the file store found beside it; that file is no longer read'),
   });
 }

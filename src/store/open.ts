@@ -1,6 +1,6 @@
 /**
- * The key store the config names: SQLite (the embedded default), PostgreSQL (shared mode) or the
- * deprecated JSON file store, behind the guard that gives every call a deadline. A store that cannot
+ * The key store the config names: SQLite (the embedded default) or PostgreSQL (shared mode), behind
+ * the guard that gives every call a deadline. The JSON file store (file.ts) is only read, by imports. A store that cannot
  * be opened at start says so by name (`key store: cannot connect to postgres://db:5432/chatgate
  * (ECONNREFUSED)`, `key store: cannot open /data/chatgate.db (SQLITE_CANTOPEN)`), never with the
  * URL's password.
@@ -11,14 +11,11 @@
 import { existsSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { Config } from '../config';
-import { FileKeyStore } from './file';
 import { GuardedKeyStore, type StoreHealthEvents } from './guarded';
 import type { ImportReport } from './import-plan';
 import type { PostgresEvents } from './postgres';
 
 export interface KeyStoreEvents extends Partial<PostgresEvents>, Partial<StoreHealthEvents> {
-  /** The store's type is deprecated (`file`): how to move off it. */
-  deprecated?(message: string): void;
   /** A new SQLite file imported the keys.json found beside it: from which file, how many of each record kind. */
   imported?(file: string, counts: Readonly<Record<string, number>>): void;
 }
@@ -61,10 +58,7 @@ export async function openKeyStore(config: Pick<Config, 'keyStore'>, events: Key
     }
     return new GuardedKeyStore(store, settings.timeoutMs, health);
   }
-  events.deprecated?.(
-    `keyStore type 'file' is deprecated: it rewrites the whole file on every change. Move to SQLite, the default: set keyStore to {type: sqlite} (or remove it), then run 'chatgate store import ${path.relative(process.cwd(), path.resolve(settings.path)) || settings.path}'`,
-  );
-  return new GuardedKeyStore(new FileKeyStore(path.resolve(settings.path)), settings.timeoutMs, health);
+  throw new KeyStoreOpenError(`key store: unknown type '${(settings as { type: string }).type}'`);
 }
 
 /**
@@ -91,7 +85,7 @@ export async function importIntoStore(settings: Config['keyStore'], file: string
       await store.close();
     }
   }
-  throw new KeyStoreOpenError("store import writes into a sqlite or postgres key store; the config's is 'file' (set keyStore: {type: sqlite}, the default)");
+  throw new KeyStoreOpenError(`store import: unknown key store type '${(settings as { type: string }).type}'`);
 }
 
 /** The file store's default file name: a new SQLite store beside one imports it. */

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Auditor } from '../../src/accounts/audit';
 import { Accounts } from '../../src/accounts/service';
-import { FileKeyStore } from '../../src/store/file';
+import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import type { AuditEvent } from '../../src/store/types';
 import { createLogger } from '../../src/telemetry/log';
 
@@ -15,7 +15,7 @@ const ADMIN = { kind: 'admin-token' } as const;
 
 beforeAll(() => {
   dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-accounts-'));
-  const store = new FileKeyStore(path.join(dir, 'keys.json'));
+  const store = new SqliteKeyStore(path.join(dir, 'chatgate.db'));
   accounts = new Accounts(store, new Auditor({ appendAudit: async (event) => void audited.push(event) }, createLogger('silent')));
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -5,7 +5,7 @@
  * audited (one row per burst, nothing for emails of nobody), password changes that end sessions, and
  * the session cookie.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
@@ -13,14 +13,14 @@ import { Auditor } from '../../src/accounts/audit';
 import { hashPassword } from '../../src/accounts/passwords';
 import { Accounts } from '../../src/accounts/service';
 import { SESSION_COOKIE, sessionCookie, Sessions, sessionTokenOf } from '../../src/accounts/sessions';
-import { FileKeyStore } from '../../src/store/file';
+import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import { createLogger } from '../../src/telemetry/log';
 
 const MINUTE = 60_000;
 const PASSWORD = 'correct horse battery staple';
 const WRONG = 'wrong password here';
 let dir: string;
-let store: FileKeyStore;
+let store: SqliteKeyStore;
 let clock = Date.parse('2026-11-27T10:00:00Z');
 let sessions: Sessions;
 let accounts: Accounts;
@@ -28,7 +28,7 @@ const logLines: string[] = [];
 
 beforeAll(async () => {
   dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-sessions-'));
-  store = new FileKeyStore(path.join(dir, 'keys.json'));
+  store = new SqliteKeyStore(path.join(dir, 'chatgate.db'));
   const log = createLogger('info', new Writable({ write: (chunk, _encoding, done) => done(void logLines.push(String(chunk))) }) as never);
   const auditor = new Auditor(store, log, () => new Date(clock));
   const settings = { idleMs: 30 * MINUTE, absoluteMs: 120 * MINUTE, signIn: { maxFailures: 3, emailMaxFailures: 10, windowMs: 15 * MINUTE } };
@@ -137,11 +137,17 @@ test('one audit row per burst, not per attempt; for an email of nobody nothing i
     [40, 'session.throttled'],
   ]);
   expect(logLines.join('')).not.toContain('a guessed password 1');
-  // The counters go with their window: the next window's first attempt prunes them from the store.
-  expect(readFileSync(store.file, 'utf8')).toContain('nobody-at-all@example.com');
+  // The counters go with their window: each expires when its window ends (the store's clean-up then
+  // deletes it), and the next window counts under names of its own.
+  const counted = () => store.sql.all<{ name: string; expires_at: string }>("select name, expires_at from chatgate_counters where name like '%nobody-at-all@example.com%'");
+  const before = counted();
+  expect(before.length).toBeGreaterThan(0);
   freshWindow();
-  await signIn('dev@example.com', PASSWORD, '10.3.0.3');
-  expect(readFileSync(store.file, 'utf8')).not.toContain('nobody-at-all@example.com');
+  expect(before.filter((row) => !(Date.parse(row.expires_at) <= clock))).toEqual([]);
+  await signIn('nobody-at-all@example.com', 'a guessed password 1', '10.3.0.3').catch(() => undefined);
+  const fresh = counted().filter((row) => !before.some((old) => old.name === row.name));
+  expect(fresh.length).toBeGreaterThan(0);
+  expect(fresh.every((row) => Date.parse(row.expires_at) > clock)).toBe(true);
 });
 
 test('a person bound to an identity provider is refused a password sign-in as a wrong password is, unless an admin allows it', async () => {

@@ -3,6 +3,7 @@ import { gatewayWithWorker } from '../helpers/fixture';
 import { startTestGateway } from '../helpers/gateway';
 import { bearer, chatBody, request, type RawResponse } from '../helpers/http';
 import { eventually } from '../helpers/processes';
+import { cuttableStore } from '../helpers/postgres';
 
 const TOKEN = 'admin-token-for-tests-0123456789';
 const f = gatewayWithWorker({ admin: { host: '127.0.0.1', port: 0, token: TOKEN }, auth: { createFirstKey: false, lastUsedFlushMs: 100 } });
@@ -109,21 +110,20 @@ test('with no admin token configured, the admin API and console are off, not ope
   }
 });
 
-test('the store unreadable: the admin API answers 503 key_store_unavailable, with a request id', async () => {
-  const { mkdirSync, readFileSync, rmSync, writeFileSync } = await import('node:fs');
-  const kept = readFileSync(f.gw.keyFile, 'utf8');
-  // A directory where the key file was: unreadable even if a usage flush renames its copy into place meanwhile.
-  rmSync(f.gw.keyFile);
-  mkdirSync(f.gw.keyFile);
+test('the store unreachable: the admin API answers 503 key_store_unavailable, with a request id', async () => {
+  const store = await cuttableStore();
+  const gw = await startTestGateway({ admin: { host: '127.0.0.1', port: 0, token: TOKEN }, providers: { mock: { workers: [f.worker.url] } }, keyStore: store.keyStore });
   try {
-    const response = await admin('GET', '/keys');
+    store.cut();
+    const response = await fetch(`${gw.adminUrl}/admin/api/keys`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    const body = (await response.json()) as { error: { code: string } };
     expect(response.status).toBe(503);
-    expect(response.json().error.code).toBe('key_store_unavailable');
-    expect(response.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
-    expect(response.headers['retry-after']).toBe('1');
+    expect(body.error.code).toBe('key_store_unavailable');
+    expect(response.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+    expect(response.headers.get('retry-after')).toBe('1');
   } finally {
-    rmSync(f.gw.keyFile, { recursive: true });
-    writeFileSync(f.gw.keyFile, kept);
+    await gw.stop();
+    await store.drop();
   }
 });
 
@@ -260,8 +260,7 @@ test('PATCH /people/:email sets whether an IdP-bound person may use a password: 
   expect((await admin('PATCH', '/people/bound@example.com', { passwordWithOidc: true })).status).toBe(200); // no change: no event
   expect((await admin('PATCH', '/people/bound@example.com', { passwordWithOidc: 'yes' })).json().error).toMatchObject({ code: 'invalid_body', param: 'passwordWithOidc' });
   expect((await admin('PATCH', '/people/bound@example.com', {})).json().error.code).toBe('invalid_body');
-  const { FileKeyStore } = await import('../../src/store/file');
-  const events = (await new FileKeyStore(f.gw.keyFile).listAudit(null, 1000)).filter((event) => event.target === 'bound@example.com' && event.action === 'password_with_oidc.changed');
+  const events = (await f.gw.store.listAudit(null, 1000)).filter((event) => event.target === 'bound@example.com' && event.action === 'password_with_oidc.changed');
   expect(events.map((event) => [event.actor, event.details])).toEqual([['admin-token', { from: false, to: true }]]);
   expect((await admin('PATCH', '/people/bound@example.com', { passwordWithOidc: false })).json()).toMatchObject({ passwordWithOidc: false });
 });

@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawnChatgate, type ChatgateSetup } from '../../bench/chatgate-process';
 import { issueKey } from '../../src/auth/issue';
-import { FileKeyStore } from '../../src/store/file';
+import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import { loadOrCreateDevCertificate } from '../../src/process/dev-certificate';
 import { bearer, chatBody, request } from '../helpers/http';
 import { CLI, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
@@ -26,7 +26,7 @@ beforeAll(async () => {
   dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-bench-start-'));
   const tls = await loadOrCreateDevCertificate(path.join(dir, 'tls'));
   ca = readFileSync(tls.certFile, 'utf8');
-  ({ key } = await issueKey(new FileKeyStore(path.join(dir, 'keys.json')), { name: 'bench-start' }));
+  ({ key } = await issueKey(new SqliteKeyStore(path.join(dir, 'chatgate.db')), { name: 'bench-start' }));
   setup = { cli: CLI, dir, upstream: worker.url, certFile: tls.certFile, keyFile: tls.keyFile, maxSocketsPerWorker: 16 };
 });
 afterAll(async () => {

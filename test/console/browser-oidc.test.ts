@@ -70,7 +70,7 @@ beforeAll(async () => {
     dir,
     'gw',
     {
-      keyStore: { type: 'file', path: path.join(dir, 'gw-store.json') },
+      keyStore: { type: 'sqlite', path: path.join(dir, 'gw-store.db') },
       providers: { mock: { workers: [worker.url] } },
       auth: { createFirstKey: false, lastUsedFlushMs: 100 },
       console: {

@@ -11,7 +11,7 @@
  * really says what the test claims (a missing claim, null, "no"...), before it is tried on the gateway.
  */
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { SqliteDatabase } from '../../src/store/sqlite/database';
 import path from 'node:path';
 import type { GatewayProcess } from '../helpers/gateway-process';
 import { request, type RawResponse } from '../helpers/http';
@@ -262,9 +262,15 @@ async function sessionStatus(signedIn: RawResponse): Promise<number> {
   return (await consoleCall(signedIn, 'GET', '/session')).status;
 }
 
-/** What the file store keeps, read from its file. */
-function stored(): { people: Array<{ email: string; admin: boolean; passwordHash: string | null }>; identities?: Array<{ issuer: string; subject: string; email: string }> } {
-  return JSON.parse(readFileSync(path.join(dir, 'gw-store.json'), 'utf8'));
+/** What the gateway's SQLite store keeps, read from its file by a connection of the test's own. */
+function stored<R>(sql: string): R[] {
+  const store = new SqliteDatabase(path.join(dir, 'gw-store.db'), 1000);
+  try {
+    return store.all<R>(sql);
+  } finally {
+    store.close();
+  }
 }
-const people = () => stored().people;
-const identities = () => stored().identities ?? [];
+const people = () =>
+  stored<{ email: string; admin: number; password_hash: string | null }>('select email, admin, password_hash from chatgate_people').map((row) => ({ email: row.email, admin: row.admin === 1, passwordHash: row.password_hash }));
+const identities = () => stored<{ issuer: string; subject: string; email: string }>('select issuer, subject, email from chatgate_identities');

@@ -29,7 +29,7 @@
  * the client secret, which must never be in it).
  */
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { SqliteDatabase } from '../../src/store/sqlite/database';
 import type { IncomingHttpHeaders } from 'node:http';
 import https from 'node:https';
 import path from 'node:path';
@@ -96,7 +96,14 @@ test('the provider is discovered on first use: unreachable, the sign-in is refus
 
 test('without console.publicUrl, the redirect address comes only from a Host named localhost, listen.host or in console.allowedHosts: any other gets 400, no redirect and nothing stored', async () => {
   await configureProvider();
-  const oidcTokens = () => (JSON.parse(readFileSync(path.join(dir, 'gw-store.json'), 'utf8')) as { tokens: Array<{ kind: string }> }).tokens.filter((token) => token.kind === 'oidc').length;
+  const oidcTokens = () => {
+    const store = new SqliteDatabase(path.join(dir, 'gw-store.db'), 1000);
+    try {
+      return store.get<{ n: number }>("select count(*) as n from chatgate_tokens where kind = 'oidc'")!.n;
+    } finally {
+      store.close();
+    }
+  };
   const port = new URL(gw.url).port;
   // The certificate is checked for the name it is made for, whatever the Host header says.
   const start = (host: string) =>
@@ -341,7 +348,7 @@ test('every refusal is in the audit trail; no code, token or client secret is in
 
 test('the client secret’s variable unset: the gateway does not start, and says which variable', async () => {
   const { listening } = spawnGatewayProcess(dir, 'unset', {
-    keyStore: { type: 'file', path: path.join(dir, 'unset-store.json') },
+    keyStore: { type: 'sqlite', path: path.join(dir, 'unset-store.db') },
     providers: { mock: { workers: ['http://127.0.0.1:9'] } },
     upstream: { health: { enabled: false } },
     console: { oidc: { issuer: provider.issuer, clientId: CLIENT_ID, clientSecretEnv: 'CHATGATE_TEST_OIDC_SECRET_UNSET' } },

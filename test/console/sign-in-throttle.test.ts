@@ -8,8 +8,8 @@
  *   once, at no store write, and API keys made just before (never cached) answer 200 all along.
  * The window is a day here, so that no test straddles a window's end.
  */
-import { readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
+import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import { gatewayWithWorker } from '../helpers/fixture';
 import { bearer, chatBody, request, type RawResponse } from '../helpers/http';
 
@@ -109,7 +109,12 @@ test('80 concurrent sign-ins with made-up emails: past the hashing queue refused
   expect(count(outcomes, '429 sign_in_busy')).toBeGreaterThan(0);
   // What the store kept: a counter pair for each sign-in that was checked, nothing for those refused at
   // once, and no audit row for an email of nobody.
-  const stored = JSON.parse(readFileSync(f.gw.keyFile, 'utf8')) as { counters: Array<{ name: string }>; audit: Array<{ target: string }> };
-  expect(stored.counters.filter((c) => c.name.includes(`made-up-${run}-`))).toHaveLength(2 * count(outcomes, '401'));
-  expect(stored.audit.filter((e) => e.target.includes(`made-up-${run}-`))).toEqual([]);
+  const stored = new SqliteKeyStore(f.gw.storeFile);
+  try {
+    const pattern = `%made-up-${run}-%`;
+    expect(stored.sql.all('select name from chatgate_counters where name like ?', pattern)).toHaveLength(2 * count(outcomes, '401'));
+    expect(stored.sql.all('select id from chatgate_audit where target like ?', pattern)).toEqual([]);
+  } finally {
+    await stored.close();
+  }
 });

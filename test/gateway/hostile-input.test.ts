@@ -14,7 +14,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { issueKey } from '../../src/auth/issue';
-import { FileKeyStore } from '../../src/store/file';
+import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import { bearer, chatBody, request } from '../helpers/http';
 import { sample, scrape } from '../helpers/metrics';
@@ -29,9 +29,9 @@ let key: string;
 beforeAll(async () => {
   worker = await startWorker();
   dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-hostile-'));
-  const keyFile = path.join(dir, 'keys.json');
-  ({ key } = await issueKey(new FileKeyStore(keyFile), { name: 'hostile' }));
-  gateway = await startGatewayProcess(dir, 'gw', { keyStore: { type: 'file', path: keyFile }, providers: { mock: { workers: [worker.url] } } });
+  const storeFile = path.join(dir, 'chatgate.db');
+  ({ key } = await issueKey(new SqliteKeyStore(storeFile), { name: 'hostile' }));
+  gateway = await startGatewayProcess(dir, 'gw', { keyStore: { type: 'sqlite', path: storeFile }, providers: { mock: { workers: [worker.url] } } });
 });
 afterAll(async () => {
   if (gateway) await stopProcess(gateway.child);

@@ -15,7 +15,8 @@ import { createTestDatabase } from '../helpers/postgres';
 import { startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
 import { sharedRedisUrl } from '../helpers/redis';
 import { issueKey } from '../../src/auth/issue';
-import { FileKeyStore } from '../../src/store/file';
+import { sqliteDriver } from '../../src/store/sqlite/driver';
+import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import { PostgresKeyStore } from '../../src/store/postgres';
 
 const OPTIONAL_LIBRARIES = ['@opentelemetry/sdk-trace', '@opentelemetry/exporter-trace-otlp-http', 'pg', 'ioredis', 'selfsigned', 'better-sqlite3'];
@@ -67,21 +68,24 @@ async function traceReceiver(): Promise<{ url: string; server: http.Server; expo
   };
 }
 
-async function fileStoreWithKey(name: string): Promise<{ key: string; keyStore: Record<string, string> }> {
-  const keyFile = path.join(dir, `${name}-keys.json`);
-  const { key } = await issueKey(new FileKeyStore(keyFile), { name });
-  return { key, keyStore: { type: 'file', path: keyFile } };
+async function sqliteStoreWithKey(name: string): Promise<{ key: string; keyStore: Record<string, string> }> {
+  const storeFile = path.join(dir, `${name}.db`);
+  const { key } = await issueKey(new SqliteKeyStore(storeFile), { name });
+  return { key, keyStore: { type: 'sqlite', path: storeFile } };
 }
 
-test('with the embedded defaults and its certificate already made, none is loaded', async () => {
-  const { key, keyStore } = await fileStoreWithKey('defaults');
+/** The embedded store's library: better-sqlite3 on a Node without its own node:sqlite (20), none on one with it (24). */
+const SQLITE_LIBRARY = sqliteDriver() === 'better-sqlite3' ? ['better-sqlite3'] : [];
+
+test("with the embedded defaults and its certificate already made, none is loaded but SQLite's", async () => {
+  const { key, keyStore } = await sqliteStoreWithKey('defaults');
   await optionalLibrariesLoaded('defaults', key, { keyStore }); // the first start makes the certificate
-  expect((await optionalLibrariesLoaded('defaults', key, { keyStore })).loaded).toEqual([]);
+  expect((await optionalLibrariesLoaded('defaults', key, { keyStore })).loaded).toEqual(SQLITE_LIBRARY);
 });
 
 test('a first start loads selfsigned to make its certificate', async () => {
-  const { key, keyStore } = await fileStoreWithKey('first-start');
-  expect((await optionalLibrariesLoaded('first-start', key, { keyStore })).loaded).toEqual(['selfsigned']);
+  const { key, keyStore } = await sqliteStoreWithKey('first-start');
+  expect((await optionalLibrariesLoaded('first-start', key, { keyStore })).loaded).toEqual(['selfsigned', ...SQLITE_LIBRARY]);
 });
 
 test('tracing, the PostgreSQL key store and Redis rate limits load their libraries, and work', async () => {

@@ -5,13 +5,14 @@
  * log line, any /metrics series, any error body, any admin answer other than the one that hands a new
  * key out, or anything the worker received (headers, URL, body).
  */
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { digestKey } from '../../src/auth/keys';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
 import { basic, bearer, chatBody, request, type RawResponse } from '../helpers/http';
 import { scrape } from '../helpers/metrics';
+import { cuttableStore } from '../helpers/postgres';
 import { startWorker, type WorkerProcess } from '../helpers/processes';
 
 const ADMIN_TOKEN = 'admin-token-for-the-secrets-test';
@@ -19,12 +20,16 @@ let worker: WorkerProcess;
 let gw: TestGateway;
 let dir: string;
 let logFile: string;
+let store: Awaited<ReturnType<typeof cuttableStore>>;
 
 beforeAll(async () => {
   worker = await startWorker();
   dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-secrets-'));
   logFile = path.join(dir, 'chatgate.log');
+  // PostgreSQL through a relay, so that the test can take the store away (its errors are logged too).
+  store = await cuttableStore();
   gw = await startTestGateway({
+    keyStore: store.keyStore,
     admin: { host: '127.0.0.1', port: 0, token: ADMIN_TOKEN },
     log: { level: 'debug', destination: logFile },
     providers: { mock: { workers: [worker.url] } },
@@ -32,6 +37,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await worker?.stop();
+  await store?.drop();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -79,9 +85,7 @@ test('no key and no digest in logs, metrics, error bodies, admin answers or what
   await send('a rotated-away key', 401, { headers: bearer(key) });
   await send('the rotated key', 200, { headers: bearer(newKey) });
   // A 5xx is logged with its cause (the error log, not only the access line): the path must be redacted there too.
-  // A directory where the key file was: unreadable even if a usage flush renames its copy into place meanwhile.
-  rmSync(gw.keyFile);
-  mkdirSync(gw.keyFile);
+  store.cut();
   await send('a key in the path while the key store is down', 503, { method: 'GET', headers: bearer(`cgk_${'D'.repeat(43)}`), path: `/v1/models/${newKey}`, body: undefined });
 
   const metrics = await scrape(gw.adminUrl);

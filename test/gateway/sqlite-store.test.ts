@@ -2,7 +2,7 @@
  * The gateway on its default store, SQLite, as its own process: a key the CLI revokes is refused
  * within 2 s whatever the cache TTL; keys survive a restart; a key create costs the same at 5,000
  * keys as at 500 (the JSON file store's grew with every key); a start on the deprecated file store
- * says how to move off it, and a new SQLite file beside a keys.json imports it.
+ * is refused with how to move off it, and a new SQLite file beside a keys.json imports it.
  */
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import YAML from 'yaml';
 import { issueKey } from '../../src/auth/issue';
-import { FileKeyStore } from '../../src/store/file';
+import { FileKeyStore } from '../fakes/file-store';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import { bearer, chatBody, request } from '../helpers/http';
 import { CLI, eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
@@ -129,21 +129,17 @@ test('5,000 keys created through the admin API, four at a time: the last 500 cos
   }
 }, 180_000);
 
-test('a start on the file store logs that it is deprecated and names the import; a new SQLite file beside a keys.json imports it', async () => {
+test('a start on the retired file store is refused, naming the import; a new SQLite file beside a keys.json imports it', async () => {
   const legacyDir = path.join(dir, 'legacy');
   mkdirSync(legacyDir, { recursive: true });
   const keysJson = path.join(legacyDir, 'keys.json');
   const { key } = await issueKey(new FileKeyStore(keysJson), { name: 'from the file store' });
+  const before = readFileSync(keysJson, 'utf8');
 
-  const onFile = await startGatewayProcess(dir, 'on-file', { providers: { mock: { workers: [worker.url] } }, keyStore: { type: 'file', path: keysJson } });
-  try {
-    expect((await chat(onFile, key)).status).toBe(200);
-    const warning = onFile.log.find((line) => /deprecated/.test(String(line.msg)));
-    expect(warning?.level).toBe(40);
-    expect(warning?.msg).toMatch(/chatgate store import \S*keys\.json/);
-  } finally {
-    await stopProcess(onFile.child);
-  }
+  await expect(startGatewayProcess(dir, 'on-file', { providers: { mock: { workers: [worker.url] } }, keyStore: { type: 'file', path: keysJson } })).rejects.toThrow(
+    /keyStore: type 'file' .* is no longer a key store: set keyStore to \{type: sqlite\}.*chatgate store import \S*keys\.json/,
+  );
+  expect(readFileSync(keysJson, 'utf8')).toBe(before);
 
   const upgraded = await startGatewayProcess(dir, 'upgraded', onSqlite(path.join(legacyDir, 'chatgate.db'), { auth: { createFirstKey: true } }));
   try {

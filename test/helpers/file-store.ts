@@ -1,6 +1,6 @@
 /** A file store's keys.json holding every record kind, for the tests of `chatgate store import`, and what its import must read back as. */
 import { issueKey } from '../../src/auth/issue';
-import { FileKeyStore } from '../../src/store/file';
+import { FileKeyStore } from '../fakes/file-store';
 import type { KeyRecord, Store } from '../../src/store/types';
 
 /** A file store holding every record kind, made through the store interface as the gateway makes them. */

@@ -37,8 +37,8 @@ export function spawnGatewayProcess(dir: string, name: string, settings: Record<
       listen: { host: '127.0.0.1', port: 0 },
       admin: { host: '127.0.0.1', port: 0 },
       dataDir,
-      // The key store of its own data directory, never ./data/keys.json of the working directory.
-      keyStore: { type: 'file', path: path.join(dataDir, 'keys.json') },
+      // The key store of its own data directory, never ./data/chatgate.db of the working directory.
+      keyStore: { type: 'sqlite', path: path.join(dataDir, 'chatgate.db') },
       auth: { createFirstKey: false },
       ...withMockControls(settings),
     }),

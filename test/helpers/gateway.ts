@@ -1,6 +1,7 @@
 /**
  * A real gateway for integration tests: the composition root (startGateway) on real sockets, ports
- * chosen by the OS, a fresh data directory (dev certificate, key file), given a YAML config.
+ * chosen by the OS, a fresh data directory (dev certificate, SQLite store), given a YAML config.
+ * The test's own connection to the gateway's store (`store`) issues and revokes keys as the CLI would.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -8,8 +9,9 @@ import path from 'node:path';
 import { Writable } from 'node:stream';
 import YAML from 'yaml';
 import { issueKey, type NewKey } from '../../src/auth/issue';
-import { FileKeyStore } from '../../src/store/file';
-import { DEFAULT_FORWARD_HEADERS } from '../../src/config';
+import { DEFAULT_FORWARD_HEADERS, loadConfig } from '../../src/config';
+import type { GuardedKeyStore } from '../../src/store/guarded';
+import { openKeyStore } from '../../src/store/open';
 import { startGateway } from '../../src/main';
 import type { Gateway } from '../../src/process/startup';
 
@@ -20,7 +22,10 @@ export interface TestGateway {
   readonly plainUrl: string | undefined;
   readonly ca: string;
   readonly dir: string;
-  readonly keyFile: string;
+  /** The SQLite file of the store this helper made (the gateway's unless the test named another store). */
+  readonly storeFile: string;
+  /** The test's own connection to the gateway's store, whichever it is (a 5 s deadline). */
+  readonly store: GuardedKeyStore;
   issueKey(input?: Partial<NewKey>): Promise<{ key: string; id: string }>;
   revokeKey(id: string): Promise<void>;
   stop(): Promise<void>;
@@ -57,23 +62,23 @@ export function withMockControls(settings: Record<string, unknown>): Record<stri
 
 export async function startTestGateway(settings: Record<string, unknown>): Promise<TestGateway> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-test-'));
-  const keyFile = path.join(dir, 'keys.json');
+  const storeFile = path.join(dir, 'chatgate.db');
   const config = {
     listen: { host: '127.0.0.1', port: 0 },
     admin: { host: '127.0.0.1', port: 0 },
     dataDir: dir,
-    keyStore: { type: 'file', path: keyFile },
+    keyStore: { type: 'sqlite', path: storeFile },
     auth: { createFirstKey: false },
     log: { level: 'silent' },
     ...withMockControls(settings),
   };
-  // Settings of the file store itself (its deadline) keep the file this helper made; a whole other store replaces it.
+  // Settings of the store itself (its deadline) keep the file this helper made; a whole other store replaces it.
   const given = settings.keyStore as Record<string, unknown> | undefined;
-  if (given && given.type === undefined) config.keyStore = { type: 'file', path: keyFile, ...given };
+  if (given && given.type === undefined) config.keyStore = { type: 'sqlite', path: storeFile, ...given };
   const configFile = path.join(dir, 'config.yaml');
   writeFileSync(configFile, YAML.stringify(config));
   const gateway = await startGateway(configFile, new Writable({ write: (_chunk, _encoding, done) => done() }));
-  const store = new FileKeyStore(keyFile);
+  const store = await openKeyStore({ keyStore: { ...loadConfig(configFile).keyStore, timeoutMs: 5_000 } });
   const { publicAddress, adminAddress, plainAddress } = gateway.listeners;
   let stopped: Promise<void> | undefined;
   const started: TestGateway = {
@@ -83,7 +88,8 @@ export async function startTestGateway(settings: Record<string, unknown>): Promi
     plainUrl: plainAddress ? `http://127.0.0.1:${plainAddress.port}` : undefined,
     ca: readFileSync((settings.tls as { cert?: string } | undefined)?.cert ?? path.join(dir, 'tls', 'cert.pem'), 'utf8'),
     dir,
-    keyFile,
+    storeFile,
+    store,
     issueKey: async (input = {}) => {
       const { key, record } = await issueKey(store, { name: 'test', ...input });
       return { key, id: record.id };
@@ -93,7 +99,10 @@ export async function startTestGateway(settings: Record<string, unknown>): Promi
     },
     stop: () => {
       startedInTest.delete(started);
-      stopped ??= gateway.shutdown().then(() => rmSync(dir, { recursive: true, force: true }));
+      stopped ??= gateway.shutdown().then(async () => {
+        await store.close();
+        rmSync(dir, { recursive: true, force: true });
+      });
       return stopped;
     },
   };

@@ -8,7 +8,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:
 import os from 'node:os';
 import path from 'node:path';
 import { issueKey } from '../../src/auth/issue';
-import { FileKeyStore } from '../../src/store/file';
+import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import { startGatewayProcess, type GatewayProcess } from './gateway-process';
 import { HeapGraph } from './heap-snapshot';
 import { sample, scrape } from './metrics';
@@ -28,14 +28,14 @@ export interface MeasuredGateway {
 /** A gateway process with provider `mock` on `workerUrl`, one key, and `settings` on top. */
 export async function startMeasuredGateway(name: string, workerUrl: string, settings: Record<string, unknown>): Promise<MeasuredGateway> {
   const dir = mkdtempSync(path.join(os.tmpdir(), `chatgate-${name}-`));
-  const keyFile = path.join(dir, 'keys.json');
-  const { key } = await issueKey(new FileKeyStore(keyFile), { name });
+  const storeFile = path.join(dir, 'chatgate.db');
+  const { key } = await issueKey(new SqliteKeyStore(storeFile), { name });
   const snapshotDir = path.join(dir, 'heap');
   mkdirSync(snapshotDir);
   const gateway = await startGatewayProcess(
     dir,
     name,
-    { keyStore: { type: 'file', path: keyFile }, providers: { mock: { workers: [workerUrl] } }, ...settings },
+    { keyStore: { type: 'sqlite', path: storeFile }, providers: { mock: { workers: [workerUrl] } }, ...settings },
     { NODE_OPTIONS: `--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${snapshotDir}` },
   );
   /** Its file, and the metrics the gateway answers once it is written (before anything else runs). */

@@ -241,7 +241,7 @@ export async function startOidcSites(
     dir,
     'gw',
     {
-      keyStore: { type: 'file', path: path.join(dir, 'gw-store.json') },
+      keyStore: { type: 'sqlite', path: path.join(dir, 'gw-store.db') },
       providers: { mock: { workers: ['http://127.0.0.1:9'] } },
       upstream: { health: { enabled: false } },
       console: { ...options.console, oidc: oidcSettings(provider.issuer, options.mappings) },

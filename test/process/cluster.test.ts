@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import YAML from 'yaml';
 import { issueKey } from '../../src/auth/issue';
-import { FileKeyStore } from '../../src/store/file';
+import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import { bearer, chatBody } from '../helpers/http';
 import { sample, scrape } from '../helpers/metrics';
@@ -18,14 +18,14 @@ let worker: WorkerProcess;
 let dir: string;
 let gateway: GatewayProcess;
 let key: string;
-let keyFile: string;
+let storeFile: string;
 
 beforeAll(async () => {
   worker = await startWorker();
   dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-cluster-'));
-  keyFile = path.join(dir, 'keys.json');
-  ({ key } = await issueKey(new FileKeyStore(keyFile), { name: 'cluster' }));
-  gateway = await startGatewayProcess(dir, 'cluster', { server: { processes: 2 }, keyStore: { type: 'file', path: keyFile }, providers: { mock: { workers: [worker.url] } } });
+  storeFile = path.join(dir, 'chatgate.db');
+  ({ key } = await issueKey(new SqliteKeyStore(storeFile), { name: 'cluster' }));
+  gateway = await startGatewayProcess(dir, 'cluster', { server: { processes: 2 }, keyStore: { type: 'sqlite', path: storeFile }, providers: { mock: { workers: [worker.url] } } });
 }, 30_000);
 afterAll(async () => {
   if (gateway) await stopProcess(gateway.child);

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { issueKey } from '../../src/auth/issue';
-import { FileKeyStore } from '../../src/store/file';
+import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import { startGatewayProcess } from '../helpers/gateway-process';
 import { bearer, chatBody } from '../helpers/http';
 import { startWorker, type WorkerProcess } from '../helpers/processes';
@@ -35,12 +35,12 @@ interface Outcome {
 }
 
 test(`${RUNS} drains in a row under ${CLIENTS} back-to-back keep-alive clients: 0 resets, every answer after the drain began says Connection: close`, async () => {
-  const keyFile = path.join(dir, 'keys.json');
-  const { key } = await issueKey(new FileKeyStore(keyFile), { name: 'drains' });
+  const storeFile = path.join(dir, 'chatgate.db');
+  const { key } = await issueKey(new SqliteKeyStore(storeFile), { name: 'drains' });
   const problems: Array<{ run: number; outcome: number | string; afterSignal: boolean; closeAsked: boolean }> = [];
   let served = 0;
   for (let run = 0; run < RUNS; run++) {
-    const gateway = await startGatewayProcess(dir, `drain-${run}`, { keyStore: { type: 'file', path: keyFile }, providers: { mock: { workers: [worker.url] } } });
+    const gateway = await startGatewayProcess(dir, `drain-${run}`, { keyStore: { type: 'sqlite', path: storeFile }, providers: { mock: { workers: [worker.url] } } });
     const agent = new https.Agent({ keepAlive: true, maxSockets: CLIENTS, ca: gateway.ca });
     const outcomes: Outcome[] = [];
     let running = true;

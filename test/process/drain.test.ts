@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { issueKey } from '../../src/auth/issue';
-import { FileKeyStore } from '../../src/store/file';
+import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import { bearer, chatBody } from '../helpers/http';
 import { startWorker, type WorkerProcess } from '../helpers/processes';
@@ -39,10 +39,10 @@ interface Sent {
 const RESET_CODES = ['ECONNRESET', 'EPIPE', 'socket hang up'];
 
 test('SIGTERM under keep-alive load: 0 resets, no request on a connection told to close, exit once the last stream ends', async () => {
-  const keyFile = path.join(dir, 'keys.json');
-  const { key } = await issueKey(new FileKeyStore(keyFile), { name: 'drain' });
+  const storeFile = path.join(dir, 'chatgate.db');
+  const { key } = await issueKey(new SqliteKeyStore(storeFile), { name: 'drain' });
   const gateway: GatewayProcess = await startGatewayProcess(dir, 'drain', {
-    keyStore: { type: 'file', path: keyFile },
+    keyStore: { type: 'sqlite', path: storeFile },
     providers: { mock: { workers: [worker.url] } },
     shutdown: { drainTimeoutMs: 20_000 },
   });

@@ -40,7 +40,7 @@ async function open(config: Config): Promise<GuardedKeyStore> {
 }
 
 test('the start that makes the first owner prints one link; later starts print none, and the first link still works', async () => {
-  const config = configOf({ type: 'file', path: path.join(dir, 'keys.json') });
+  const config = configOf({ type: 'sqlite', path: path.join(dir, 'chatgate.db') });
   const store = await open(config);
   const first = await firstOwnerLink(config, log, store);
   expect(first).toEqual({ email: FIRST_OWNER_EMAIL, token: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/) });

@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import YAML from 'yaml';
 import { issueKey } from '../../src/auth/issue';
-import { FileKeyStore } from '../../src/store/file';
+import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import { spawnGatewayProcess, startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import { bearer, chatBody, request } from '../helpers/http';
 import { createTestDatabase, heldRelay } from '../helpers/postgres';
@@ -19,17 +19,17 @@ let newWorker: WorkerProcess;
 let dir: string;
 let gateway: GatewayProcess;
 let key: string;
-let keyFile: string;
+let storeFile: string;
 
 const configFile = () => path.join(dir, 'reload.yaml');
-const base = () => ({ listen: { host: '127.0.0.1', port: gateway.port }, admin: { host: '127.0.0.1', port: Number(new URL(gateway.adminUrl).port) }, dataDir: path.join(dir, 'reload'), auth: { createFirstKey: false }, keyStore: { type: 'file', path: keyFile } });
+const base = () => ({ listen: { host: '127.0.0.1', port: gateway.port }, admin: { host: '127.0.0.1', port: Number(new URL(gateway.adminUrl).port) }, dataDir: path.join(dir, 'reload'), auth: { createFirstKey: false }, keyStore: { type: 'sqlite', path: storeFile } });
 
 beforeAll(async () => {
   [slowWorker, newWorker] = await Promise.all([startWorker({ latencyMs: 800 }), startWorker()]);
   dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-reload-'));
-  keyFile = path.join(dir, 'keys.json');
-  ({ key } = await issueKey(new FileKeyStore(keyFile), { name: 'reload' }));
-  gateway = await startGatewayProcess(dir, 'reload', { keyStore: { type: 'file', path: keyFile }, providers: { mock: { workers: [slowWorker.url] } } });
+  storeFile = path.join(dir, 'chatgate.db');
+  ({ key } = await issueKey(new SqliteKeyStore(storeFile), { name: 'reload' }));
+  gateway = await startGatewayProcess(dir, 'reload', { keyStore: { type: 'sqlite', path: storeFile }, providers: { mock: { workers: [slowWorker.url] } } });
 }, 30_000);
 afterAll(async () => {
   if (gateway) await stopProcess(gateway.child);

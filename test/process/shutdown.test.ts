@@ -10,7 +10,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { issueKey } from '../../src/auth/issue';
-import { FileKeyStore } from '../../src/store/file';
+import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import { bearer, chatBody } from '../helpers/http';
 import { spawnGatewayProcess, startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import { createTestDatabase, heldRelay } from '../helpers/postgres';
@@ -33,10 +33,10 @@ interface Running extends GatewayProcess {
 }
 
 async function startGateway(name: string, drainTimeoutMs = 15_000): Promise<Running> {
-  const keyFile = path.join(dir, `${name}-keys.json`);
-  const { key } = await issueKey(new FileKeyStore(keyFile), { name });
+  const storeFile = path.join(dir, `${name}.db`);
+  const { key } = await issueKey(new SqliteKeyStore(storeFile), { name });
   const gateway = await startGatewayProcess(dir, name, {
-    keyStore: { type: 'file', path: keyFile },
+    keyStore: { type: 'sqlite', path: storeFile },
     providers: { mock: { workers: [worker.url] } },
     shutdown: { drainTimeoutMs },
   });

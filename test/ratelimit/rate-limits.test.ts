@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { IncomingMessage } from 'node:http';
 import { issueKey } from '../../src/auth/issue';
-import { FileKeyStore } from '../../src/store/file';
+import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import { MemoryRateLimitStore } from '../../src/ratelimit/memory';
 import { RedisRateLimitStore } from '../../src/ratelimit/redis';
 import type { RateLimitStore } from '../../src/ratelimit/store';
@@ -180,9 +180,9 @@ describe('two gateway processes sharing Redis', () => {
 
   beforeAll(async () => {
     dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-rl-'));
-    const keyFile = path.join(dir, 'keys.json');
-    ({ key } = await issueKey(new FileKeyStore(keyFile), { name: 'shared', rateLimit: { requestsPerMinute: 10 } }));
-    const settings = { keyStore: { type: 'file', path: keyFile }, providers: { mock: { workers: [worker.url] } } };
+    const storeFile = path.join(dir, 'chatgate.db');
+    ({ key } = await issueKey(new SqliteKeyStore(storeFile), { name: 'shared', rateLimit: { requestsPerMinute: 10 } }));
+    const settings = { keyStore: { type: 'sqlite', path: storeFile }, providers: { mock: { workers: [worker.url] } } };
     const redisUrl = await sharedRedisUrl();
     replicas = await Promise.all(['a', 'b'].map((name) => startGatewayProcess(dir, name, settings, { CHATGATE_REDIS_URL: redisUrl })));
   });

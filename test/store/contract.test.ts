@@ -1,5 +1,5 @@
 /**
- * One contract, every key store: the file store, SQLite (two connections to one file) and PostgreSQL (a real server, a fresh database)
+ * One contract, every key store: SQLite (two connections to one file) and PostgreSQL (a real server, a fresh database), and the file store fake (test/fakes)
  * must behave the same, change notifications included.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -8,7 +8,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { issueKey, rotateKey } from '../../src/auth/issue';
 import { digestKey } from '../../src/auth/keys';
-import { FileKeyStore } from '../../src/store/file';
+import { FileKeyStore } from '../fakes/file-store';
 import { PostgresKeyStore } from '../../src/store/postgres';
 import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import type { Store } from '../../src/store/types';

@@ -1,5 +1,5 @@
 /**
- * The parts of the account store that sign-in's safety rests on, on every backend (the file store,
+ * The parts of the account store that sign-in's safety rests on, on every backend (the file store fake,
  * SQLite, PostgreSQL, and the memory fake the unit tests use): identities bound by issuer and subject (one per
  * issuer and person, two binds at once: one wins), set-password links that die when a newer one is
  * made or one is used, a password change that voids every link, ending a person's sessions, and
@@ -8,7 +8,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { FileKeyStore } from '../../src/store/file';
+import { FileKeyStore } from '../fakes/file-store';
 import { PostgresKeyStore } from '../../src/store/postgres';
 import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import type { AccountStore, OneTimeToken, SessionRecord } from '../../src/store/types';

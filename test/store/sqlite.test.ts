@@ -254,7 +254,7 @@ test('store import usage: one FILE, a known action, and a sqlite store to write 
   expect(cliRun('store', 'export', 'x.json', '--config', sqliteConfig)).toMatchObject({ status: 2, stderr: expect.stringContaining("unknown store action 'export'") });
   const fileConfig = path.join(dir, 'usage', 'file.yaml');
   writeFileSync(fileConfig, YAML.stringify({ providers: { mock: { workers: ['http://127.0.0.1:9'] } }, keyStore: { type: 'file', path: path.join(dir, 'usage', 'keys.json') } }));
-  expect(cliRun('store', 'import', 'keys.json', '--config', fileConfig)).toMatchObject({ status: 2, stderr: expect.stringContaining("the config's is 'file'") });
+  expect(cliRun('store', 'import', 'keys.json', '--config', fileConfig)).toMatchObject({ status: 1, stderr: expect.stringContaining("type 'file' (a JSON file rewritten whole on every change) is no longer a key store") });
   expect(cliRun('store', 'import', path.join(dir, 'usage', 'missing.json'), '--config', sqliteConfig)).toMatchObject({ status: 1, stderr: expect.stringContaining('ENOENT') });
   // A sqlite store pointed at a file store's keys.json: refused, naming the import, the file left as it was.
   const keysJson = path.join(dir, 'usage', 'keys.json');

@@ -3,11 +3,12 @@
  * liveness and readiness.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, rmSync } from 'node:fs';
 import { gatewayWithWorker } from '../helpers/fixture';
+import { startTestGateway } from '../helpers/gateway';
 import { bearer, chatBody, request } from '../helpers/http';
 import { sample, scrape } from '../helpers/metrics';
 import { eventually } from '../helpers/processes';
+import { cuttableStore } from '../helpers/postgres';
 
 const f = gatewayWithWorker();
 
@@ -73,24 +74,30 @@ test('the exposition passes promtool check metrics (lint included)', async () =>
   expect({ status: result.status, output: result.stdout + result.stderr }).toEqual({ status: 0, output: '' });
 });
 
-test('/healthz says alive; /readyz says ready, and degraded (still 200) when the key store cannot be read while known keys serve', async () => {
-  expect(await (await fetch(`${f.gw.adminUrl}/healthz`)).json()).toEqual({ status: 'ok' });
-  expect((await request(f.gw.url, { ca: f.gw.ca, headers: bearer(f.key), body: chatBody() })).status).toBe(200);
-  const ready = await fetch(`${f.gw.adminUrl}/readyz`);
-  expect(ready.status).toBe(200);
-  expect(await ready.json()).toEqual({ status: 'ready', checks: { accepting: true, keyStore: 'up', cachedKeys: 1, providers: { mock: true } } });
-  expect(sample(await scrapeGateway(), 'chatgate_dependency_up{dependency="key_store"}')).toBe(1);
+test('/healthz says alive; /readyz says ready, and degraded (still 200) when the key store cannot be reached while known keys serve', async () => {
+  const store = await cuttableStore();
+  const gw = await startTestGateway({ providers: { mock: { workers: [f.worker.url] } }, keyStore: store.keyStore });
+  try {
+    const { key } = await gw.issueKey();
+    expect(await (await fetch(`${gw.adminUrl}/healthz`)).json()).toEqual({ status: 'ok' });
+    expect((await request(gw.url, { ca: gw.ca, headers: bearer(key), body: chatBody() })).status).toBe(200);
+    const ready = await fetch(`${gw.adminUrl}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toEqual({ status: 'ready', checks: { accepting: true, keyStore: 'up', cachedKeys: 1, providers: { mock: true } } });
+    expect(sample(await scrape(gw.adminUrl), 'chatgate_dependency_up{dependency="key_store"}')).toBe(1);
 
-  // A directory where the key file was: unreadable, and unlike bad contents it stays so even if a
-  // usage flush that read the file before this line renames its new copy into place after it.
-  rmSync(f.gw.keyFile);
-  mkdirSync(f.gw.keyFile);
-  const broken = await fetch(`${f.gw.adminUrl}/readyz`);
-  expect(broken.status).toBe(200);
-  expect(await broken.json()).toEqual({ status: 'degraded', checks: { accepting: true, keyStore: 'degraded', cachedKeys: 1, providers: { mock: true } } });
-  // The key that worked a moment ago still does; a key the store never confirmed gets a 503 in the OpenAI shape.
-  expect((await request(f.gw.url, { ca: f.gw.ca, headers: bearer(f.key), body: chatBody() })).status).toBe(200);
-  const refused = await request(f.gw.url, { ca: f.gw.ca, headers: bearer('cgk_' + 'C'.repeat(43)), body: chatBody() });
-  expect(refused.status).toBe(503);
-  expect(refused.json().error.code).toBe('key_store_unavailable');
+    store.cut();
+    const broken = await fetch(`${gw.adminUrl}/readyz`);
+    expect(broken.status).toBe(200);
+    expect(await broken.json()).toEqual({ status: 'degraded', checks: { accepting: true, keyStore: 'degraded', cachedKeys: 1, providers: { mock: true } } });
+    // The key that worked a moment ago still does; a key the store never confirmed gets a 503 in the OpenAI shape.
+    expect((await request(gw.url, { ca: gw.ca, headers: bearer(key), body: chatBody() })).status).toBe(200);
+    const refused = await request(gw.url, { ca: gw.ca, headers: bearer('cgk_' + 'C'.repeat(43)), body: chatBody() });
+    expect(refused.status).toBe(503);
+    expect(refused.json().error.code).toBe('key_store_unavailable');
+    expect(sample(await scrape(gw.adminUrl), 'chatgate_dependency_up{dependency="key_store"}')).toBe(0);
+  } finally {
+    await gw.stop();
+    await store.drop();
+  }
 });

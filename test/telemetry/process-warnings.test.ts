@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { issueKey } from '../../src/auth/issue';
-import { FileKeyStore } from '../../src/store/file';
+import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import { bearer, chatBody, request } from '../helpers/http';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
@@ -31,12 +31,12 @@ afterAll(async () => {
 });
 
 async function startGateway(name: string, level: string, nodeOptions: string): Promise<GatewayProcess & { key: string }> {
-  const keyFile = path.join(dir, `${name}-keys.json`);
-  const { key } = await issueKey(new FileKeyStore(keyFile), { name });
+  const storeFile = path.join(dir, `${name}.db`);
+  const { key } = await issueKey(new SqliteKeyStore(storeFile), { name });
   const gateway = await startGatewayProcess(
     dir,
     name,
-    { keyStore: { type: 'file', path: keyFile }, providers: { mock: { workers: [worker.url] } }, log: { level } },
+    { keyStore: { type: 'sqlite', path: storeFile }, providers: { mock: { workers: [worker.url] } }, log: { level } },
     { NODE_OPTIONS: `--require ${preload} ${nodeOptions}`.trim() },
   );
   return { ...gateway, key };

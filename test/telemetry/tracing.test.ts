@@ -7,7 +7,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { issueKey } from '../../src/auth/issue';
-import { FileKeyStore } from '../../src/store/file';
+import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import { bearer, chatBody, request } from '../helpers/http';
 import { listenOnLoopback } from '../helpers/net';
@@ -27,7 +27,7 @@ const bodies: string[] = [];
 let worker: WorkerProcess;
 let gw: GatewayProcess;
 let dir: string;
-let keyFile: string;
+let storeFile: string;
 
 beforeAll(async () => {
   receiver = http.createServer((req, res) => {
@@ -43,10 +43,10 @@ beforeAll(async () => {
   const receiverUrl = await listenOnLoopback(receiver);
   worker = await startWorker();
   dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-tracing-'));
-  keyFile = path.join(dir, 'keys.json');
+  storeFile = path.join(dir, 'chatgate.db');
   // Its own process: the OTLP exporter loads node:http with import(), which jest's module sandbox refuses.
   gw = await startGatewayProcess(dir, 'tracing', {
-    keyStore: { type: 'file', path: keyFile },
+    keyStore: { type: 'sqlite', path: storeFile },
     providers: { mock: { workers: [worker.url] } },
     tracing: { otlpEndpoint: `${receiverUrl}/v1/traces`, serviceName: 'chatgate-test' },
   });
@@ -63,7 +63,7 @@ const spans = (): OtlpSpan[] =>
 const attribute = (span: OtlpSpan, key: string) => Object.values(span.attributes.find((a) => a.key === key)?.value ?? {})[0];
 
 test("each request is one span: the client's trace continued, the worker's parent, what happened as attributes, no key", async () => {
-  const { key, record } = await issueKey(new FileKeyStore(keyFile), { name: 'traced' });
+  const { key, record } = await issueKey(new SqliteKeyStore(storeFile), { name: 'traced' });
   const clientTrace = '4bf92f3577b34da6a3ce929d0e0e4736';
   const clientSpan = '00f067aa0ba902b7';
   const answered = await request(gw.url, { ca: gw.ca, headers: { ...bearer(key), traceparent: `00-${clientTrace}-${clientSpan}-01` }, body: chatBody() });

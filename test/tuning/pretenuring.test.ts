@@ -18,7 +18,7 @@ beforeAll(() => {
   dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-pretenuring-'));
   writeFileSync(
     path.join(dir, 'config.yaml'),
-    YAML.stringify({ listen: { host: '127.0.0.1', port: 0 }, admin: { host: '127.0.0.1', port: 0 }, dataDir: path.join(dir, 'data'), keyStore: { type: 'file', path: path.join(dir, 'data', 'keys.json') }, auth: { createFirstKey: false }, providers: { mock: { workers: ['http://127.0.0.1:9'] } } }),
+    YAML.stringify({ listen: { host: '127.0.0.1', port: 0 }, admin: { host: '127.0.0.1', port: 0 }, dataDir: path.join(dir, 'data'), keyStore: { type: 'sqlite', path: path.join(dir, 'data', 'chatgate.db') }, auth: { createFirstKey: false }, providers: { mock: { workers: ['http://127.0.0.1:9'] } } }),
   );
   // Once the gateway listens, the test signals this script to allocate.
   writeFileSync(

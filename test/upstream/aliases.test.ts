@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import YAML from 'yaml';
 import { issueKey } from '../../src/auth/issue';
-import { FileKeyStore } from '../../src/store/file';
+import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
 import { bearer, chatBody, openaiClient, request } from '../helpers/http';
@@ -153,7 +153,7 @@ describe('a reload (SIGHUP)', () => {
     [before, after] = await Promise.all([startWorker(), startWorker()]);
     dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-alias-reload-'));
     mkdirSync(path.join(dir, 'alias'));
-    ({ key } = await issueKey(new FileKeyStore(path.join(dir, 'alias', 'keys.json')), { name: 'reload' }));
+    ({ key } = await issueKey(new SqliteKeyStore(path.join(dir, 'alias', 'chatgate.db')), { name: 'reload' }));
     gateway = await startGatewayProcess(dir, 'alias', { providers: { old: { workers: [before.url] }, new: { workers: [after.url] } }, models: { aliases: { 'gpt-4o': 'old/echo' } } });
   }, 30_000);
   afterAll(async () => {

@@ -4,7 +4,6 @@
  * Each endpoint's own usage shape is counted (metrics, the key's usage) and charged to its quota;
  * a key may be limited to some endpoints, a provider may serve only some.
  */
-import { FileKeyStore } from '../../src/store/file';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
 import { bearer, openaiClient, request } from '../helpers/http';
 import { sample, scrape } from '../helpers/metrics';
@@ -89,7 +88,7 @@ test('responses: JSON and a stream of typed events; input and output tokens are 
 });
 
 test("each endpoint's tokens are charged to the key: its usage, and its quota refuses the next request", async () => {
-  const store = new FileKeyStore(gw.keyFile);
+  const store = gw.store;
   const calls: Array<[string, Record<string, unknown>]> = [
     ['/v1/embeddings', { model: 'mock/echo', input: 'one two three' }],
     ['/v1/completions', { model: 'mock/echo', prompt: 'one two three', max_tokens: 3 }],

@@ -11,7 +11,6 @@
  */
 import http from 'node:http';
 import https from 'node:https';
-import { FileKeyStore } from '../../src/store/file';
 import type { KeyUsage } from '../../src/store/types';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
 import { bearer, request } from '../helpers/http';
@@ -124,7 +123,7 @@ function bodyOf(endpoint: Endpoint, extra: Record<string, unknown>): string {
 
 /** The key's usage as the store has it, once it has changed from `before` (the recorder writes every 50 ms). */
 async function usageOf(id: string, settled: (usage: KeyUsage) => boolean): Promise<KeyUsage> {
-  const store = new FileKeyStore(gw.keyFile);
+  const store = gw.store;
   return eventually(async () => {
     const usage = (await store.get(id))?.usage;
     return usage && settled(usage) ? usage : undefined;

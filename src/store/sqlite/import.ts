@@ -3,7 +3,7 @@
  * transaction, each by `insert or ignore`.
  */
 import { promises as fs } from 'node:fs';
-import { parseContents, type Data } from '../file';
+import { parseContents, type Data } from '../file-schema';
 import { emptyReport, importRows, type ImportReport, type Reference } from '../import-plan';
 import * as rows from './rows';
 import type { SqliteKeyStore } from './store';

@@ -2,10 +2,9 @@
  * The embedded store, the default: one SQLite file (default ./data/chatgate.db) holding keys by
  * digest, accounts, people and their identities, members, console sessions, one-time tokens,
  * counters, daily usage, quota counters and the audit trail, each in its table with the indexes its
- * lookups use. A key create is one insert, whatever the number of keys (the JSON file store rewrote
- * itself whole). The gateway, the `chatgate` CLI and `server.processes` siblings share the file
- * (database.ts); a key change made by any of them reaches the others' caches within POLL_MS
- * (changes.ts). Same semantics as the file and PostgreSQL stores: one contract test suite.
+ * lookups use; a key create is one insert, whatever the number of keys. The gateway, the CLI and
+ * `server.processes` siblings share the file (database.ts); a key change made by any
+ * of them reaches the others' caches within POLL_MS (changes.ts). One contract with PostgreSQL.
  */
 import { AccountNameTaken, type AccountChanges, type AccountRecord, type AuditEvent, type IdentityRecord, type KeyChanges, type KeyRecord, type KeyUse, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type Store, type UsageDay } from '../types';
 import { ChangeFeed, type ChangeListener } from './changes';

@@ -1,22 +1,25 @@
 /**
- * The embedded store: one JSON file (mode 0600) of key digests, accounts, members, console sessions,
- * one-time tokens, daily usage, quota counters and the audit trail, replaced atomically on every
- * write. The gateway and the `chatgate` CLI share the file; a reader re-reads it when its size or
+ * The retired JSON file store, kept as a test fake: the third backend of the store contract, and the
+ * writer of the keys.json files that `chatgate store import` tests read. The gateway no longer serves
+ * from it (config refuses `keyStore: {type: file}`); src/store/file-schema.ts reads its files.
+ *
+ * One JSON file (mode 0600) of key digests, accounts, members, console sessions, one-time tokens,
+ * daily usage, quota counters and the audit trail, replaced atomically on every write. The gateway and the `chatgate` CLI share the file; a reader re-reads it when its size or
  * modification time changes. Key changes made through this instance are announced at once, changes
  * made by another process within about a second (onChange). Made for one host: shared mode is
  * PostgreSQL.
  */
 import { EventEmitter } from 'node:events';
 import { promises as fs, unwatchFile, watchFile } from 'node:fs';
-import { definedFields } from '../common/defined-fields';
-import { StoreUnreadable } from './guarded';
-import { fileStamp, replaceFile, withLockFile } from './file-lock';
-import { applyBatch, ChangeBatches, type BatchChange, type QueuedChange } from './file-batches';
-import { withCountersBumped, withQuotaUsage, withUse } from './file-data';
-import { byDateThenKey, daysBefore, emptyData, parseContents, voidedBy, type Data } from './file-schema';
+import { definedFields } from '../../src/common/defined-fields';
+import { StoreUnreadable } from '../../src/store/guarded';
+import { fileStamp, replaceFile, withLockFile } from './file-store-lock';
+import { applyBatch, ChangeBatches, type BatchChange, type QueuedChange } from './file-store-batches';
+import { withCountersBumped, withQuotaUsage, withUse } from './file-store-data';
+import { byDateThenKey, daysBefore, emptyData, parseContents, voidedBy, type Data } from '../../src/store/file-schema';
 
-export { removeStaleLock } from './file-lock';
-export { parseContents, type Data } from './file-schema';
+export { removeStaleLock } from './file-store-lock';
+export { parseContents, type Data } from '../../src/store/file-schema';
 import {
   AccountNameTaken,
   type AccountChanges,
@@ -32,7 +35,7 @@ import {
   type SessionRecord,
   type Store,
   type UsageDay,
-} from './types';
+} from '../../src/store/types';
 
 /** How often the file's stamp is polled for changes made by other processes. */
 const WATCH_INTERVAL_MS = 1000;

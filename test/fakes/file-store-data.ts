@@ -1,6 +1,6 @@
 /** Pure: the file store's changes that are more than a line, as new data from old. */
-import { periodOf, sum, type Data } from './file-schema';
-import type { KeyUse } from './types';
+import { periodOf, sum, type Data } from '../../src/store/file-schema';
+import type { KeyUse } from '../../src/store/types';
 
 /** A batch of use added to each key's totals and latest use, and to its daily rows (those before `oldest` dropped). */
 export function withUse(data: Data, uses: readonly KeyUse[], oldest: string): Data {
