@@ -133,7 +133,8 @@ export function openStore(config: Config, log: Logger): Promise<GuardedKeyStore>
       ),
     up: () => log.info('key store reachable again'),
     imported: (file, counts) => log.warn({ file, imported: counts }, 'the new SQLite key store imported the file store found beside it; that file is no longer read'),
-  });
+    checkpointsFailed: (err) => log.warn({ err: (err as Error)?.message ?? String(err) }, 'the SQLite checkpoint thread failed: checkpoints run on the event loop again'),
+  }, { serving: true });
 }
 
 export async function tlsMaterial(config: Config): Promise<Tls> {

@@ -18,9 +18,16 @@ import type { PostgresEvents } from './postgres';
 export interface KeyStoreEvents extends Partial<PostgresEvents>, Partial<StoreHealthEvents> {
   /** A new SQLite file imported the keys.json found beside it: from which file, how many of each record kind. */
   imported?(file: string, counts: Readonly<Record<string, number>>): void;
+  /** SQLite's checkpoint thread (a serving process's) failed: its connection checkpoints itself again. */
+  checkpointsFailed?(err: unknown): void;
 }
 
-export async function openKeyStore(config: Pick<Config, 'keyStore'>, events: KeyStoreEvents = {}): Promise<GuardedKeyStore> {
+export interface KeyStoreOptions {
+  /** A serving process (not the CLI): SQLite checkpoints its write-ahead log in a thread of its own. */
+  serving?: boolean;
+}
+
+export async function openKeyStore(config: Pick<Config, 'keyStore'>, events: KeyStoreEvents = {}, options: KeyStoreOptions = {}): Promise<GuardedKeyStore> {
   const health: StoreHealthEvents = { down: events.down ?? (() => undefined), up: events.up ?? (() => undefined) };
   const settings = config.keyStore;
   if (settings.type === 'postgres') {
@@ -56,6 +63,7 @@ export async function openKeyStore(config: Pick<Config, 'keyStore'>, events: Key
         throw new KeyStoreOpenError(`key store: a new ${file} could not import ${legacy} (${reasonOf(err)}); mend or move the file and start again`, { cause: err });
       }
     }
+    if (options.serving) store.sql.checkpointInBackground(events.checkpointsFailed);
     return new GuardedKeyStore(store, settings.timeoutMs, health);
   }
   throw new KeyStoreOpenError(`key store: unknown type '${(settings as { type: string }).type}'`);

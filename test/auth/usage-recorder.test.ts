@@ -84,7 +84,7 @@ test('a large batch is written in slices with the event loop free between two; a
       for (const use of uses) written.set(use.keyId, (written.get(use.keyId) ?? 0) + use.requests);
     },
   });
-  const KEYS = 2 * SLICE + 500;
+  const KEYS = 2 * SLICE + SLICE / 2; // two whole slices and half of one
   for (let i = 0; i < KEYS; i++) slicing.ended({ id: `key_${i}`, accountId: 'acc' }, true);
   setImmediate(() => events.push('other work'));
   await slicing.flush();

@@ -9,6 +9,7 @@
 import { closeSync, mkdirSync, openSync } from 'node:fs';
 import path from 'node:path';
 import { StoreUnreadable } from '../guarded';
+import { BackgroundCheckpoints } from './checkpoints';
 import { immediate, openConnection, sqliteCode, type SqlConnection, type SqlStatement } from './driver';
 import { migrate } from './migrations';
 
@@ -20,6 +21,7 @@ export class SqliteDatabase {
   /** Whether this open made the schema (a new file). */
   readonly created: boolean;
   private readonly statements = new Map<string, SqlStatement>();
+  private checkpoints: BackgroundCheckpoints | undefined;
 
   constructor(
     readonly file: string,
@@ -80,7 +82,14 @@ export class SqliteDatabase {
     return unavailableOnFailure(() => immediate(this.db, work));
   }
 
+  /** For a serving process: the WAL's checkpoints in a thread of their own, off the event loop (checkpoints.ts). */
+  checkpointInBackground(failed?: (err: unknown) => void): void {
+    this.checkpoints ??= new BackgroundCheckpoints(this.db, this.file, failed);
+  }
+
+  /** Closes the connection; the checkpoint thread's own connection closes after it (the last one to close checkpoints). */
   close(): void {
+    void this.checkpoints?.stop();
     openDatabases.delete(this);
     this.statements.clear();
     if (this.db.open) this.db.close();

@@ -3,7 +3,7 @@
  * digest, accounts, people and their identities, members, console sessions, one-time tokens,
  * counters, daily usage, quota counters and the audit trail, each in its table with the indexes its
  * lookups use; a key create is one insert, whatever the number of keys. The gateway, the CLI and
- * `server.processes` siblings share the file (database.ts); a key change made by any
+ * `server.processes` siblings share the file (database.ts; checkpoints.ts); a key change made by any
  * of them reaches the others' caches within POLL_MS (changes.ts). One contract with PostgreSQL.
  */
 import { AccountNameTaken, type AccountChanges, type AccountRecord, type AuditEvent, type IdentityRecord, type KeyChanges, type KeyRecord, type KeyUse, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type Store, type UsageDay } from '../types';
