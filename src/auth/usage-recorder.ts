@@ -7,9 +7,15 @@
  * A batch is written in slices of SLICE uses, the event loop free between two: SQLite writes on the
  * event loop, and one statement for 100,000 keys in use held it for 460 ms, the p99 of every request
  * meanwhile. A use costs SQLite 4.6 µs in a small store and about 18 µs among 1,000,000 keys (a
- * page a key, read and written), so a slice is a few milliseconds. A slice that fails is kept with those after it for the
- * next flush; those before it are written, and are not written again.
+ * page a key, read and written), so a slice is a few milliseconds.
+ *
+ * Each slice goes with an id of its own. A slice whose write failed may have landed all the same (a
+ * PostgreSQL commit answered after our deadline): it is sent again as it was, under the same id, first
+ * thing at the next flush, and the store skips an id it has recorded, so it counts once either way.
+ * The slices after it were never sent: merged back with the uses that come meanwhile. Those before
+ * it are written, and are not written again.
  */
+import { randomUUID } from 'node:crypto';
 import type { KeyStore, KeyUse } from '../store/types';
 
 /** Uses written by one store call (1-5 ms of SQLite). */
@@ -21,8 +27,13 @@ export interface UsedKey {
   readonly accountId: string;
 }
 
+/** Where a key's use of a day is counted until it is written. */
+const slotOf = (keyId: string, date: string) => `${keyId} ${date}`;
+
 export class UsageRecorder {
   private pending = new Map<string, KeyUse>();
+  /** Slices whose write failed, to be sent again as they were (their id with them) before anything else. */
+  private readonly unsure: Array<{ readonly id: string; readonly uses: readonly KeyUse[] }> = [];
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -56,26 +67,42 @@ export class UsageRecorder {
     this.timer.unref();
   }
 
-  /** Writes what is pending, slice by slice; what a failure left unwritten is merged back for the next try. */
+  /**
+   * Writes the slices whose write failed (again, as they were), then what is pending, slice by slice.
+   * A slice that fails is kept as it was; what was not sent after it is merged back for the next try.
+   */
   async flush(): Promise<void> {
+    while (this.unsure.length > 0) {
+      const slice = this.unsure[0]!;
+      try {
+        await this.store.recordUse(slice.uses, slice.id);
+      } catch (err) {
+        this.onError(err);
+        return;
+      }
+      if (this.unsure[0] === slice) this.unsure.shift();
+    }
     if (this.pending.size === 0) return;
-    const batch = [...this.pending];
+    const batch = [...this.pending.values()];
     this.pending = new Map();
     for (let from = 0; from < batch.length; from += SLICE) {
       if (from > 0) await new Promise((resolve) => setImmediate(resolve)); // requests run between two slices
+      const slice = { id: randomUUID(), uses: batch.slice(from, from + SLICE) };
       try {
-        await this.store.recordUse(batch.slice(from, from + SLICE).map(([, use]) => use));
+        await this.store.recordUse(slice.uses, slice.id);
       } catch (err) {
-        this.keep(batch.slice(from));
+        this.unsure.push(slice);
+        this.keep(batch.slice(from + SLICE));
         this.onError(err);
         return;
       }
     }
   }
 
-  /** Uses not written, merged back into what came since (the later use time kept). */
-  private keep(unwritten: ReadonlyArray<[string, KeyUse]>): void {
-    for (const [slot, use] of unwritten) {
+  /** Uses never sent, merged back into what came since (the later use time kept). */
+  private keep(unsent: readonly KeyUse[]): void {
+    for (const use of unsent) {
+      const slot = slotOf(use.keyId, use.date);
       const later = this.pending.get(slot);
       if (!later) {
         this.pending.set(slot, use);
@@ -97,7 +124,7 @@ export class UsageRecorder {
 
   private entry(key: UsedKey, at: Date): KeyUse {
     const date = at.toISOString().slice(0, 10);
-    const slot = `${key.id} ${date}`;
+    const slot = slotOf(key.id, date);
     let use = this.pending.get(slot);
     if (!use) {
       use = { keyId: key.id, accountId: key.accountId, date, at: new Date(0), requests: 0, refused: 0, costNanos: 0, promptTokens: 0, completionTokens: 0 };

@@ -93,9 +93,9 @@ export class GuardedKeyStore implements Store {
   }
   // An empty batch asks the store nothing, so it is answered here and says nothing of the store's
   // health: a success that never reached a frozen database must not log that it answers again.
-  recordUse(uses: readonly KeyUse[]): Promise<void> {
+  recordUse(uses: readonly KeyUse[], batch?: string): Promise<void> {
     if (uses.length === 0) return Promise.resolve();
-    return this.call(() => this.inner.recordUse(uses));
+    return this.call(() => this.inner.recordUse(uses, batch));
   }
   createAccount(record: AccountRecord): Promise<void> {
     return this.call(() => this.inner.createAccount(record));

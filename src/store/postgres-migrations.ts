@@ -237,6 +237,13 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
     version: 9,
     sql: `alter table chatgate_usage_daily add column refused bigint not null default 0, add column cost_nanos bigint not null default 0;`,
   },
+  {
+    // The usage batches recorded, by id: a batch whose write outlived our deadline and landed anyway
+    // is skipped when it is sent again, rather than counted twice. Kept a day.
+    version: 10,
+    sql: `create table chatgate_usage_batches (id text primary key, at timestamptz not null default now());
+      create index chatgate_usage_batches_at on chatgate_usage_batches (at);`,
+  },
 ];
 
 /** Applies the migrations not applied yet, in one transaction under the advisory lock (replicas starting together apply each once). */

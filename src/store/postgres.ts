@@ -10,6 +10,7 @@
  * usage rows (chatgate_key_usage, chatgate_usage_daily), never to key rows: findByDigest, the hot
  * path, reads the key row alone.
  */
+import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import pg from 'pg';
 import type { KeyAuthRecord, KeyChanges, KeyRecord, KeyUse, Store } from './types';
@@ -34,8 +35,12 @@ const WITH_USAGE = `select ${KEY_COLUMNS.map((column) => `k.${column}`).join(', 
 /** A key row as KEY_COLUMNS reads it; the usage fields (null without a usage row) only where it is joined. */
 
 
+/** Recorded usage batch ids older than a day are deleted at most this often by each process. */
+const BATCHES_PRUNE_EVERY_MS = 3_600_000;
+
 export class PostgresKeyStore extends PostgresAccountStore implements Store {
   private readonly changes = new EventEmitter();
+  private batchesPrunedAt = Date.now();
   private readonly feed: ChangeFeed;
 
   private constructor(url: string, pool: pg.Pool, events: PostgresEvents, timeoutMs: number) {
@@ -161,16 +166,20 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
     return record;
   }
 
-  async recordUse(uses: readonly KeyUse[]): Promise<void> {
+  async recordUse(uses: readonly KeyUse[], batch: string = randomUUID()): Promise<void> {
     if (uses.length === 0) return;
     const column = <T>(pick: (use: KeyUse) => T) => uses.map(pick);
-    // One statement: the keys' totals and latest use (their usage rows: key rows are only read, to
-    // skip ids of no key), and the daily rows. Rows are written in key order, so that two replicas
-    // flushing the same keys at once wait for each other rather than deadlock.
+    // One statement: the batch's id (nothing more when it is there already: this batch landed before),
+    // the keys' totals and latest use (their usage rows: key rows are only read, to skip ids of no
+    // key), and the daily rows. Rows are written in key order, so that two replicas flushing the same
+    // keys at once wait for each other rather than deadlock.
     await this.query(
-      `with u as (
+      `with b as (
+         insert into chatgate_usage_batches (id) values ($10) on conflict do nothing returning id
+       ), u as (
          select * from unnest($1::text[], $2::text[], $3::date[], $4::timestamptz[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[])
            as u(key_id, account_id, date, at, requests, prompt, completion, refused, cost)
+         where exists (select 1 from b)
        ), totals as (
          insert into chatgate_key_usage as t (key_id, requests, prompt_tokens, completion_tokens, last_used_at)
          select s.key_id, s.requests, s.prompt, s.completion, s.at
@@ -201,8 +210,13 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
         column((use) => use.completionTokens),
         column((use) => use.refused),
         column((use) => use.costNanos),
+        batch,
       ],
     );
+    if (Date.now() - this.batchesPrunedAt > BATCHES_PRUNE_EVERY_MS) {
+      this.batchesPrunedAt = Date.now();
+      await this.query(`delete from chatgate_usage_batches where at < now() - interval '1 day'`);
+    }
   }
 
   onChange(listener: (digests: string[] | undefined) => void): void {

@@ -99,8 +99,12 @@ export interface KeyStore {
   revoke(id: string, at: Date): Promise<KeyRecord | undefined>;
   /** Gives the key a new secret: same id and settings, the old digest stops matching. */
   rotate(id: string, digest: string, prefix: string): Promise<KeyRecord | undefined>;
-  /** Adds a batch of use: to each key's totals and latest use (later times win), and to its daily usage. */
-  recordUse(uses: readonly KeyUse[]): Promise<void>;
+  /**
+   * Adds a batch of use: to each key's totals and latest use (later times win), and to its daily usage.
+   * `batch`, an id the caller makes: a batch recorded under it already (a write that outlived the
+   * caller's deadline and landed anyway, then sent again) is skipped, not counted twice. Ids are kept a day.
+   */
+  recordUse(uses: readonly KeyUse[], batch?: string): Promise<void>;
   /**
    * Calls back with the digests of keys that changed, whoever changed them (this process, the CLI,
    * another replica), so caches can drop them; `undefined` means "anything may have changed".

@@ -1,13 +1,16 @@
 /**
  * Key usage is counted in memory and written to the key store in batches. A write that fails (here: a
  * real PostgreSQL whose table is away for a while) loses nothing: the batch is kept and written with
- * the next one, once, and the failure is reported.
+ * the next one, once, and the failure is reported. One that landed after our deadline is not counted
+ * again when it is sent again.
  */
 import pg from 'pg';
 import { issueKey } from '../../src/auth/issue';
 import { PostgresKeyStore } from '../../src/store/postgres';
 import { SLICE, UsageRecorder } from '../../src/auth/usage-recorder';
-import { createTestDatabase, type TestDatabase } from '../helpers/postgres';
+import { GuardedKeyStore } from '../../src/store/guarded';
+import { createTestDatabase, holdingRelay, type TestDatabase } from '../helpers/postgres';
+import { eventually } from '../helpers/processes';
 
 let database: TestDatabase;
 let store: PostgresKeyStore;
@@ -99,4 +102,34 @@ test('a large batch is written in slices with the event loop free between two; a
   expect(written.size).toBe(KEYS);
   expect([...written.values()].reduce((sum, n) => sum + n, 0)).toBe(KEYS + 1);
   expect(written.get('key_0')).toBe(2);
+});
+
+test('a write that lands after our deadline is sent again under its id and counted once', async () => {
+  // The store through a relay that holds PostgreSQL's answers back: the write commits there, and the
+  // gateway's 300 ms deadline passes without a word, so it cannot know that it landed.
+  const relay = await holdingRelay(new URL(database.url));
+  const through = await PostgresKeyStore.open(relay.url, undefined, 2, 1_000);
+  const guarded = new GuardedKeyStore(through, 300, { down: () => undefined, up: () => undefined });
+  try {
+    const { record } = await issueKey(store, { name: 'landed late' });
+    const failures: unknown[] = [];
+    const recorder = new UsageRecorder(guarded, (err) => failures.push(err));
+    recorder.ended(record, true, new Date('2030-03-01T00:00:00Z'));
+    recorder.tokens(record, 100, 50, new Date('2030-03-01T00:00:00Z'), 7_000);
+    relay.hold();
+    await recorder.flush();
+    expect(failures).toHaveLength(1);
+    // It landed all the same.
+    await eventually(async () => ((await store.get(record.id))?.usage.requests === 1 ? true : undefined));
+    relay.release();
+    recorder.ended(record, true, new Date('2030-03-01T00:00:05Z')); // one more since
+    await recorder.flush();
+    expect(failures).toHaveLength(1);
+    expect((await store.get(record.id))?.usage).toEqual({ requests: 2, promptTokens: 100, completionTokens: 50 });
+    const [day] = await store.usage(record.accountId, '2030-03-01', '2030-03-01');
+    expect(day).toMatchObject({ requests: 2, costNanos: 7_000, promptTokens: 100, completionTokens: 50 });
+  } finally {
+    await through.close();
+    relay.cut();
+  }
 });

@@ -50,6 +50,9 @@ interface Snapshot {
 
 type Change<T> = BatchChange<Data, T>;
 
+/** Usage batch ids recorded, by file. */
+const recordedBatches = new Map<string, Set<string>>();
+
 export class FileKeyStore implements Store {
   private snapshot: Snapshot | undefined;
   private readonly changes = new EventEmitter();
@@ -107,9 +110,19 @@ export class FileKeyStore implements Store {
     return this.changeKey(id, (k) => ({ ...k, digest, prefix }));
   }
 
-  async recordUse(uses: readonly KeyUse[]): Promise<void> {
+  async recordUse(uses: readonly KeyUse[], batch?: string): Promise<void> {
     if (uses.length === 0) return;
-    await this.modify((data) => ({ data: withUse(data, uses, daysBefore(new Date(), USAGE_DAYS_KEPT)), result: undefined }));
+    // The batches recorded, kept by this process for the file (a fake: the SQL stores keep them in a table).
+    const recorded = recordedBatches.get(this.file) ?? new Set<string>();
+    recordedBatches.set(this.file, recorded);
+    if (batch !== undefined && recorded.has(batch)) return;
+    if (batch !== undefined) recorded.add(batch); // before the write: a second call meanwhile skips it
+    try {
+      await this.modify((data) => ({ data: withUse(data, uses, daysBefore(new Date(), USAGE_DAYS_KEPT)), result: undefined }));
+    } catch (err) {
+      if (batch !== undefined) recorded.delete(batch);
+      throw err;
+    }
   }
 
   async createAccount(record: AccountRecord): Promise<void> {

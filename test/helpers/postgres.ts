@@ -216,3 +216,36 @@ export async function cuttableStore(): Promise<{ keyStore: { type: 'postgres'; u
     },
   };
 }
+
+/**
+ * A relay to the database whose answers can be held back: hold() drops what the server sends until
+ * release() (a query is run and committed, its answer never arrives); cut() ends every connection.
+ */
+export async function holdingRelay(target: URL) {
+  const sockets = new Set<net.Socket>();
+  let holding = false;
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(target.port), target.hostname);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('error', () => undefined);
+    }
+    client.pipe(upstream);
+    upstream.on('data', (chunk) => {
+      if (!holding) client.write(chunk);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = new URL(target.href);
+  url.hostname = '127.0.0.1';
+  url.port = String((server.address() as net.AddressInfo).port);
+  return {
+    url: url.href,
+    hold: () => (holding = true),
+    release: () => (holding = false),
+    cut: () => {
+      for (const socket of sockets) socket.destroy();
+      server.close();
+    },
+  };
+}

@@ -134,6 +134,19 @@ describe.each(backends)('%s key store', (kind, makeBackend) => {
     ]);
   });
 
+  test('recordUse under a batch id counts the batch once, whichever handle sends it again, even both at once', async () => {
+    const { record } = await issueKey(store, { name: 'eta' });
+    const batch = [{ keyId: record.id, accountId: record.accountId, date: '2032-01-01', at: new Date('2032-01-01T00:00:00Z'), requests: 2, refused: 1, costNanos: 5, promptTokens: 30, completionTokens: 4 }];
+    await store.recordUse(batch, 'batch-eta-1');
+    await other.recordUse(batch, 'batch-eta-1');
+    await Promise.all([store.recordUse(batch, 'batch-eta-2'), other.recordUse(batch, 'batch-eta-2')]);
+    await store.recordUse(batch); // no id: always counted
+    expect((await store.get(record.id))?.usage).toEqual({ requests: 6, promptTokens: 90, completionTokens: 12 });
+    expect(await store.usage(record.accountId, '2032-01-01', '2032-01-01')).toEqual([
+      { date: '2032-01-01', accountId: record.accountId, keyId: record.id, requests: 6, refused: 3, costNanos: 15, promptTokens: 90, completionTokens: 12 },
+    ]);
+  });
+
   test('recordUse takes a batch: several keys, one key on two days, all added up', async () => {
     const keys = await Promise.all(['zeta-1', 'zeta-2', 'zeta-3'].map(async (name) => (await issueKey(store, { name })).record));
     const uses = (date: string, tokens: number) => keys.map((record, i) => ({ keyId: record.id, accountId: record.accountId, date, at: new Date(`${date}T12:00:00Z`), requests: 1, refused: 0, costNanos: 0, promptTokens: tokens + i, completionTokens: 1 }));
@@ -233,7 +246,7 @@ describe('PostgreSQL migrations', () => {
       const { rows } = await client.query('select version from chatgate_schema_migrations');
       const index = await client.query("select indexdef from pg_indexes where tablename = 'chatgate_keys' and indexname = 'chatgate_keys_digest'");
       await client.end();
-      expect(rows.map((r) => r.version).sort()).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+      expect(rows.map((r) => r.version).sort((a, b) => a - b)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
       expect(index.rows[0]?.indexdef).toMatch(/UNIQUE INDEX .* USING btree \(digest\)/);
     } finally {
       await database.drop();

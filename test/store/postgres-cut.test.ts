@@ -4,44 +4,14 @@
  * nothing but the store listens to then. Through a relay of the test's own that holds the server's
  * answers back and then cuts every connection.
  */
-import net from 'node:net';
 import { PostgresKeyStore } from '../../src/store/postgres';
-import { createTestDatabase, type TestDatabase } from '../helpers/postgres';
+import { createTestDatabase, holdingRelay, type TestDatabase } from '../helpers/postgres';
 
 let database: TestDatabase;
 beforeAll(async () => {
   database = await createTestDatabase();
 });
 afterAll(() => database?.drop());
-
-/** Relays to the database; hold() keeps the server's answers back, cut() ends every connection. */
-async function holdingRelay(target: URL) {
-  const sockets = new Set<net.Socket>();
-  let holding = false;
-  const server = net.createServer((client) => {
-    const upstream = net.connect(Number(target.port), target.hostname);
-    for (const socket of [client, upstream]) {
-      sockets.add(socket);
-      socket.on('error', () => undefined);
-    }
-    client.pipe(upstream);
-    upstream.on('data', (chunk) => {
-      if (!holding) client.write(chunk);
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const url = new URL(target.href);
-  url.hostname = '127.0.0.1';
-  url.port = String((server.address() as net.AddressInfo).port);
-  return {
-    url: url.href,
-    hold: () => (holding = true),
-    cut: () => {
-      for (const socket of sockets) socket.destroy();
-      server.close();
-    },
-  };
-}
 
 test('a query under way when its connection is cut fails with the store error; the process goes on', async () => {
   const relay = await holdingRelay(new URL(database.url));

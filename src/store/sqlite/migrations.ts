@@ -171,6 +171,14 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
       alter table chatgate_usage_daily add column cost_nanos integer not null default 0;
     `,
   },
+  {
+    // The usage batches recorded, by id: one sent again is skipped rather than counted twice. Kept a day.
+    version: 4,
+    sql: `
+      create table chatgate_usage_batches (id text primary key, at text not null);
+      create index chatgate_usage_batches_at on chatgate_usage_batches (at);
+    `,
+  },
 ];
 
 /** Applies the migrations this file lacks; true when it made the schema (a new database). */
