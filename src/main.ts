@@ -12,7 +12,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { AggregatorRegistry } from 'prom-client';
 import { createAdminApp } from './admin/app';
 import { Prices } from './accounts/prices';
-import { githubKeys, githubLeakReports } from './accounts/leak-reports';
+import { githubKeys, GithubSigningKeys } from './accounts/github-keys';
+import { githubLeakReports } from './accounts/leak-reports';
 import { judgeReadiness, PING_DEADLINE_MS, within, type Readiness } from './admin/readiness';
 import { createPublicApp } from './app';
 import { KeyCache } from './auth/cache';
@@ -193,9 +194,15 @@ async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, 
   const consoleRouter = config.console.enabled
     ? consoleApp({ accounts: people.accounts, sessions: people.sessions, oidc: Boolean(oidc), publicOrigin, oidcRoutes, platformLimits: () => platform.limits, currency: () => platform.currency, invites })
     : undefined;
+  // The keys GitHub signs leak reports with: kept across reloads, each reload says which (github-keys.ts).
+  const githubSigningKeys = new GithubSigningKeys({
+    failed: (err) => log.warn({ err: (err as Error)?.message ?? String(err) }, "could not fetch GitHub's secret-scanning keys: the keys known before stay"),
+    fetched: (count) => log.info({ keys: count }, "fetched GitHub's secret-scanning keys"),
+  });
   return {
     platform,
     leaks: people.accounts.leaks,
+    githubSigningKeys,
     keyCache,
     usage,
     rateLimitStore,
@@ -203,6 +210,7 @@ async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, 
     consoleRouter,
     quota,
     async close() {
+      githubSigningKeys.stop();
       await usage.stop();
       await quota.stop().catch(() => undefined);
       mailer?.close();
@@ -241,8 +249,8 @@ async function buildServing(config: Config, log: Logger, metrics: Metrics, lasti
   });
   const prices = new Prices(config.prices);
   // The signing keys GitHub's reports are verified with: a reload takes new ones (GitHub rotates them).
-  const githubSigners = githubKeys(config.secretScanning.github.publicKeys);
-  const leakReports = githubSigners.size > 0 ? githubLeakReports(lasting.leaks, githubSigners) : undefined;
+  lasting.githubSigningKeys.configure(githubKeys(config.secretScanning.github.publicKeys), config.secretScanning.github.keysUrl);
+  const leakReports = lasting.githubSigningKeys.enabled ? githubLeakReports(lasting.leaks, lasting.githubSigningKeys) : undefined;
   const proxy = createProxy(metrics, providers, {
     usage: (context, provider, tokens) => {
       const key = required(context.key, 'key');

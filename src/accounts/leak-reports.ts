@@ -2,21 +2,23 @@
  * Leak reports that revoke. GitHub's secret scanning finds chatgate keys in public code and sends
  * them to `POST /secret-scanning/github` as `[{token, type, url, source}]`, signed with ECDSA P-256
  * over the raw body (`Github-Public-Key-Signature`, base64 of the DER signature) by the key that
- * `Github-Public-Key-Identifier` names among `secretScanning.github.publicKeys`. A report not signed
- * by one of them is refused 401 and changes nothing. Each reported string that is a live chatgate
+ * `Github-Public-Key-Identifier` names among `secretScanning.github.publicKeys` or those GitHub
+ * publishes at `secretScanning.github.keysUrl` (github-keys.ts). A report not signed by one of them
+ * is refused 401 and changes nothing. Each reported string that is a live chatgate
  * key is revoked at once (the store's change feed takes it off every replica) and audited
  * (`key.leaked`, with where it was found); the answer is GitHub's feedback format, one entry a
  * token: `true_positive` for a key this gateway made (live or not), else `false_positive` (a
  * look-alike whose checksum fails never reaches the store). Admins send other scanners' findings
  * to `POST /admin/api/keys/leaked` as a list of strings.
  */
-import { createPublicKey, verify, type KeyObject } from 'node:crypto';
+import { verify, type KeyObject } from 'node:crypto';
 import express, { type Request, type RequestHandler, type Response } from 'express';
 import { digestKey } from '../auth/keys';
 import { keyForm } from '../common/key-shape';
 import { errors } from '../errors';
 import type { Store } from '../store/types';
 import type { Auditor } from './audit';
+import type { GithubSigningKeys } from './github-keys';
 
 /** Where GitHub sends its reports, on the public (HTTPS) listener. */
 export const GITHUB_LEAK_REPORTS_PATH = '/secret-scanning/github';
@@ -70,13 +72,8 @@ export class LeakReports {
   }
 }
 
-/** The public keys a report may be signed with, by identifier; refused at start when one is not a key. */
-export function githubKeys(publicKeys: ReadonlyArray<{ identifier: string; key: string }>): ReadonlyMap<string, KeyObject> {
-  return new Map(publicKeys.map(({ identifier, key }) => [identifier, createPublicKey(key)]));
-}
-
 /** Pure: whether `body` carries a valid signature by the key its identifier names. */
-export function signedBy(keys: ReadonlyMap<string, KeyObject>, identifier: unknown, signature: unknown, body: Buffer): boolean {
+export function signedBy(keys: { get(identifier: string): KeyObject | undefined }, identifier: unknown, signature: unknown, body: Buffer): boolean {
   if (typeof identifier !== 'string' || typeof signature !== 'string' || signature.length > MAX_SIGNATURE_CHARS) return false;
   const key = keys.get(identifier);
   if (!key) return false;
@@ -91,15 +88,16 @@ export function signedBy(keys: ReadonlyMap<string, KeyObject>, identifier: unkno
 
 /**
  * `POST /secret-scanning/github`: a request whose headers cannot be a signature by a trusted key is
- * refused before its body is read; the body (never inflated: GitHub does not compress, and a small
+ * refused before its body is read (an identifier not known yet is looked up in GitHub's published
+ * keys first, github-keys.ts); the body (never inflated: GitHub does not compress, and a small
  * compressed body could cost a large one) is verified before it is parsed.
  */
-export function githubLeakReports(reports: LeakReports, keys: ReadonlyMap<string, KeyObject>): RequestHandler[] {
+export function githubLeakReports(reports: LeakReports, keys: GithubSigningKeys): RequestHandler[] {
   const plausible: RequestHandler = (req, _res, next) => {
     const identifier = req.headers['github-public-key-identifier'];
     const signature = req.headers['github-public-key-signature'];
-    if (typeof identifier !== 'string' || !keys.has(identifier) || typeof signature !== 'string' || signature.length === 0 || signature.length > MAX_SIGNATURE_CHARS) throw errors.invalidSignature();
-    next();
+    if (typeof identifier !== 'string' || identifier.length === 0 || typeof signature !== 'string' || signature.length === 0 || signature.length > MAX_SIGNATURE_CHARS) throw errors.invalidSignature();
+    keys.resolve(identifier).then((key) => next(key ? undefined : errors.invalidSignature()), next);
   };
   const raw = express.raw({ type: () => true, limit: MAX_REPORT_BYTES, inflate: false });
   const handle = async (req: Request, res: Response) => {

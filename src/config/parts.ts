@@ -187,8 +187,9 @@ const publicKeyPem = z.string().refine(
 
 /**
  * `secretScanning`: leak reports that revoke. `github.publicKeys` are the keys GitHub's secret
- * scanning signs its reports with (https://api.github.com/meta/public_keys/secret_scanning): with
- * any, POST /secret-scanning/github takes reports signed by one of them.
+ * scanning signs its reports with; `github.keysUrl`, where GitHub publishes them
+ * (https://api.github.com/meta/public_keys/secret_scanning), fetched and kept current. With either,
+ * POST /secret-scanning/github takes reports signed by one of them.
  */
 export const secretScanning = z
   .strictObject({
@@ -198,6 +199,9 @@ export const secretScanning = z
           .array(z.strictObject({ identifier: z.string().min(1).max(200), key: publicKeyPem }))
           .refine((keys) => new Set(keys.map((k) => k.identifier)).size === keys.length, { message: 'each identifier may be listed once' })
           .default([]),
+        keysUrl: z
+          .url({ protocol: /^https$/, error: 'must be an https:// URL, such as https://api.github.com/meta/public_keys/secret_scanning' })
+          .optional(),
       })
       .prefault({}),
   })
