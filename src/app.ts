@@ -28,6 +28,7 @@ import type { RateLimiter } from './ratelimit/limiter';
 import { route } from './pipeline/route';
 import { API_SECURITY_HEADERS, CONSOLE_SECURITY_HEADERS, securityHeaders } from './pipeline/security-headers';
 import { CONSOLE_PATH } from './console/app';
+import { boundForBudget, reserveBudget, type CostBound } from './accounts/enforce-budget';
 import { enforceQuota, reserveQuota } from './accounts/enforce-quota';
 import { GITHUB_LEAK_REPORTS_PATH } from './accounts/leak-reports';
 import { Prices } from './accounts/prices';
@@ -38,6 +39,7 @@ import type { SpanExport } from './telemetry/tracing';
 import type { ProviderTable } from './upstream/providers';
 import type { AliasTable } from './upstream/aliases';
 import { ENDPOINT_PATHS, ENDPOINTS } from './common/endpoints';
+import { required } from './context';
 
 export const CHAT_COMPLETIONS_PATH = ENDPOINT_PATHS.chat;
 export const MODELS_PATH = '/v1/models';
@@ -59,11 +61,13 @@ export interface PublicAppDeps {
   leakReports?: RequestHandler[];
   spans?: SpanExport;
   quota: QuotaTracker;
+  /** Budgets in money (accounts/enforce-budget.ts); absent: none enforced. */
+  budgets?: QuotaTracker;
   /** The console (page and API) at /console, when it is on. */
   console?: Router;
 }
 
-export function createPublicApp({ config, metrics, log, keyCache, providers, aliases = new Map(), proxy, limiter, quota, onKeyUsed, onKeyRequestEnded, leakReports, spans, console }: PublicAppDeps): express.Express {
+export function createPublicApp({ config, metrics, log, keyCache, providers, aliases = new Map(), proxy, limiter, quota, budgets, onKeyUsed, onKeyRequestEnded, leakReports, spans, console }: PublicAppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.disable('etag');
@@ -77,18 +81,25 @@ export function createPublicApp({ config, metrics, log, keyCache, providers, ali
   const front = [observe, securityHeaders(API_SECURITY_HEADERS), ...idsAndTransport];
   const authenticateKey = authenticate({ cache: keyCache, onFailure: (reason) => metrics.authFailures.series({ reason }).inc(), onSuccess: onKeyUsed });
   const limits = { maxBytes: config.limits.maxBodyBytes, maxJsonDepth: config.limits.maxJsonDepth, maxJsonElements: config.limits.maxJsonElements };
+  const budgetRefused = (scope: 'key' | 'account', period: 'day' | 'month') => metrics.budgetRefused.series({ scope, period }).inc();
   const admit = [
     authenticateKey,
     limitRate(limiter, metrics),
     enforceQuota(quota, (scope, period) => metrics.quotaRefused.series({ scope, period }).inc()),
+    ...(budgets ? [enforceQuota(budgets, budgetRefused, 'budget')] : []),
   ];
-  const reserve = reserveQuota(quota, { defaultReserveTokens: config.quota.defaultReserveTokens, capMaxTokens: config.quota.capMaxTokens, holdAfterCloseMs: config.usage.drainAfterDisconnectMs + 1000 }, (scope, period) => metrics.quotaRefused.series({ scope, period }).inc());
+  const holdAfterCloseMs = config.usage.drainAfterDisconnectMs + 1000;
+  const { defaultReserveTokens } = config.quota;
+  const reserve = reserveQuota(quota, { defaultReserveTokens, capMaxTokens: config.quota.capMaxTokens, holdAfterCloseMs }, (scope, period) => metrics.quotaRefused.series({ scope, period }).inc());
   const prices = new Prices(config.prices);
   const routeRequest = route(providers, aliases, undefined, config.prices.unpricedModels === 'refuse' ? (model) => prices.priceOf(model) !== undefined : undefined);
+  const [bound, reserveMoney] = budgets
+    ? [[boundForBudget(budgets, defaultReserveTokens)], [reserveBudget(budgets, costBound(prices, aliases), { defaultReserveTokens, holdAfterCloseMs, unpricedAllowed: config.prices.unpricedModels === 'allow' }, budgetRefused)]]
+    : [[], []];
   // Chat completions first: the hot route is the router's first layer. Every endpoint has the same
   // chain; only what its body must hold differs.
   for (const endpoint of ENDPOINTS) {
-    app.post(ENDPOINT_PATHS[endpoint], ...front, ...admit, readAndValidateBody(limits, endpoint), reserve, routeRequest, proxy.handle);
+    app.post(ENDPOINT_PATHS[endpoint], ...front, ...admit, readAndValidateBody(limits, endpoint), reserve, ...bound, routeRequest, ...reserveMoney, proxy.handle);
   }
   const models = modelLister(providers, aliases);
   app.get(MODELS_PATH, ...front, authenticateKey, models.list);
@@ -115,4 +126,21 @@ export function createPublicApp({ config, metrics, log, keyCache, providers, ali
   });
   app.use(handleErrors(log, metrics));
   return app;
+}
+
+/**
+ * What a routed request may cost at its model's price: the model it was routed to and, for an alias,
+ * the fallbacks it may go to instead (the dearest counts); undefined when one of them has no price.
+ */
+function costBound(prices: Prices, aliases: AliasTable): CostBound {
+  return (context, promptTokens, completionTokens) => {
+    const target = required(context.target, 'target');
+    const models = [`${target.provider}/${target.modelName}`, ...(target.alias ? (aliases.get(target.alias)?.fallback ?? []).map((fallback) => fallback.model) : [])];
+    let most = 0;
+    for (const model of models) {
+      if (!prices.priceOf(model)) return undefined;
+      most = Math.max(most, prices.costNanos(model, { promptTokens, completionTokens }));
+    }
+    return most;
+  };
 }

@@ -1,13 +1,12 @@
 #!/usr/bin/env node
 /**
  * `chatgate`: serve | keys | accounts | members | store | mock-worker. Exit codes: 0 done, 1 failed, 2 usage.
- * The key, account and member commands work on the store of the same config as the gateway, with a
- * platform admin's rights, through the same service as the admin API: every change leaves the same
- * audit event, by the actor `cli`.
+ * The key, account and member commands work on the config's store with a platform admin's rights,
+ * through the admin API's service: every change leaves the same audit event, by the actor `cli`.
  */
 import { parseArgs } from 'node:util';
 import { publicView } from './auth/issue';
-import { limitAllowed, MAX_LIMIT, MAX_QUOTA, nameProblem, parseCidr } from './auth/key-fields';
+import { limitAllowed, MAX_BUDGET, MAX_LIMIT, MAX_QUOTA, nameProblem, parseCidr } from './auth/key-fields';
 import { Auditor } from './accounts/audit';
 import { Accounts, passwordPath } from './accounts/service';
 import { normalizeEmail } from './accounts/emails';
@@ -15,6 +14,7 @@ import { createLogger } from './telemetry/log';
 import { importIntoStore, openKeyStore } from './store/open';
 import { configFileFrom, ConfigError, loadConfig, type Config } from './config';
 import { defaultAccountId } from './store/default-account';
+import type { Budget } from './store/types';
 import { turnOffPretenuring } from './tuning/pretenuring';
 import { ENDPOINTS, type Endpoint } from './common/endpoints';
 import { keyVerdict } from './auth/key-check';
@@ -26,12 +26,12 @@ const gateway = () => import('./main');
 
 const USAGE = `Usage:
   chatgate serve [--config FILE]
-  chatgate keys create --name NAME [--account ID] [--models GLOB]... [--endpoints chat|completions|embeddings|responses]... [--allowed-ips CIDR]... [--expires ISO-8601] [--rpm N] [--tpm N] [--max-concurrent N] [--json] [--config FILE]
+  chatgate keys create --name NAME [--account ID] [--models GLOB]... [--endpoints chat|completions|embeddings|responses]... [--allowed-ips CIDR]... [--expires ISO-8601] [--rpm N] [--tpm N] [--max-concurrent N] [--budget-per-day AMOUNT] [--budget-per-month AMOUNT] [--json] [--config FILE]
   chatgate keys list [--account ID] [--json] [--config FILE]
   chatgate keys revoke ID [--config FILE]
   chatgate keys rotate ID [--json] [--config FILE]
   chatgate keys check STRING|-     (whether STRING, or stdin with -, is a well-formed chatgate key; exit 0 if so, 1 if not)
-  chatgate accounts create --name NAME [--tokens-per-day N] [--tokens-per-month N] [--json] [--config FILE]
+  chatgate accounts create --name NAME [--tokens-per-day N] [--tokens-per-month N] [--budget-per-day AMOUNT] [--budget-per-month AMOUNT] [--json] [--config FILE]
   chatgate accounts list [--json] [--config FILE]
   chatgate members add --account ID --email EMAIL --role owner|member [--json] [--config FILE]
   chatgate members list --account ID [--json] [--config FILE]
@@ -110,6 +110,7 @@ async function keys(args: string[]): Promise<number> {
       rpm: { type: 'string' },
       tpm: { type: 'string' },
       'max-concurrent': { type: 'string' },
+      ...BUDGET_FLAGS,
       json: { type: 'boolean' },
     },
     true,
@@ -136,7 +137,7 @@ async function keys(args: string[]): Promise<number> {
         return cidr;
       });
       const accountId = values.account ?? (await defaultAccountId(store));
-      const { key, record } = await accounts.createKey(accountId, { name: values.name, models: values.models ?? [], endpoints, allowedIps, expiresAt, rateLimit }, OPERATOR, undefined);
+      const { key, record } = await accounts.createKey(accountId, { name: values.name, models: values.models ?? [], endpoints, allowedIps, expiresAt, rateLimit, budget: budgetOf(values) }, OPERATOR, undefined);
       if (values.json) process.stdout.write(JSON.stringify({ ...publicView(record), key }) + '\n');
       else process.stdout.write(`${key}\n(id ${record.id}; this key is shown once: the store keeps only its digest)\n`);
       return 0;
@@ -241,9 +242,8 @@ async function withAccounts<T>(configFile: string | undefined, act: (accounts: A
 const OPERATOR = { kind: 'cli' } as const;
 
 /**
- * `store import FILE`: every record of a file store's keys.json into the configured SQLite or
- * PostgreSQL store, in one transaction, each unless its primary key is there already: a second run
- * adds nothing. A running gateway sees the imported keys within a second.
+ * `store import FILE`: a file store's keys.json into the configured SQLite or PostgreSQL store, in one
+ * transaction, each record unless it is there already (a second run adds nothing).
  */
 async function storeCommand(args: string[]): Promise<number> {
   const [action, ...rest] = args;
@@ -263,19 +263,19 @@ async function storeCommand(args: string[]): Promise<number> {
 
 async function accountsCommand(args: string[]): Promise<number> {
   const [action, ...rest] = args;
-  const { values } = parse(rest, { config: { type: 'string' }, name: { type: 'string' }, 'tokens-per-day': { type: 'string' }, 'tokens-per-month': { type: 'string' }, json: { type: 'boolean' } });
+  const { values } = parse(rest, { config: { type: 'string' }, name: { type: 'string' }, 'tokens-per-day': { type: 'string' }, 'tokens-per-month': { type: 'string' }, ...BUDGET_FLAGS, json: { type: 'boolean' } });
   return withAccounts(values.config, async (accounts) => {
     if (action === 'create') {
       if (!values.name) throw new UsageError('accounts create needs --name NAME');
       const quota = { tokensPerDay: quotaValue('--tokens-per-day', values['tokens-per-day']), tokensPerMonth: quotaValue('--tokens-per-month', values['tokens-per-month']) };
-      const account = await accounts.createAccount(values.name, OPERATOR, undefined, quota);
+      const account = await accounts.createAccount(values.name, OPERATOR, undefined, quota, budgetOf(values));
       process.stdout.write(values.json ? JSON.stringify(account) + '\n' : `${account.id}\t${printable(account.name)}\n`);
       return 0;
     }
     if (action === 'list') {
       const list = await accounts.store.listAccounts();
       if (values.json) process.stdout.write(JSON.stringify(list) + '\n');
-      else for (const a of list) process.stdout.write(`${a.id}\t${printable(a.name)}\tquota per day ${a.quota.tokensPerDay ?? 'none'}, per month ${a.quota.tokensPerMonth ?? 'none'}\n`);
+      else for (const a of list) process.stdout.write(`${a.id}\t${printable(a.name)}\tquota per day ${a.quota.tokensPerDay ?? 'none'}, per month ${a.quota.tokensPerMonth ?? 'none'}; budget per day ${a.budget.perDay ?? 'none'}, per month ${a.budget.perMonth ?? 'none'}\n`);
       return 0;
     }
     throw new UsageError(`unknown accounts action '${action ?? ''}'`);
@@ -316,10 +316,7 @@ async function membersCommand(args: string[]): Promise<number> {
   });
 }
 
-/**
- * A one-time link for a person to set their password (the first owner, admin@localhost, whose link a
- * start no longer prints twice; anyone whose link was lost). It voids every older link of theirs.
- */
+/** A one-time link for a person to set their password (admin@localhost's after the first start; a lost one); it voids older ones. */
 async function passwordLinkCommand(values: { config?: string; email?: string; account?: string; json?: boolean }): Promise<number> {
   if (!values.email) throw new UsageError('members password-link needs --email EMAIL');
   const email = normalizeEmail(values.email);
@@ -349,6 +346,18 @@ function quotaValue(flag: string, text: string | undefined): number | null {
   const value = Number(text);
   if (!Number.isInteger(value) || value < 0 || value > MAX_QUOTA) throw new UsageError(`${flag} must be a whole number of tokens up to ${MAX_QUOTA}, or none`);
   return value;
+}
+
+const BUDGET_FLAGS = { 'budget-per-day': { type: 'string' }, 'budget-per-month': { type: 'string' } } as const;
+
+/** `--budget-per-day` and `--budget-per-month`: amounts of the price table's currency, or none. */
+function budgetOf(values: { 'budget-per-day'?: string; 'budget-per-month'?: string }): Budget {
+  const amount = (flag: string, text = 'none') => {
+    if (text === 'none') return null;
+    if (text.trim() !== '' && Number(text) >= 0 && Number(text) <= MAX_BUDGET) return Number(text);
+    throw new UsageError(`${flag} must be an amount of the price table's currency from 0 to ${MAX_BUDGET}, or none`);
+  };
+  return { perDay: amount('--budget-per-day', values['budget-per-day']), perMonth: amount('--budget-per-month', values['budget-per-month']) };
 }
 
 function limitValue(flag: string, text: string): number {
@@ -383,8 +392,7 @@ main(process.argv.slice(2)).then(
       process.stderr.write(`chatgate: ${err instanceof Error ? err.message : String(err)}\n`);
       process.exitCode = 1;
     }
-    // A start-up that failed half way may leave open what it had opened (store connections, the
-    // mock worker's IPC channel) and keep the process alive; the mock worker exits when we do.
+    // A start-up that failed half way may keep open what it opened (store connections, a mock worker's IPC).
     process.exit();
   },
 );

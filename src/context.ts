@@ -31,6 +31,8 @@ export interface CallerKey {
   readonly accountId: string;
   /** The key's own quota of tokens per UTC day and month; null: none of its own. */
   readonly quota: Readonly<{ tokensPerDay: number | null; tokensPerMonth: number | null }>;
+  /** The key's own budget per UTC day and month, in the price table's currency; null: none of its own. */
+  readonly budget: Readonly<{ perDay: number | null; perMonth: number | null }>;
   /** Globs over `<provider>/<model_name>` (and aliases); empty means every model. */
   readonly models: readonly string[];
   /** The endpoints the key may call; empty means every one. */
@@ -110,6 +112,8 @@ export interface RequestContext {
   errorCode?: string;
   /** What the quota stage reserved: released when the answer's use is charged. */
   quotaReservation?: { release(): void };
+  /** What the budget stage reserved (nano-units of the currency): released when the answer's cost is charged. */
+  budgetReservation?: { release(): void };
   /** The output bound the quota stage reserved for a request that set none, or capped to what is left: the route stage writes it into the worker's body. */
   reservedOutputBound?: number;
 }

@@ -70,6 +70,8 @@ export const errors = {
     invalid(401, 'invalid_signature', 'The report is not signed by a key this gateway trusts (Github-Public-Key-Identifier and Github-Public-Key-Signature): nothing was changed.'),
   invalidApiKey: () =>
     invalid(401, 'invalid_api_key', 'Incorrect API key provided, or the key is revoked or expired.', null, challenge),
+  modelNotPricedUnderBudget: (model: string) =>
+    new GatewayError(403, 'permission_error', 'model_not_priced', `The model '${withoutKeys(model.slice(0, 256))}' has no price in this gateway's price table, and this API key (or its account) has a budget: what it costs could not be counted against it.`, 'model'),
   modelNotPriced: (model: string) =>
     new GatewayError(403, 'permission_error', 'model_not_priced', `The model '${withoutKeys(model.slice(0, 256))}' has no price in this gateway's price table, and models without one are not served here (prices.unpricedModels: refuse).`, 'model'),
   modelNotAllowed: (model: string) =>
@@ -154,12 +156,12 @@ export const errors = {
   identityProviderUnavailable: () =>
     new GatewayError(503, 'api_error', 'identity_provider_unavailable', 'The identity provider cannot be reached right now; try again shortly.', null, { 'Retry-After': '5' }),
   consoleDisabled: () => invalid(404, 'console_disabled', 'The console is off on this gateway (console.enabled: false).'),
-  insufficientQuota: (scope: 'key' | 'account', period: 'day' | 'month', retryAfterSeconds: number) =>
+  insufficientQuota: (scope: 'key' | 'account', period: 'day' | 'month', retryAfterSeconds: number, limit: 'tokens' | 'budget' = 'tokens') =>
     new GatewayError(
       429,
       'insufficient_quota',
       'insufficient_quota',
-      `You exceeded your current quota: this ${scope === 'key' ? 'API key' : "API key's account"} has used its tokens for this ${period} (UTC); it resets at the start of the next.`,
+      `You exceeded your current quota: this ${scope === 'key' ? 'API key' : "API key's account"} has ${limit === 'tokens' ? 'used its tokens' : 'spent its budget'} for this ${period} (UTC); it resets at the start of the next.`,
       null,
       { 'Retry-After': String(Math.max(1, Math.ceil(retryAfterSeconds))) },
     ),

@@ -24,7 +24,9 @@ import { accountParts, banner, openWorkerStore, prepareOnce, reloadConfig, tlsMa
 import { consoleApp } from './console/app';
 import { createOidcRoutes } from './accounts/oidc';
 import { createMailer } from './accounts/mailer';
-import { QuotaTracker, type QuotaCounters } from './accounts/quota';
+import { QuotaTracker, TOKENS, type Measure, type QuotaCounters } from './accounts/quota';
+import { BUDGET, inNanos } from './accounts/enforce-budget';
+import type { AccountRecord, Quota } from './store/types';
 import { loadConfig, type Config } from './config';
 import { GatewayError } from './errors';
 import { required } from './context';
@@ -168,25 +170,32 @@ async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, 
   const publicOrigin = config.console.publicUrl ? new URL(config.console.publicUrl).origin : undefined;
   const oidc = config.console.oidc;
   const oidcRoutes = oidc ? createOidcRoutes(oidc, { accounts: people.accounts, sessions: people.sessions, store: keyStore, publicOrigin, allowedHosts: [...config.console.allowedHosts, config.listen.host], log }) : undefined;
-  const quota = new QuotaTracker(await openQuotaCounters(config, keyStore, rateLimitStore, metrics, log), {
-    // One read for every account in use, each sync: not one per account (a thousand teams would be
-    // two thousand queries a second on the database at the default syncMs).
-    accountQuota: async (ids) => {
-      if (ids.length === 0) return new Map();
-      const wanted = new Set(ids);
-      return new Map((await keyStore.listAccounts()).filter((account) => wanted.has(account.id)).map((account) => [account.id, account.quota] as const));
-    },
-    // Where a quota set midway through a period starts from (see quota.ts): what the keys used, as
-    // every replica writes it every auth.lastUsedFlushMs.
-    usage: (accountId, from, to) => keyStore.usage(accountId, from, to),
-    syncFailed: () => metrics.quotaSyncErrors.inc(),
-  }, undefined, {
-    usageFlushMs: config.auth.lastUsedFlushMs,
-    // Every replica knows a key's new quota at once while its change feed is live, within auth.cacheTtlMs
-    // when it is not; then it has written what it used before within a flush.
-    settleMs: config.auth.cacheTtlMs + 2 * config.auth.lastUsedFlushMs,
-  });
-  quota.start(config.quota.syncMs);
+  /** A tracker of token quotas (TOKENS) or of budgets (BUDGET), each with counters of its own. */
+  const tracker = async (measure: Measure, accountLimits: (account: AccountRecord) => Quota) => {
+    const made = new QuotaTracker(await openQuotaCounters(config, keyStore, rateLimitStore, metrics, log), {
+      // One read for every account in use, each sync: not one per account (a thousand teams would be
+      // two thousand queries a second on the database at the default syncMs).
+      accountQuota: async (ids) => {
+        if (ids.length === 0) return new Map();
+        const wanted = new Set(ids);
+        return new Map((await keyStore.listAccounts()).filter((account) => wanted.has(account.id)).map((account) => [account.id, accountLimits(account)] as const));
+      },
+      // Where a quota set midway through a period starts from (see quota.ts): what the keys used, as
+      // every replica writes it every auth.lastUsedFlushMs.
+      usage: (accountId, from, to) => keyStore.usage(accountId, from, to),
+      syncFailed: () => metrics.quotaSyncErrors.inc(),
+    }, undefined, {
+      usageFlushMs: config.auth.lastUsedFlushMs,
+      // Every replica knows a key's new quota at once while its change feed is live, within auth.cacheTtlMs
+      // when it is not; then it has written what it used before within a flush.
+      settleMs: config.auth.cacheTtlMs + 2 * config.auth.lastUsedFlushMs,
+      measure,
+    });
+    made.start(config.quota.syncMs);
+    return made;
+  };
+  const quota = await tracker(TOKENS, (account) => account.quota);
+  const budgets = await tracker(BUDGET, (account) => inNanos(account.budget));
   // The platform's default rate limits, which a reload may change (buildServing keeps this current).
   const platform = { limits: config.rateLimit as Config['rateLimit'], currency: config.prices.currency };
   const mailer = config.console.enabled && config.console.smtp ? createMailer(config.console.smtp) : undefined;
@@ -209,10 +218,12 @@ async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, 
     spans,
     consoleRouter,
     quota,
+    budgets,
     async close() {
       githubSigningKeys.stop();
       await usage.stop();
       await quota.stop().catch(() => undefined);
+      await budgets.stop().catch(() => undefined);
       mailer?.close();
       await rateLimitStore.close();
       await spans?.shutdown().catch((err: Error) => log.warn({ err: err.message }, 'could not export the last spans'));
@@ -258,15 +269,18 @@ async function buildServing(config: Config, log: Logger, metrics: Metrics, lasti
       const labels = { endpoint: target.endpoint, provider: provider.name, model: modelLabel(provider, target.modelName), alias: target.alias ?? 'none' };
       metrics.tokens.series({ ...labels, kind: 'prompt' }).inc(tokens.promptTokens);
       metrics.tokens.series({ ...labels, kind: 'completion' }).inc(tokens.completionTokens);
-      usage.tokens(key, tokens.promptTokens, tokens.completionTokens, undefined, prices.costNanos(`${provider.name}/${target.modelName}`, tokens));
+      const costNanos = prices.costNanos(`${provider.name}/${target.modelName}`, tokens);
+      usage.tokens(key, tokens.promptTokens, tokens.completionTokens, undefined, costNanos);
       lasting.quota.charge(key, tokens.promptTokens + tokens.completionTokens);
+      lasting.budgets.charge(key, costNanos);
       context.quotaReservation?.release(); // charged: what it reserved is let go
+      context.budgetReservation?.release();
       if (context.tokensPerMinute) limiter.debitTokens(key.id, context.tokensPerMinute, tokens.promptTokens + tokens.completionTokens);
     },
   }, config.usage);
   lasting.platform.limits = config.rateLimit;
   lasting.platform.currency = config.prices.currency;
-  const publicApp = createPublicApp({ config, metrics, log, keyCache, providers, aliases: buildAliases(config), proxy, limiter, quota: lasting.quota, onKeyUsed: (record) => usage.used(record), onKeyRequestEnded: (key, served) => usage.ended(key, served), leakReports, spans: lasting.spans, console: lasting.consoleRouter });
+  const publicApp = createPublicApp({ config, metrics, log, keyCache, providers, aliases: buildAliases(config), proxy, limiter, quota: lasting.quota, budgets: lasting.budgets, onKeyUsed: (record) => usage.used(record), onKeyRequestEnded: (key, served) => usage.ended(key, served), leakReports, spans: lasting.spans, console: lasting.consoleRouter });
   let inFlight = 0;
   let drained: (() => void) | undefined;
   return {

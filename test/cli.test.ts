@@ -120,14 +120,18 @@ test('keys list writes a name with control characters (from a file edited by han
 
 test('accounts and members from the CLI: made, listed, and a key made in the account; the same refusals as the admin API', async () => {
   const config = ['--config', configFile];
-  const created = await cli(['accounts', 'create', '--name', 'team-cli', '--tokens-per-day', '50000', '--json', ...config]);
+  const created = await cli(['accounts', 'create', '--name', 'team-cli', '--tokens-per-day', '50000', '--budget-per-month', '250.5', '--json', ...config]);
   expect(created.status).toBe(0);
   const account = JSON.parse(created.stdout) as { id: string; name: string; quota: unknown };
-  expect(account).toMatchObject({ name: 'team-cli', quota: { tokensPerDay: 50000, tokensPerMonth: null } });
+  expect(account).toMatchObject({ name: 'team-cli', quota: { tokensPerDay: 50000, tokensPerMonth: null }, budget: { perDay: null, perMonth: 250.5 } });
+  for (const amount of ['-1', 'lots', '', '1e7']) {
+    const refused = await cli(['accounts', 'create', '--name', 'team-refused', `--budget-per-day=${amount}`, ...config]);
+    expect({ amount, status: refused.status, stderr: refused.stderr.split('\n')[0] }).toEqual({ amount, status: 2, stderr: expect.stringContaining('--budget-per-day must be an amount') });
+  }
   const again = await cli(['accounts', 'create', '--name', 'team-cli', ...config]);
   expect(again.status).toBe(1);
   expect(again.stderr).toContain("An account is already named 'team-cli'");
-  expect((await cli(['accounts', 'list', ...config])).stdout).toContain(`${account.id}\tteam-cli\tquota per day 50000, per month none`);
+  expect((await cli(['accounts', 'list', ...config])).stdout).toContain(`${account.id}\tteam-cli\tquota per day 50000, per month none; budget per day none, per month 250.5`);
 
   const added = await cli(['members', 'add', '--account', account.id, '--email', 'Lead@Example.com', '--role', 'owner', '--json', ...config]);
   expect(added.status).toBe(0);
@@ -137,8 +141,9 @@ test('accounts and members from the CLI: made, listed, and a key made in the acc
   expect(lastOwner.status).toBe(1);
   expect(lastOwner.stderr).toContain('at least one owner');
 
-  const key = JSON.parse((await cli(['keys', 'create', '--name', 'in-team', '--account', account.id, '--json', ...config])).stdout) as { accountId: string };
+  const key = JSON.parse((await cli(['keys', 'create', '--name', 'in-team', '--account', account.id, '--budget-per-day', '3', '--json', ...config])).stdout) as { accountId: string; budget: unknown };
   expect(key.accountId).toBe(account.id);
+  expect(key.budget).toEqual({ perDay: 3, perMonth: null });
   expect((await cli(['keys', 'create', '--name', 'nowhere', '--account', 'acc_nope', ...config])).status).toBe(2);
 });
 

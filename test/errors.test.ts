@@ -21,6 +21,7 @@ const catalogue: Record<Factory, Expected> = {
   invalidAuthorizationHeader: entry(errors.invalidAuthorizationHeader('the scheme is unknown'), 401, 'invalid_request_error', 'invalid_authorization_header', null, challenge),
   invalidSignature: entry(errors.invalidSignature(), 401, 'invalid_request_error', 'invalid_signature'),
   invalidApiKey: entry(errors.invalidApiKey(), 401, 'invalid_request_error', 'invalid_api_key', null, challenge),
+  modelNotPricedUnderBudget: entry(errors.modelNotPricedUnderBudget('p/m'), 403, 'permission_error', 'model_not_priced', 'model'),
   modelNotPriced: entry(errors.modelNotPriced('p/m'), 403, 'permission_error', 'model_not_priced', 'model'),
   modelNotAllowed: entry(errors.modelNotAllowed('p/m'), 403, 'permission_error', 'model_not_allowed', 'model'),
   invalidJson: entry(errors.invalidJson('unexpected end'), 400, 'invalid_request_error', 'invalid_json'),

@@ -15,20 +15,35 @@
  * is left (written into its worker's body the same way) while at least one token an answer is left.
  * Both read and change the tracker's counts in memory: no I/O.
  */
-import type { RequestHandler } from 'express';
+import type { NextFunction, RequestHandler } from 'express';
 import { estimatePromptTokens } from '../common/estimate';
-import { contextOf, required } from '../context';
+import { contextOf, required, type CallerKey } from '../context';
 import { errors } from '../errors';
 import type { QuotaTracker } from './quota';
 
-export function enforceQuota(tracker: QuotaTracker, refused: (scope: 'key' | 'account', period: 'day' | 'month') => void): RequestHandler {
-  return function quota(_req, res, next) {
-    const refusal = tracker.check(required(contextOf(res).key, 'key'));
+/** `limit`: what the tracker counts, as the refusal names it (a budget's tracker: enforce-budget.ts). */
+export function enforceQuota(tracker: QuotaTracker, refused: (scope: 'key' | 'account', period: 'day' | 'month') => void, limit: 'tokens' | 'budget' = 'tokens'): RequestHandler {
+  const decide = (key: CallerKey, next: NextFunction) => {
+    const refusal = tracker.check(key);
     if (refusal) {
       refused(refusal.scope, refusal.period);
-      throw errors.insufficientQuota(refusal.scope, refusal.period, refusal.retryAfterSeconds);
+      throw errors.insufficientQuota(refusal.scope, refusal.period, refusal.retryAfterSeconds, limit);
     }
     next();
+  };
+  return function quota(_req, res, next) {
+    const key = required(contextOf(res).key, 'key');
+    if (tracker.knowsAccount(key.accountId)) return decide(key, next);
+    // The account's first request on this replica: its quota is read first (one read for the
+    // requests that come meanwhile), else a burst would pass before the next sync knew of it. Should
+    // the read fail, its use is held until a sync reads it (quota.ts).
+    void tracker.learn(key.accountId).then(() => {
+      try {
+        decide(key, next);
+      } catch (err) {
+        next(err);
+      }
+    });
   };
 }
 

@@ -3,6 +3,7 @@
  * asks of the store, its answers (a reservation or a refusal), and the scopes it counts: one counter
  * a key or account, a day or month, named so that it ends with its period.
  */
+import type { CallerKey } from '../context';
 import type { Quota, UsageDay } from '../store/types';
 
 /** Where the shared counters live. */
@@ -31,6 +32,8 @@ export interface QuotaOptions {
   usageFlushMs?: number;
   /** How long after a counter is made every replica counts its scope and has written its use from before. */
   settleMs?: number;
+  /** What it counts (TOKENS when absent). */
+  measure?: Measure;
 }
 
 export type Period = 'day' | 'month';
@@ -64,4 +67,77 @@ export function scopeName(scope: 'key' | 'account', id: string, period: Period, 
 export function secondsToNext(period: Period, at: Date): number {
   const next = period === 'day' ? Date.UTC(at.getUTCFullYear(), at.getUTCMonth(), at.getUTCDate() + 1) : Date.UTC(at.getUTCFullYear(), at.getUTCMonth() + 1, 1);
   return Math.ceil((next - at.getTime()) / 1000);
+}
+
+/**
+ * What a tracker counts: tokens (the quotas) or nano-units of the price table's currency (the
+ * budgets). Limits are read in the shape of a quota in either (`tokensPerDay` holds a day's budget in
+ * nano-units for money); the counters of each live apart, their scopes starting with `prefix`.
+ */
+export interface Measure {
+  readonly prefix: string;
+  /** The key's own limits, in this measure. */
+  keyLimits(key: CallerKey): Quota;
+  /** What a row of the store's daily usage counts, in this measure. */
+  used(row: UsageDay): number;
+}
+
+export const TOKENS: Measure = { prefix: '', keyLimits: (key) => key.quota, used: (row) => row.promptTokens + row.completionTokens };
+
+/** Pure: the daily usage rows summed for the day and the month `today` is in, by key ('' for the whole account), in a measure. */
+export function usageSums(rows: readonly UsageDay[], today: string, measure: Measure): Map<string, { day: number; month: number }> {
+  const month = today.slice(0, 7);
+  const sums = new Map<string, { day: number; month: number }>();
+  for (const row of rows) {
+    const amount = measure.used(row);
+    for (const id of [row.keyId, '']) {
+      let sum = sums.get(id);
+      if (!sum) sums.set(id, (sum = { day: 0, month: 0 }));
+      if (row.date === today) sum.day += amount;
+      if (row.date.startsWith(month)) sum.month += amount;
+    }
+  }
+  return sums;
+}
+
+/** A counter of the tracker's (quota.ts): one scope, as this replica knows it. */
+export interface Counter {
+  /** The shared total at the last sync. */
+  synced: number;
+  /** Used here, not yet added to the shared counter. */
+  pending: number;
+  /** Being added by the sync under way. */
+  sending: number;
+  /** Reserved by requests in flight on this replica. */
+  reserved: number;
+  /**
+   * Not used for IDLE_SYNCS syncs: no longer read back, but kept with its last total until its period
+   * ends; used again, it counts from that total: a quota spent, then left idle, stays spent.
+   */
+  dormant: boolean;
+  /** The sync (count) that last checked or charged it: counters not touched for a while stop being synced. */
+  touched: number;
+  /** Whose use it counts: the key's (keyId) or all the account's keys'. */
+  readonly accountId: string;
+  readonly keyId: string | undefined;
+  /** When it was made (ms). */
+  readonly born: number;
+  /** The store's daily usage for the period at the last read, and what this replica used since. */
+  floor: number;
+  sinceFloor: number;
+  /** When the daily usage is next read (ms); undefined: never again (the shared counter holds it all). */
+  floorDue: number | undefined;
+}
+
+/** Use counted on a counter (and since its floor was read, while one is). */
+export function charged(counter: Counter, tokens: number): void {
+  counter.pending += tokens;
+  if (counter.floorDue !== undefined) counter.sinceFloor += tokens;
+}
+
+/** The counter no longer reads the daily usage: the shared counter holds it all. */
+export function stopFloor(counter: Counter): void {
+  counter.floorDue = undefined;
+  counter.floor = 0;
+  counter.sinceFloor = 0;
 }

@@ -1,7 +1,8 @@
 /**
- * Token quotas per UTC day and month, of a key and of its account: once the tokens counted for the
- * period reach the quota, requests with the account's keys get 429 insufficient_quota until the
- * period turns. A stream in flight is never cut: only admission is checked.
+ * Quotas per UTC day and month, of a key and of its account, in tokens (or, with a Measure of money,
+ * budgets in nano-units: one tracker each): once what is counted for the period reaches the limit,
+ * requests with the account's keys get 429 insufficient_quota until the period turns. A stream in
+ * flight is never cut: only admission is checked.
  *
  * Admission reserves what a request may cost (its prompt estimate plus the output it allows, see
  * enforce-quota.ts) on this replica's counters until its real use is charged: a request whose
@@ -13,74 +14,38 @@
  * store; with Redis configured, Redis over the key store, see redis-quota.ts) and reads the totals
  * back, both every `syncMs`; between two syncs it adds its own uncounted use to the last totals it
  * read. So a quota reached through one replica is enforced by every replica within about two syncs
- * (1 s by default), and the check on the request path is a few map lookups: no store round trip,
- * whatever the quota's state. Account quotas are read from the store on the same sync, for the
- * accounts in use.
+ * (1 s by default), and the check on the request path is a few map lookups, no store round trip.
+ * Account quotas are read from the store on the same sync, for the accounts in use.
  *
- * Only what has a quota is counted: a key with a quota of its own gets counters for the periods it
- * limits, and a key whose account has a quota counts towards the account's counters. A key with
- * neither makes no counter, and no sync writes or reads anything for it (what it used is still
- * recorded by auth/usage-recorder.ts). Counting every key cost 63 % of the gateway's CPU at 100,000
- * keys in use (docs/performance.md, Scale). A use whose account's quota is not known yet (the account's first
+ * Only what has a quota is counted (a key with one of its own, an account with one): no sync writes
+ * or reads anything for a key with neither (counting every key cost 63 % of the gateway's CPU at
+ * 100,000 keys in use, docs/performance.md). A use whose account's quota is not known yet (its first
  * use on this replica) is held until the next sync has read it, then counted or let go.
  *
- * A quota set when the period is under way starts from what was already used in it. The store's
- * quota counters cannot tell: they hold nothing of what was used while neither the key nor its
- * account had a quota. The store's daily usage can: every replica writes every key's use to it
- * every `usageFlushMs` (auth.lastUsedFlushMs), quota or not. So a counter counts the larger of two
+ * A quota set when the period is under way starts from what was already used in it, which the quota
+ * counters cannot tell (they hold nothing of the use while neither key nor account had a quota). The store's daily usage can: every replica writes every key's use to it
+ * every `usageFlushMs` (auth.lastUsedFlushMs). So a counter counts the larger (never the sum) of two
  * figures that are each at most the real use: the shared counter plus this replica's use not yet in
- * it, and the daily usage last read (the day's, or the month's days summed; the key's, or all the
- * account's keys') plus this replica's use since that read. The larger, never the sum: nothing is
- * counted twice, so a key counted from the period's start is held exactly as before. The daily usage
- * is read for a new counter at the next sync, one read per account for all its counters (a few
- * accounts a sync), and then:
+ * it, and the daily usage last read (the day's or the month's; the key's or its account's) plus this
+ * replica's use since that read. It is read for a new counter at the next sync, one read per account
+ * for all its counters (a few accounts a sync), and then:
  * - while it is above the shared counter (a quota set midway), again every `usageFlushMs`, to the
  *   end of the period: the count is then up to `usageFlushMs` of the replicas' use behind;
- * - else once more after `settleMs` (by then every replica knows the quota and counts the scope, and
- *   has written what it used before), and no more if it is still not above the shared counter: two
- *   reads for a counter counted from the period's start. Use from before the quota that is smaller
- *   than what all replicas use in `usageFlushMs` can so go uncounted.
+ * - else once more after `settleMs` (every replica knows the quota by then and has written what it
+ *   used before), and no more: use from before the quota that is smaller than what all replicas use
+ *   in `usageFlushMs` can so go uncounted.
  */
 import type { CallerKey } from '../context';
 import type { Quota, UsageDay } from '../store/types';
-import { limitOf, periodKind, periodOf, scopeName, secondsToNext, type QuotaCounters, type QuotaEvents, type QuotaOptions, type QuotaRefusal, type QuotaReservation } from './quota-scopes';
+import { charged, limitOf, periodKind, periodOf, scopeName, secondsToNext, stopFloor, TOKENS, usageSums, type Counter, type Measure, type Period, type QuotaCounters, type QuotaEvents, type QuotaOptions, type QuotaRefusal, type QuotaReservation } from './quota-scopes';
 
-export { scopeName, secondsToNext, type Period, type QuotaCounters, type QuotaEvents, type QuotaOptions, type QuotaRefusal, type QuotaReservation } from './quota-scopes';
-
-interface Counter {
-  /** The shared total at the last sync. */
-  synced: number;
-  /** Used here, not yet added to the shared counter. */
-  pending: number;
-  /** Being added by the sync under way. */
-  sending: number;
-  /** Reserved by requests in flight on this replica. */
-  reserved: number;
-  /**
-   * Not used for IDLE_SYNCS syncs: no longer read back (a sync for every counter ever used would
-   * grow without bound), but kept, with its last total, until its period ends. Used again, it counts
-   * from that total (at most a sync behind) rather than from 0: a quota spent, then left idle, stays
-   * spent.
-   */
-  dormant: boolean;
-  /** The sync (count) that last checked or charged it: counters not touched for a while stop being synced. */
-  touched: number;
-  /** Whose use it counts: the key's (keyId) or all the account's keys'. */
-  readonly accountId: string;
-  readonly keyId: string | undefined;
-  /** When it was made (ms). */
-  readonly born: number;
-  /** The store's daily usage for the period at the last read, and what this replica used since. */
-  floor: number;
-  sinceFloor: number;
-  /** When the daily usage is next read (ms); undefined: never again (the shared counter holds it all). */
-  floorDue: number | undefined;
-}
+export { scopeName, secondsToNext, TOKENS, type Measure, type Period, type QuotaCounters, type QuotaEvents, type QuotaOptions, type QuotaRefusal, type QuotaReservation } from './quota-scopes';
 
 /** A counter not used for this many syncs is no longer read back. */
 const IDLE_SYNCS = 120;
 /** At most this many accounts' daily usage is read on one sync. */
 const FLOOR_ACCOUNTS_PER_SYNC = 16;
+const LEARN_RETRY_MS = 5_000;
 const PERIODS = ['day', 'month'] as const;
 
 export class QuotaTracker {
@@ -90,10 +55,14 @@ export class QuotaTracker {
   private readonly activeAccounts = new Map<string, number>();
   /** Use of accounts whose quota is not known yet: account -> day -> tokens. */
   private readonly held = new Map<string, Map<string, number>>();
+  private readonly learning = new Map<string, Promise<void>>();
+  /** Accounts whose quota a request could not read, and when: their requests do not wait for another read for LEARN_RETRY_MS. */
+  private readonly unread = new Map<string, number>();
   /** Keys that have (or lately had) counters: a key seen without its quota has them dropped. */
   private keysCounted = new Set<string>();
   private readonly usageFlushMs: number;
   private readonly settleMs: number;
+  private readonly measure: Measure;
   private syncs = 0;
   private timer: NodeJS.Timeout | undefined;
   private syncing: Promise<void> | undefined;
@@ -106,6 +75,11 @@ export class QuotaTracker {
   ) {
     this.usageFlushMs = options.usageFlushMs ?? 10_000;
     this.settleMs = options.settleMs ?? 3 * this.usageFlushMs;
+    this.measure = options.measure ?? TOKENS;
+  }
+
+  private scope(scope: 'key' | 'account', id: string, period: Period, at: Date): string {
+    return this.measure.prefix + scopeName(scope, id, period, at);
   }
 
   start(syncMs: number): void {
@@ -125,12 +99,12 @@ export class QuotaTracker {
     this.activeAccounts.set(key.accountId, this.syncs);
     const counted = this.keysCounted.has(key.id);
     for (const period of PERIODS) {
-      const limit = limitOf(key.quota, period);
+      const limit = limitOf(this.measure.keyLimits(key), period);
       if (limit === null) {
-        if (counted) this.counters.delete(scopeName('key', key.id, period, at)); // its quota is gone: a new one starts from the daily usage
+        if (counted) this.counters.delete(this.scope('key', key.id, period, at)); // its quota is gone: a new one starts from the daily usage
         continue;
       }
-      const counter = this.counter(scopeName('key', key.id, period, at), key.accountId, key.id);
+      const counter = this.counter(this.scope('key', key.id, period, at), key.accountId, key.id);
       if (this.used(counter) + counter.reserved >= limit) return { scope: 'key', period, retryAfterSeconds: secondsToNext(period, at) };
     }
     const account = this.accountQuotas.get(key.accountId);
@@ -138,7 +112,7 @@ export class QuotaTracker {
     for (const period of PERIODS) {
       const limit = limitOf(account, period);
       if (limit === null) continue;
-      const counter = this.counter(scopeName('account', key.accountId, period, at), key.accountId, undefined);
+      const counter = this.counter(this.scope('account', key.accountId, period, at), key.accountId, undefined);
       if (this.used(counter) + counter.reserved >= limit) return { scope: 'account', period, retryAfterSeconds: secondsToNext(period, at) };
     }
     return undefined;
@@ -146,7 +120,8 @@ export class QuotaTracker {
 
   /** Whether the key or its account (as last read) has a quota: what reserve() needs to be asked. */
   limits(key: CallerKey): boolean {
-    return key.quota.tokensPerDay !== null || key.quota.tokensPerMonth !== null || !!this.accountQuotas.get(key.accountId);
+    const own = this.measure.keyLimits(key);
+    return own.tokensPerDay !== null || own.tokensPerMonth !== null || !!this.accountQuotas.get(key.accountId);
   }
 
   /**
@@ -164,9 +139,9 @@ export class QuotaTracker {
     let room = Infinity;
     for (const scope of ['key', 'account'] as const) {
       for (const period of PERIODS) {
-        const limit = scope === 'key' ? limitOf(key.quota, period) : account ? limitOf(account, period) : null;
+        const limit = scope === 'key' ? limitOf(this.measure.keyLimits(key), period) : account ? limitOf(account, period) : null;
         if (limit === null) continue;
-        const counter = scope === 'key' ? this.counter(scopeName('key', key.id, period, at), key.accountId, key.id) : this.counter(scopeName('account', key.accountId, period, at), key.accountId, undefined);
+        const counter = scope === 'key' ? this.counter(this.scope('key', key.id, period, at), key.accountId, key.id) : this.counter(this.scope('account', key.accountId, period, at), key.accountId, undefined);
         const left = limit - this.used(counter) - counter.reserved;
         room = Math.min(room, left);
         if (tokens > left) refusal ??= { scope, period, retryAfterSeconds: secondsToNext(period, at) };
@@ -191,7 +166,7 @@ export class QuotaTracker {
     if (!(tokens > 0)) return;
     const at = this.now();
     for (const period of PERIODS) {
-      if (limitOf(key.quota, period) !== null) charged(this.counter(scopeName('key', key.id, period, at), key.accountId, key.id), tokens);
+      if (limitOf(this.measure.keyLimits(key), period) !== null) charged(this.counter(this.scope('key', key.id, period, at), key.accountId, key.id), tokens);
     }
     const account = this.accountQuotas.get(key.accountId);
     if (account === undefined) {
@@ -205,7 +180,7 @@ export class QuotaTracker {
     }
     if (!account) return;
     for (const period of PERIODS) {
-      if (limitOf(account, period) !== null) charged(this.counter(scopeName('account', key.accountId, period, at), key.accountId, undefined), tokens);
+      if (limitOf(account, period) !== null) charged(this.counter(this.scope('account', key.accountId, period, at), key.accountId, undefined), tokens);
     }
   }
 
@@ -252,9 +227,26 @@ export class QuotaTracker {
     await this.readFloors();
   }
 
+  /** Whether the account's quota is known here, or could not be read a moment ago (its use is then held: see learn). */
+  knowsAccount(accountId: string): boolean {
+    return this.accountQuotas.has(accountId) || this.now().getTime() - (this.unread.get(accountId) ?? -Infinity) < LEARN_RETRY_MS;
+  }
+
+  /** The account's quota, read now (once for the requests that wait for it): its first request here need not wait for a sync. */
+  learn(accountId: string): Promise<void> {
+    let reading = this.learning.get(accountId);
+    if (reading) return reading;
+    reading = this.readAccountQuotas([accountId]).finally(() => {
+      this.learning.delete(accountId);
+      if (this.accountQuotas.has(accountId)) this.unread.delete(accountId);
+      else this.unread.set(accountId, this.now().getTime());
+    });
+    this.learning.set(accountId, reading);
+    return reading;
+  }
+
   /** The quotas of the accounts in use; then held use is counted or let go, and counters of quotas gone are dropped. */
-  private async readAccountQuotas(): Promise<void> {
-    const accounts = [...this.activeAccounts.keys()];
+  private async readAccountQuotas(accounts = [...this.activeAccounts.keys()]): Promise<void> {
     if (accounts.length === 0) return;
     try {
       const quotas = await this.events.accountQuota(accounts);
@@ -274,7 +266,7 @@ export class QuotaTracker {
       for (const [day, tokens] of held) {
         const at = new Date(`${day}T00:00:00Z`);
         // Used before any read of the daily usage for these counters: added to the counter, not to `sinceFloor`.
-        for (const period of PERIODS) if (limitOf(quota, period) !== null) this.counter(scopeName('account', id, period, at), id, undefined).pending += tokens;
+        for (const period of PERIODS) if (limitOf(quota, period) !== null) this.counter(this.scope('account', id, period, at), id, undefined).pending += tokens;
       }
     }
     for (const [scope, counter] of this.counters) {
@@ -284,10 +276,7 @@ export class QuotaTracker {
     }
   }
 
-  /**
-   * The store's daily usage for counters due a read (see the header), one read per account. A
-   * counter of a past period, kept only until what it holds is added, is not read for.
-   */
+  /** The store's daily usage for counters due a read (see the header), one read per account; none for past periods. */
   private async readFloors(): Promise<void> {
     const usage = this.events.usage;
     if (!usage) return;
@@ -321,16 +310,7 @@ export class QuotaTracker {
         this.events.syncFailed?.(err);
         continue;
       }
-      const sums = new Map<string, { day: number; month: number }>(); // by key; '' for the account
-      for (const row of rows) {
-        const tokens = row.promptTokens + row.completionTokens;
-        for (const id of [row.keyId, '']) {
-          let sum = sums.get(id);
-          if (!sum) sums.set(id, (sum = { day: 0, month: 0 }));
-          if (row.date === today) sum.day += tokens;
-          if (row.date.startsWith(month)) sum.month += tokens;
-        }
-      }
+      const sums = usageSums(rows, today, this.measure);
       for (const [scope, counter] of list) {
         if (this.counters.get(scope) !== counter) continue; // dropped meanwhile
         const sum = sums.get(counter.keyId ?? '');
@@ -378,23 +358,11 @@ export class QuotaTracker {
       if (counter.keyId !== undefined) keys.add(counter.keyId);
     }
     this.keysCounted = keys;
-    // An account not used for a while is no longer read each sync; its quota as last read stays and
-    // is enforced when it is used again, until the next sync reads it afresh.
+    // An account not used for a while is no longer read each sync; its quota as last read holds meanwhile.
     for (const [account, seen] of this.activeAccounts) {
       if (this.syncs - seen <= IDLE_SYNCS) continue;
       this.activeAccounts.delete(account);
       this.held.delete(account);
     }
   }
-}
-
-function charged(counter: Counter, tokens: number): void {
-  counter.pending += tokens;
-  if (counter.floorDue !== undefined) counter.sinceFloor += tokens;
-}
-
-function stopFloor(counter: Counter): void {
-  counter.floorDue = undefined;
-  counter.floor = 0;
-  counter.sinceFloor = 0;
 }

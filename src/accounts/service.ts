@@ -9,7 +9,7 @@ import { sha256Hex } from '../common/sha256';
 import { issueKey, rotateKey } from '../auth/issue';
 import { requiredName, type KeyFields } from '../auth/key-fields';
 import { errors } from '../errors';
-import { AccountNameTaken, NO_QUOTA, type AccountRecord, type KeyRecord, type MembershipRecord, type PersonRecord, type Quota, type Role, type Store } from '../store/types';
+import { AccountNameTaken, NO_BUDGET, NO_QUOTA, type AccountRecord, type Budget, type KeyRecord, type MembershipRecord, type PersonRecord, type Quota, type Role, type Store } from '../store/types';
 import { actorName, type Actor } from './roles';
 import type { Auditor } from './audit';
 import { LeakReports } from './leak-reports';
@@ -31,15 +31,15 @@ export class Accounts {
     this.leaks = new LeakReports(store, auditor, now);
   }
 
-  async createAccount(name: unknown, by: Actor, client: string | undefined, quota: Partial<Quota> = {}): Promise<AccountRecord> {
-    const record: AccountRecord = { id: `acc_${randomBytes(9).toString('base64url')}`, name: requiredName(name), createdAt: this.now().toISOString(), quota: { ...NO_QUOTA, ...quota } };
+  async createAccount(name: unknown, by: Actor, client: string | undefined, quota: Partial<Quota> = {}, budget: Partial<Budget> = {}): Promise<AccountRecord> {
+    const record: AccountRecord = { id: `acc_${randomBytes(9).toString('base64url')}`, name: requiredName(name), createdAt: this.now().toISOString(), quota: { ...NO_QUOTA, ...quota }, budget: { ...NO_BUDGET, ...budget } };
     try {
       await this.store.createAccount(record);
     } catch (err) {
       if (err instanceof AccountNameTaken) throw errors.accountNameTaken(record.name);
       throw err;
     }
-    await this.auditor.record({ accountId: record.id, actor: actorName(by), action: 'account.created', target: record.id, client, details: { name: record.name, quota: record.quota } });
+    await this.auditor.record({ accountId: record.id, actor: actorName(by), action: 'account.created', target: record.id, client, details: { name: record.name, quota: record.quota, budget: record.budget } });
     return record;
   }
 
@@ -49,12 +49,12 @@ export class Accounts {
     return account;
   }
 
-  async updateAccount(id: string, changes: { name?: unknown; quota?: Partial<Quota> }, by: Actor, client: string | undefined): Promise<AccountRecord> {
+  async updateAccount(id: string, changes: { name?: unknown; quota?: Partial<Quota>; budget?: Partial<Budget> }, by: Actor, client: string | undefined): Promise<AccountRecord> {
     const before = await this.account(id);
     const name = changes.name === undefined ? undefined : requiredName(changes.name);
     let after: AccountRecord | undefined;
     try {
-      after = await this.store.updateAccount(id, { name, quota: changes.quota });
+      after = await this.store.updateAccount(id, { name, quota: changes.quota, budget: changes.budget });
     } catch (err) {
       if (err instanceof AccountNameTaken) throw errors.accountNameTaken(err.accountName);
       throw err;
@@ -63,6 +63,9 @@ export class Accounts {
     if (name !== undefined && name !== before.name) await this.auditor.record({ accountId: id, actor: actorName(by), action: 'account.renamed', target: id, client, details: { from: before.name, to: name } });
     if (changes.quota && JSON.stringify(after.quota) !== JSON.stringify(before.quota)) {
       await this.auditor.record({ accountId: id, actor: actorName(by), action: 'quota.changed', target: id, client, details: { from: before.quota, to: after.quota } });
+    }
+    if (changes.budget && JSON.stringify(after.budget) !== JSON.stringify(before.budget)) {
+      await this.auditor.record({ accountId: id, actor: actorName(by), action: 'budget.changed', target: id, client, details: { from: before.budget, to: after.budget } });
     }
     return after;
   }
@@ -232,6 +235,7 @@ export class Accounts {
       expiresAt: fields.expiresAt ? new Date(fields.expiresAt) : null,
       rateLimit: fields.rateLimit,
       quota: fields.quota,
+      budget: fields.budget,
       accountId,
       createdBy: actorName(by),
     });
@@ -252,6 +256,7 @@ export class Accounts {
     const changed = Object.keys(fields).filter((field) => fields[field as keyof KeyFields] !== undefined);
     await this.auditor.record({ accountId: record.accountId, actor: actorName(by), action: 'key.edited', target: record.id, client, details: { fields: changed } });
     if (fields.quota) await this.auditor.record({ accountId: record.accountId, actor: actorName(by), action: 'quota.changed', target: record.id, client, details: { from: record.quota, to: updated.quota } });
+    if (fields.budget) await this.auditor.record({ accountId: record.accountId, actor: actorName(by), action: 'budget.changed', target: record.id, client, details: { from: record.budget, to: updated.budget } });
     return updated;
   }
 

@@ -6,7 +6,7 @@
  */
 import express, { type Request, type Router } from 'express';
 import { publicView } from '../auth/issue';
-import { KEY_FIELDS, keyFields, noFields, objectBody, onlyFields, quota } from '../auth/key-fields';
+import { budget, KEY_FIELDS, keyFields, noFields, objectBody, onlyFields, quota } from '../auth/key-fields';
 import { passwordPath, type Accounts } from '../accounts/service';
 import type { Actor } from '../accounts/roles';
 import { normalizeEmail } from '../accounts/emails';
@@ -75,8 +75,8 @@ export function adminApi(accounts: Accounts, currency: () => string = () => 'USD
   });
 
   api.post('/accounts', async (req, res) => {
-    const body = onlyFields(objectBody(req.body), ['name', 'quota']);
-    res.status(201).json(await accounts.createAccount(body.name, ADMIN, client(req), quota(body.quota, 'quota')));
+    const body = onlyFields(objectBody(req.body), ['name', 'quota', 'budget']);
+    res.status(201).json(await accounts.createAccount(body.name, ADMIN, client(req), quota(body.quota, 'quota'), budget(body.budget, 'budget')));
   });
 
   api.get('/accounts', async (_req, res) => {
@@ -88,8 +88,8 @@ export function adminApi(accounts: Accounts, currency: () => string = () => 'USD
   });
 
   api.patch('/accounts/:id', async (req, res) => {
-    const body = onlyFields(objectBody(req.body), ['name', 'quota']);
-    res.json(await accounts.updateAccount(req.params.id, { name: body.name, quota: quota(body.quota, 'quota') }, ADMIN, client(req)));
+    const body = onlyFields(objectBody(req.body), ['name', 'quota', 'budget']);
+    res.json(await accounts.updateAccount(req.params.id, { name: body.name, quota: quota(body.quota, 'quota'), budget: budget(body.budget, 'budget') }, ADMIN, client(req)));
   });
 
   api.get('/accounts/:id/members', async (req, res) => {

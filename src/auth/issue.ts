@@ -1,7 +1,7 @@
 /** Issuing a key: generate it, keep only its digest in the store, hand the clear key back once. */
 import { digestKey, displayPrefix, generateKey, newKeyId } from './keys';
 import { defaultAccountId } from '../store/default-account';
-import { NO_OWN_LIMITS, NO_QUOTA, NO_USAGE, type KeyLimits, type KeyRecord, type KeyStore, type Quota, type Store } from '../store/types';
+import { NO_BUDGET, NO_OWN_LIMITS, NO_QUOTA, NO_USAGE, type Budget, type KeyLimits, type KeyRecord, type KeyStore, type Quota, type Store } from '../store/types';
 
 export interface NewKey {
   name: string;
@@ -11,6 +11,7 @@ export interface NewKey {
   expiresAt?: Date | null;
   rateLimit?: Partial<KeyLimits>;
   quota?: Partial<Quota>;
+  budget?: Partial<Budget>;
   /** The owning account; absent: `default`. */
   accountId?: string;
   /** A person's email, or `admin-token` (the default: the CLI and the admin API act with it). */
@@ -37,6 +38,7 @@ export async function issueKey(store: Store, input: NewKey, now = new Date()): P
     accountId,
     createdBy: input.createdBy ?? 'admin-token',
     quota: { ...NO_QUOTA, ...input.quota },
+    budget: { ...NO_BUDGET, ...input.budget },
   };
   await store.insert(record);
   return { key, record };

@@ -10,7 +10,7 @@ import { isIP, SocketAddress } from 'node:net';
 import { ENDPOINTS } from '../common/endpoints';
 import { withoutKeys } from '../common/key-shape';
 import { errors } from '../errors';
-import type { KeyChanges, KeyLimits, Quota } from '../store/types';
+import type { Budget, KeyChanges, KeyLimits, Quota } from '../store/types';
 
 export const MAX_NAME_LENGTH = 200;
 export const MAX_LIMIT = 2_147_483_647;
@@ -44,7 +44,7 @@ export function objectBody(body: unknown): Record<string, unknown> {
 }
 
 /** What a body that creates or edits a key may hold (the admin API's create adds `account`). */
-export const KEY_FIELDS = ['name', 'models', 'endpoints', 'allowedIps', 'expiresAt', 'rateLimit', 'quota'] as const;
+export const KEY_FIELDS = ['name', 'models', 'endpoints', 'allowedIps', 'expiresAt', 'rateLimit', 'quota', 'budget'] as const;
 
 /**
  * The body, when every field in it is one the request takes; else 400 naming the first that is not.
@@ -72,7 +72,7 @@ export function requiredName(name: unknown, field = 'name'): string {
   return (name as string).trim();
 }
 
-/** name, models, expiresAt, rateLimit, quota: each read when present; `name` required when `requireName`. */
+/** name, models, expiresAt, rateLimit, quota, budget: each read when present; `name` required when `requireName`. */
 export function keyFields(body: Record<string, unknown>, requireName: boolean): KeyFields {
   return {
     name: body.name === undefined && !requireName ? undefined : requiredName(body.name),
@@ -82,6 +82,7 @@ export function keyFields(body: Record<string, unknown>, requireName: boolean): 
     expiresAt: expiry(body.expiresAt),
     rateLimit: limits(body.rateLimit),
     quota: quota(body.quota, 'quota'),
+    budget: budget(body.budget, 'budget'),
   };
 }
 
@@ -186,6 +187,23 @@ export function quota(value: unknown, field: string): Partial<Quota> | undefined
     if (name !== 'tokensPerDay' && name !== 'tokensPerMonth') throw errors.invalidBody(`${field}.${name}`, shape);
     if (tokens !== null && !(typeof tokens === 'number' && Number.isInteger(tokens) && tokens >= 0 && tokens <= MAX_QUOTA)) throw errors.invalidBody(`${field}.${name}`, shape);
     result[name] = tokens as number | null;
+  }
+  return result;
+}
+
+/** The most a budget may be, a day or a month: kept in nano-units, it stays an exact whole number (below 2^53). */
+export const MAX_BUDGET = 1e6;
+
+/** `{perDay, perMonth}`: amounts of the price table's currency from 0 to MAX_BUDGET, or null for none. */
+export function budget(value: unknown, field: string): Partial<Budget> | undefined {
+  if (value === undefined) return undefined;
+  const shape = `'${field}' must be an object with perDay and perMonth: amounts of the price table's currency from 0 to ${MAX_BUDGET}, or null (no budget).`;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw errors.invalidBody(field, shape);
+  const result: Partial<Budget> = {};
+  for (const [name, amount] of Object.entries(value)) {
+    if (name !== 'perDay' && name !== 'perMonth') throw errors.invalidBody(`${field}.${withoutKeys(name.slice(0, 100))}`, shape);
+    if (amount !== null && !(typeof amount === 'number' && Number.isFinite(amount) && amount >= 0 && amount <= MAX_BUDGET)) throw errors.invalidBody(`${field}.${name}`, shape);
+    result[name] = amount as number | null;
   }
   return result;
 }

@@ -166,8 +166,11 @@ export const prices = z
         z.strictObject({ inputPerMillion: perMillion, outputPerMillion: perMillion, cachedInputPerMillion: perMillion.optional() }),
       )
       .default({}),
-    /** A model no glob names: served at no cost (`allow`), or refused 403 model_not_priced (`refuse`). */
-    unpricedModels: z.enum(['allow', 'refuse']).default('allow'),
+    /**
+     * A model no glob names: served at no cost (`allow`), or refused 403 model_not_priced (`refuse`).
+     * Unset: served at no cost, except to a key that has a budget (of its own or its account's).
+     */
+    unpricedModels: z.enum(['allow', 'refuse']).optional(),
   })
   .prefault({});
 

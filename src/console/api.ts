@@ -15,6 +15,7 @@ import { allowed, isPlatformAdmin, type Action, type Actor } from '../accounts/r
 import { passwordPath, type Accounts } from '../accounts/service';
 import { sessionCookie, sessionTokenOf, type Sessions, type SignedIn } from '../accounts/sessions';
 import { dateRange, usageCsv, usageRow } from '../accounts/usage';
+import { amountOf } from '../accounts/prices';
 import { errors } from '../errors';
 import type { MembershipRecord } from '../store/types';
 
@@ -114,7 +115,7 @@ export function consoleApi({ accounts, sessions, oidc, platformLimits, currency 
     const { accountId, signedIn } = may(res, 'keys.create');
     const fields = keyFields(onlyFields(objectBody(req.body), KEY_FIELDS), true);
     withinPlatform(signedIn, fields);
-    await withinAccountQuota(accountId, fields.quota);
+    await withinAccountQuota(accountId, fields);
     const { key, record } = await accounts.createKey(accountId, fields, actorOf(signedIn), client(req));
     res.status(201).json({ ...publicView(record), key });
   });
@@ -123,7 +124,7 @@ export function consoleApi({ accounts, sessions, oidc, platformLimits, currency 
     const { record, signedIn } = await mayManageKey(req, res);
     const fields = keyFields(onlyFields(objectBody(req.body), KEY_FIELDS), false);
     withinPlatform(signedIn, fields);
-    await withinAccountQuota(record.accountId, fields.quota);
+    await withinAccountQuota(record.accountId, fields);
     res.json(publicView(await accounts.editKey(record, fields, actorOf(signedIn), client(req))));
   });
 
@@ -181,10 +182,23 @@ export function consoleApi({ accounts, sessions, oidc, platformLimits, currency 
   });
 
   api.get('/usage', async (req, res) => {
-    const { accountId } = may(res, 'usage.read');
+    const { accountId, account } = may(res, 'usage.read');
     const { from, to } = dateRange(req.query.from, req.query.to);
     const days = await usageOf(accountId, from, to, req.query.keyId);
-    res.json({ object: 'list', from, to, currency: currency(), data: days.map(usageRow).map(({ accountId: _account, ...row }) => row) });
+    // Spend against the budget (the key's when one is chosen, else the account's), this UTC day and month.
+    const today = new Date().toISOString().slice(0, 10);
+    const month = await usageOf(accountId, `${today.slice(0, 7)}-01`, today, req.query.keyId);
+    const key = typeof req.query.keyId === 'string' ? (await store.get(req.query.keyId)) : undefined;
+    const budget = key?.accountId === accountId ? key.budget : account.budget;
+    const spent = (rows: typeof month) => amountOf(rows.reduce((sum, row) => sum + row.costNanos, 0));
+    res.json({
+      object: 'list',
+      from,
+      to,
+      currency: currency(),
+      data: days.map(usageRow).map(({ accountId: _account, ...row }) => row),
+      budget: { ...budget, spentToday: spent(month.filter((row) => row.date === today)), spentThisMonth: spent(month) },
+    });
   });
 
   api.get('/usage.csv', async (req, res) => {
@@ -229,15 +243,18 @@ export function consoleApi({ accounts, sessions, oidc, platformLimits, currency 
     if (!isPlatformAdmin(actorOf(signedIn))) withinPlatformLimits(fields.rateLimit, platformLimits());
   }
 
-  /** A key's own quota stays within its account's. */
-  async function withinAccountQuota(accountId: string, quota: { tokensPerDay?: number | null; tokensPerMonth?: number | null } | undefined) {
-    if (!quota) return;
+  /** A key's own quota and budget stay within its account's. */
+  async function withinAccountQuota(accountId: string, fields: KeyFields) {
+    if (!fields.quota && !fields.budget) return;
     const account = await accounts.account(accountId);
-    for (const period of ['tokensPerDay', 'tokensPerMonth'] as const) {
-      const own = quota[period];
-      const cap = account.quota[period];
-      if (cap !== null && (own === null || (own !== undefined && own > cap))) {
-        throw errors.invalidBody(`quota.${period}`, `'quota.${period}' must be at most the account's, ${cap}.`);
+    const caps = [
+      ['quota', fields.quota ?? {}, account.quota],
+      ['budget', fields.budget ?? {}, account.budget],
+    ] as const;
+    for (const [field, own, ofAccount] of caps) {
+      for (const [period, cap] of Object.entries(ofAccount) as Array<[keyof typeof own, number | null]>) {
+        const value = own[period];
+        if (cap !== null && (value === null || (value !== undefined && value > cap))) throw errors.invalidBody(`${field}.${period}`, `'${field}.${period}' must be at most the account's, ${cap}.`);
       }
     }
   }
@@ -251,7 +268,7 @@ export function consoleApi({ accounts, sessions, oidc, platformLimits, currency 
       admin: signedIn.person.admin,
       via: signedIn.session.via,
       expiresAt: signedIn.session.expiresAt,
-      account: signedIn.account ? { id: signedIn.account.id, name: signedIn.account.name, role: signedIn.role ?? null, quota: signedIn.account.quota } : null,
+      account: signedIn.account ? { id: signedIn.account.id, name: signedIn.account.name, role: signedIn.role ?? null, quota: signedIn.account.quota, budget: signedIn.account.budget } : null,
       accounts: [...mine, ...others],
     };
   }

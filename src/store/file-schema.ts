@@ -1,7 +1,7 @@
 /** What the file store's JSON file may hold, read and checked record by record. */
 import { z } from 'zod';
 import { DEFAULT_ACCOUNT_ID } from './default-account';
-import { DEFAULT_ACCOUNT_NAME, NO_QUOTA, type KeyUse, type AccountRecord, type AuditEvent, type IdentityRecord, type KeyRecord, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type UsageDay } from './types';
+import { DEFAULT_ACCOUNT_NAME, NO_BUDGET, NO_QUOTA, type KeyUse, type AccountRecord, type AuditEvent, type IdentityRecord, type KeyRecord, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type UsageDay } from './types';
 
 /** Everything the file holds. */
 export interface Data {
@@ -32,6 +32,8 @@ const wholeNumber = z.number().min(0).refine(Number.isInteger, 'not a whole numb
 const ownLimit = wholeNumber.nullable().default(null);
 const count = wholeNumber.default(0);
 const quota = z.looseObject({ tokensPerDay: ownLimit, tokensPerMonth: ownLimit }).prefault({});
+const amount = z.number().min(0).max(1e6).nullable().default(null);
+const budget = z.looseObject({ perDay: amount, perMonth: amount }).prefault({});
 const fileRecord = z.looseObject({
   id: z.string().min(1),
   name: z.string(),
@@ -50,8 +52,9 @@ const fileRecord = z.looseObject({
   accountId: z.string().min(1).default(DEFAULT_ACCOUNT_ID),
   createdBy: z.string().default('admin-token'),
   quota,
+  budget,
 }) satisfies z.ZodType<KeyRecord>;
-const accountRecord = z.looseObject({ id: z.string().min(1), name: z.string().min(1), createdAt: timestamp, quota }) satisfies z.ZodType<AccountRecord>;
+const accountRecord = z.looseObject({ id: z.string().min(1), name: z.string().min(1), createdAt: timestamp, quota, budget }) satisfies z.ZodType<AccountRecord>;
 const personRecord = z.looseObject({ email: z.string().min(1), admin: z.boolean().default(false), passwordHash: z.string().nullable().default(null), createdAt: timestamp, passwordWithOidc: z.boolean().optional() }) satisfies z.ZodType<PersonRecord>;
 const memberRecord = z.looseObject({ accountId: z.string(), email: z.string(), role: z.enum(['owner', 'member']), addedAt: timestamp, addedBy: z.string() }) satisfies z.ZodType<MembershipRecord>;
 const sessionRecord = z.looseObject({
@@ -135,7 +138,7 @@ function parseJson(text: string, file: string): unknown {
 
 /** The account a file of version 1 had implicitly: every key belonged to it. */
 export function defaultAccount(createdAt: string): AccountRecord {
-  return { id: DEFAULT_ACCOUNT_ID, name: DEFAULT_ACCOUNT_NAME, createdAt, quota: { ...NO_QUOTA } };
+  return { id: DEFAULT_ACCOUNT_ID, name: DEFAULT_ACCOUNT_NAME, createdAt, quota: { ...NO_QUOTA }, budget: { ...NO_BUDGET } };
 }
 
 export function emptyData(): Data {

@@ -18,6 +18,8 @@ import {
   type SessionRecord,
   type UsageDay,
 } from './types';
+import { nanosOf } from './sqlite/rows';
+import { ACCOUNT_UPDATES } from './sqlite/statements';
 
 /** Expired counters are deleted at most this often by each process. */
 const PRUNE_COUNTERS_EVERY_MS = 60_000;
@@ -32,12 +34,14 @@ export class PostgresAccountStore {
 
   async createAccount(record: AccountRecord): Promise<void> {
     try {
-      await this.query('insert into chatgate_accounts (id, name, created_at, tokens_per_day, tokens_per_month) values ($1, $2, $3, $4, $5)', [
+      await this.query('insert into chatgate_accounts (id, name, created_at, tokens_per_day, tokens_per_month, budget_day_nanos, budget_month_nanos) values ($1, $2, $3, $4, $5, $6, $7)', [
         record.id,
         record.name,
         record.createdAt,
         record.quota.tokensPerDay,
         record.quota.tokensPerMonth,
+        nanosOf(record.budget.perDay),
+        nanosOf(record.budget.perMonth),
       ]);
     } catch (err) {
       if ((err as { code?: string; constraint?: string }).code === '23505' && (err as { constraint?: string }).constraint === 'chatgate_accounts_name_key') throw new AccountNameTaken(record.name);
@@ -61,10 +65,8 @@ export class PostgresAccountStore {
   }
 
   async updateAccount(id: string, changes: AccountChanges): Promise<AccountRecord | undefined> {
-    const columns: Array<[string, unknown]> = [];
-    if (changes.name !== undefined) columns.push(['name', changes.name]);
-    if (changes.quota?.tokensPerDay !== undefined) columns.push(['tokens_per_day', changes.quota.tokensPerDay]);
-    if (changes.quota?.tokensPerMonth !== undefined) columns.push(['tokens_per_month', changes.quota.tokensPerMonth]);
+    // The same columns and values as SQLite's (no dialect in them).
+    const columns = ACCOUNT_UPDATES.map(([column, pick]) => [column, pick(changes)] as const).filter(([, value]) => value !== undefined);
     if (columns.length === 0) return this.getAccount(id);
     const assignments = columns.map(([name], i) => `${name} = $${i + 2}`).join(', ');
     try {

@@ -244,6 +244,19 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
     sql: `create table chatgate_usage_batches (id text primary key, at timestamptz not null default now());
       create index chatgate_usage_batches_at on chatgate_usage_batches (at);`,
   },
+  {
+    // Budgets of keys and accounts, per UTC day and month, in nano-units of the price table's
+    // currency (null: none). A key's budget changing is a key change (its cached record goes).
+    version: 11,
+    sql: `
+      alter table chatgate_keys add column budget_day_nanos bigint, add column budget_month_nanos bigint;
+      alter table chatgate_accounts add column budget_day_nanos bigint, add column budget_month_nanos bigint;
+      drop trigger chatgate_keys_changed on chatgate_keys;
+      create trigger chatgate_keys_changed
+        after insert or delete or update of name, digest, revoked_at, expires_at, models, endpoints, allowed_ips, rpm, tpm, max_concurrent, account_id, tokens_per_day, tokens_per_month, budget_day_nanos, budget_month_nanos
+        on chatgate_keys for each row execute function chatgate_keys_notify();
+    `,
+  },
 ];
 
 /** Applies the migrations not applied yet, in one transaction under the advisory lock (replicas starting together apply each once). */

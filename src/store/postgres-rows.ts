@@ -1,4 +1,5 @@
 /** PostgreSQL rows as the driver returns them, and the records they become. */
+import { budgetOf } from './sqlite/rows';
 import type { AccountRecord, IdentityRecord, KeyAuthRecord, KeyRecord, MembershipRecord, PersonRecord, Role, SessionRecord } from './types';
 
 export interface KeyRow {
@@ -24,6 +25,8 @@ export interface KeyRow {
   created_by: string;
   tokens_per_day: string | null;
   tokens_per_month: string | null;
+  budget_day_nanos: string | null;
+  budget_month_nanos: string | null;
 }
 export function toRecord(row: KeyRow): KeyRecord {
   return {
@@ -49,6 +52,7 @@ export function toAuthRecord(row: KeyRow): KeyAuthRecord {
     accountId: row.account_id,
     createdBy: row.created_by,
     quota: { tokensPerDay: nullableNumber(row.tokens_per_day), tokensPerMonth: nullableNumber(row.tokens_per_month) },
+    budget: budgetOf(row),
   };
 }
 
@@ -60,6 +64,8 @@ export interface AccountRow {
   created_at: Date;
   tokens_per_day: string | null;
   tokens_per_month: string | null;
+  budget_day_nanos: string | null;
+  budget_month_nanos: string | null;
 }
 export interface PersonRow {
   email: string;
@@ -113,6 +119,7 @@ export const toAccount = (row: AccountRow): AccountRecord => ({
   name: row.name,
   createdAt: row.created_at.toISOString(),
   quota: { tokensPerDay: nullableNumber(row.tokens_per_day), tokensPerMonth: nullableNumber(row.tokens_per_month) },
+  budget: budgetOf(row),
 });
 export const toPerson = (row: PersonRow): PersonRecord => ({
   email: row.email,

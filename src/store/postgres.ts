@@ -23,10 +23,11 @@ import { ChangeFeed, type PostgresEvents } from './postgres-notify';
 
 export type { PostgresEvents } from './postgres-notify';
 import { toAuthRecord, toRecord, type KeyRow } from './postgres-rows';
+import { nanosOf } from './sqlite/rows';
 
 
 /** The key columns the code reads: what authenticating needs (the usage figures live in chatgate_key_usage). */
-const KEY_COLUMNS = ['id', 'name', 'digest', 'prefix', 'created_at', 'revoked_at', 'expires_at', 'models', 'endpoints', 'allowed_ips', 'rpm', 'tpm', 'max_concurrent', 'account_id', 'created_by', 'tokens_per_day', 'tokens_per_month'];
+const KEY_COLUMNS = ['id', 'name', 'digest', 'prefix', 'created_at', 'revoked_at', 'expires_at', 'models', 'endpoints', 'allowed_ips', 'rpm', 'tpm', 'max_concurrent', 'account_id', 'created_by', 'tokens_per_day', 'tokens_per_month', 'budget_day_nanos', 'budget_month_nanos'];
 /** A key row with its usage figures: `k` the key row (or a CTE returning KEY_COLUMNS), `u` its usage row if any. */
 const WITH_USAGE = `select ${KEY_COLUMNS.map((column) => `k.${column}`).join(', ')},
   u.requests as requests_total, u.prompt_tokens as prompt_tokens_total, u.completion_tokens as completion_tokens_total, u.last_used_at`;
@@ -104,8 +105,8 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
     await this.query(
       `with k as (
          insert into chatgate_keys (id, name, digest, prefix, created_at, revoked_at, expires_at, models, rpm, tpm, max_concurrent,
-           account_id, created_by, tokens_per_day, tokens_per_month, endpoints, allowed_ips)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $10, $11, $12, $16, $17, $18, $19, $20, $21)
+           account_id, created_by, tokens_per_day, tokens_per_month, endpoints, allowed_ips, budget_day_nanos, budget_month_nanos)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $10, $11, $12, $16, $17, $18, $19, $20, $21, $22, $23)
          returning id
        )
        insert into chatgate_key_usage (key_id, requests, prompt_tokens, completion_tokens, last_used_at)
@@ -132,6 +133,8 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
         record.quota.tokensPerMonth,
         record.endpoints,
         record.allowedIps,
+        nanosOf(record.budget.perDay),
+        nanosOf(record.budget.perMonth),
       ],
     );
   }
@@ -148,6 +151,8 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
     if (changes.rateLimit?.maxConcurrent !== undefined) columns.push(['max_concurrent', changes.rateLimit.maxConcurrent]);
     if (changes.quota?.tokensPerDay !== undefined) columns.push(['tokens_per_day', changes.quota.tokensPerDay]);
     if (changes.quota?.tokensPerMonth !== undefined) columns.push(['tokens_per_month', changes.quota.tokensPerMonth]);
+    if (changes.budget?.perDay !== undefined) columns.push(['budget_day_nanos', nanosOf(changes.budget.perDay)]);
+    if (changes.budget?.perMonth !== undefined) columns.push(['budget_month_nanos', nanosOf(changes.budget.perMonth)]);
     if (changes.createdBy !== undefined) columns.push(['created_by', changes.createdBy]);
     if (columns.length === 0) return this.get(id);
     const assignments = columns.map(([column], i) => `${column} = $${i + 2}`).join(', ');

@@ -32,6 +32,8 @@ export interface KeyRecord {
   createdBy: string;
   /** Tokens the key may use per UTC day and month; null: no quota of its own (the account's still holds). */
   quota: Quota;
+  /** Money the key may spend per UTC day and month, in the price table's currency; null: no budget of its own. */
+  budget: Budget;
 }
 
 export interface Quota {
@@ -39,6 +41,13 @@ export interface Quota {
   tokensPerMonth: number | null;
 }
 export const NO_QUOTA: Quota = { tokensPerDay: null, tokensPerMonth: null };
+
+/** An amount of the price table's currency per UTC day and month (`prices.currency`); null: none. */
+export interface Budget {
+  perDay: number | null;
+  perMonth: number | null;
+}
+export const NO_BUDGET: Budget = { perDay: null, perMonth: null };
 
 export interface KeyLimits {
   requestsPerMinute: number | null;
@@ -76,6 +85,7 @@ export interface KeyChanges {
   expiresAt?: string | null;
   rateLimit?: Partial<KeyLimits>;
   quota?: Partial<Quota>;
+  budget?: Partial<Budget>;
   /** A member's keys handed to another person when the member leaves. */
   createdBy?: string;
 }
@@ -129,11 +139,14 @@ export interface AccountRecord {
   createdAt: string;
   /** Tokens all the account's keys together may use per UTC day and month; null: no quota. */
   quota: Quota;
+  /** Money all the account's keys together may spend per UTC day and month; null: no budget. */
+  budget: Budget;
 }
 
 export interface AccountChanges {
   name?: string;
   quota?: Partial<Quota>;
+  budget?: Partial<Budget>;
 }
 
 /** A person who signs in to the console, by email (lower case). */

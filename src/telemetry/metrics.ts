@@ -132,6 +132,12 @@ export function createMetrics() {
       labelNames: ['scope', 'period'] as const,
       registers,
     }),
+    budgetRefused: new CounterFamily({
+      name: 'chatgate_budget_refused_total',
+      help: 'Requests refused 429 insufficient_quota for a budget, by whose budget (key or account) and period (day or month, UTC).',
+      labelNames: ['scope', 'period'] as const,
+      registers,
+    }),
     quotaSyncErrors: new CounterFamily({
       name: 'chatgate_quota_sync_errors_total',
       help: 'Quota counter syncs that failed (Redis or the key store away); what was used is kept and counted locally meanwhile.',

@@ -53,7 +53,8 @@ describe.each([
 
   const admin = (method: string, apiPath: string, body?: unknown) =>
     request(replicas[0]!.adminUrl, { method, path: `/admin/api${apiPath}`, headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
-  const chat = (replica: GatewayProcess, key: string, extra: Record<string, string> = {}) => request(replica.url, { ca: replica.ca, headers: { ...bearer(key), ...extra }, body: chatBody() });
+  // Each asks for at most 20 tokens: what it reserves fits in the quota until the quota is nearly spent.
+  const chat = (replica: GatewayProcess, key: string, extra: Record<string, string> = {}) => request(replica.url, { ca: replica.ca, headers: { ...bearer(key), ...extra }, body: chatBody({ max_tokens: 20 }) });
 
   test('an account quota reached through both replicas is enforced by both within a second; a stream under way is not cut', async () => {
     const account = (await admin('POST', '/accounts', { name: `metered-${withRedis ? 'redis' : 'pg'}`, quota: { tokensPerDay: QUOTA } })).json<{ id: string }>().id;
@@ -69,7 +70,7 @@ describe.each([
         res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
       });
       req.on('error', reject);
-      req.end(chatBody({ stream: true }));
+      req.end(chatBody({ stream: true, max_tokens: 40 }));
     });
 
     // Spend the quota through both replicas, with both keys, until one refuses.

@@ -26,7 +26,7 @@ class SharedCounters implements QuotaCounters {
 }
 
 const NONE: Quota = { tokensPerDay: null, tokensPerMonth: null };
-const key = (quota: Quota = NONE, id = 'key_1', accountId = 'acc_1'): CallerKey => ({ id, name: id, accountId, models: [], endpoints: [], rateLimit: { requestsPerMinute: null, tokensPerMinute: null, maxConcurrent: null }, quota });
+const key = (quota: Quota = NONE, id = 'key_1', accountId = 'acc_1'): CallerKey => ({ id, name: id, accountId, models: [], endpoints: [], rateLimit: { requestsPerMinute: null, tokensPerMinute: null, maxConcurrent: null }, quota, budget: { perDay: null, perMonth: null } });
 
 function replicas(accountQuotas: Record<string, Quota> = {}, at = new Date('2026-11-27T10:00:00Z'), daily?: UsageDay[]) {
   const shared = new SharedCounters();

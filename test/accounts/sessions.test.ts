@@ -120,7 +120,7 @@ test('attempts refused at their own address take no slot from the owner, even pa
 
 test('one audit row per burst, not per attempt; for an email of nobody nothing is stored, a warn line is logged', async () => {
   freshWindow();
-  const account = { id: 'acc_audited', name: 'audited', createdAt: new Date(clock).toISOString(), quota: { tokensPerDay: null, tokensPerMonth: null } };
+  const account = { id: 'acc_audited', name: 'audited', createdAt: new Date(clock).toISOString(), quota: { tokensPerDay: null, tokensPerMonth: null }, budget: { perDay: null, perMonth: null } };
   await store.createAccount(account);
   await store.putMember({ accountId: account.id, email: 'audited@example.com', role: 'owner', addedAt: new Date(clock).toISOString(), addedBy: 'admin-token' });
   for (let i = 0; i < 8; i++) await signIn('audited@example.com', WRONG, '10.3.0.1').catch(() => undefined);

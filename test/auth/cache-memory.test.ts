@@ -33,6 +33,7 @@ function recordFor(digest: string): KeyAuthRecord {
     accountId: own(`acc_${digest.slice(42, 60)}`),
     createdBy: own('someone@example.com'),
     quota: { tokensPerDay: null, tokensPerMonth: null },
+    budget: { perDay: null, perMonth: null },
   };
 }
 

@@ -265,6 +265,24 @@ describe.each(SIZES)('the console at $size size ($viewport.width×$viewport.heig
     // The last use is written within lastUsedFlushMs: the list shows it once reloaded.
     await keysUntil(async () => (await row(keyName).getByTestId('key-last-used').textContent()) !== 'never');
     expect(await chat(key, keyId)).toBe(200);
+
+    // A budget: listed with the key; with no price table here, what its requests cost cannot be
+    // counted, so they are refused (403 model_not_priced) until it is cleared.
+    await row(keyName).getByTestId('key-edit').click();
+    await dialog.waitFor();
+    await dialog.getByLabel('Budget / day').fill('2.5');
+    await dialog.getByTestId('edit-save').click();
+    await dialog.waitFor({ state: 'hidden' });
+    await page.waitForFunction((id) => document.querySelector(`[data-key-id="${id}"]`)?.textContent?.includes('budget 2.50/day'), keyId);
+    expect(await chat(key, keyId)).toBe(403);
+    await row(keyName).getByTestId('key-edit').click();
+    await dialog.waitFor();
+    await expect(dialog.getByLabel('Budget / day').inputValue()).resolves.toBe('2.5');
+    await dialog.getByLabel('Budget / day').fill('');
+    await dialog.getByTestId('edit-save').click();
+    await dialog.waitFor({ state: 'hidden' });
+    await page.waitForFunction((id) => !document.querySelector(`[data-key-id="${id}"]`)?.textContent?.includes('budget'), keyId);
+    expect(await chat(key, keyId)).toBe(200);
   }, STEP_MS);
 
   test('3. rotating the key (confirmed first): the new secret works, the old one gets 401', async () => {
@@ -371,14 +389,15 @@ describe.each(SIZES)('the console at $size size ($viewport.width×$viewport.heig
   test('6. usage: the chart, per day and per key, the right totals, and the CSV', async () => {
     const usageKeyId = (await row(usageKeyName).getAttribute('data-key-id'))!;
     for (let i = 0; i < 3; i++) expect(await chat(usageKey, usageKeyId)).toBe(200);
-    // One the gateway refuses itself (no messages): shown as refused, not among the requests.
+    // One the gateway refuses itself (no messages): shown as refused, not among the requests (with
+    // the key's request refused under its budget in step 2).
     expect((await request(gw.url, { ca: gw.ca, headers: bearer(usageKey), body: JSON.stringify({ model: 'mock/echo' }) })).status).toBe(400);
     const mine = [sent.get(keyId)!, sent.get(usageKeyId)!];
     const expected = {
       requests: mine.reduce((n, t) => n + t.requests, 0),
       promptTokens: mine.reduce((n, t) => n + t.promptTokens, 0),
       completionTokens: mine.reduce((n, t) => n + t.completionTokens, 0),
-      refused: 1,
+      refused: 2,
     };
     expect(expected.requests).toBe(sent.get(keyId)!.requests + 3);
     const digits = (text: string | null) => Number((text ?? '').replace(/[^\d]/g, ''));
@@ -405,6 +424,7 @@ describe.each(SIZES)('the console at $size size ($viewport.width×$viewport.heig
     await expect(page.getByTestId('total-tokens').textContent()).resolves.toBe((expected.promptTokens + expected.completionTokens).toLocaleString('en-US'));
     await expect(page.getByTestId('stat-requests').textContent()).resolves.toBe(String(expected.requests));
     await expect(page.getByTestId('stat-cost').textContent()).resolves.toBe('0.00 USD'); // no price table here: nothing costs
+    await expect(page.getByTestId('stat-budget').textContent()).resolves.toBe('none'); // nor has the account a budget
 
     const today = new Date().toISOString().slice(0, 10);
     // 30 days, today's with the usage, the others zero, in the table and in the chart.

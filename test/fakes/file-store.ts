@@ -93,12 +93,13 @@ export class FileKeyStore implements Store {
   }
 
   update(id: string, changes: KeyChanges): Promise<KeyRecord | undefined> {
-    const { rateLimit, quota, ...fields } = changes;
+    const { rateLimit, quota, budget, ...fields } = changes;
     return this.changeKey(id, (k) => ({
       ...k,
       ...definedFields(fields),
       rateLimit: { ...k.rateLimit, ...definedFields(rateLimit) },
       quota: { ...k.quota, ...definedFields(quota) },
+      budget: { ...k.budget, ...definedFields(budget) },
     }));
   }
 
@@ -150,7 +151,7 @@ export class FileKeyStore implements Store {
       const existing = data.accounts.find((a) => a.id === id);
       if (!existing) return { data, result: undefined };
       if (changes.name !== undefined && data.accounts.some((a) => a.name === changes.name && a.id !== id)) throw new AccountNameTaken(changes.name);
-      const updated: AccountRecord = { ...existing, ...definedFields({ name: changes.name }), quota: { ...existing.quota, ...definedFields(changes.quota) } };
+      const updated: AccountRecord = { ...existing, ...definedFields({ name: changes.name }), quota: { ...existing.quota, ...definedFields(changes.quota) }, budget: { ...existing.budget, ...definedFields(changes.budget) } };
       return { data: { ...data, accounts: data.accounts.map((a) => (a.id === id ? updated : a)) }, result: updated };
     });
   }

@@ -1,4 +1,4 @@
-import { NO_OWN_LIMITS, NO_QUOTA, NO_USAGE, type KeyRecord, type KeyLimits } from '../../src/store/types';
+import { NO_BUDGET, NO_OWN_LIMITS, NO_QUOTA, NO_USAGE, type KeyRecord, type KeyLimits } from '../../src/store/types';
 
 /** A stored key as the stages see it, for tests that need one without a store. */
 export function keyRecord(rateLimit: KeyLimits = NO_OWN_LIMITS): KeyRecord {
@@ -19,5 +19,6 @@ export function keyRecord(rateLimit: KeyLimits = NO_OWN_LIMITS): KeyRecord {
     accountId: 'acc_default',
     createdBy: 'admin-token',
     quota: NO_QUOTA,
+    budget: NO_BUDGET,
   };
 }

@@ -8,8 +8,8 @@ export async function fileStoreWithEverything(file: string) {
   const source = new FileKeyStore(file);
   const now = new Date();
   const later = new Date(now.getTime() + 3600_000).toISOString();
-  await source.createAccount({ id: 'acc_team', name: 'team', createdAt: now.toISOString(), quota: { tokensPerDay: 1000, tokensPerMonth: null } });
-  const { key, record } = await issueKey(source, { name: 'imported', models: ['mock/*'], endpoints: ['chat'], rateLimit: { requestsPerMinute: 7 }, quota: { tokensPerDay: 50 } });
+  await source.createAccount({ id: 'acc_team', name: 'team', createdAt: now.toISOString(), quota: { tokensPerDay: 1000, tokensPerMonth: null }, budget: { perDay: 12.5, perMonth: null } });
+  const { key, record } = await issueKey(source, { name: 'imported', models: ['mock/*'], endpoints: ['chat'], rateLimit: { requestsPerMinute: 7 }, quota: { tokensPerDay: 50 }, budget: { perDay: 1.25, perMonth: 30 } });
   const { record: teamKey } = await issueKey(source, { name: 'team key', accountId: 'acc_team', expiresAt: new Date('2099-01-01T00:00:00Z') });
   await source.revoke(teamKey.id, now);
   await source.recordUse([{ keyId: record.id, accountId: record.accountId, date: '2030-01-02', at: now, requests: 4, refused: 2, costNanos: 123_456_789, promptTokens: 40, completionTokens: 12 }]);

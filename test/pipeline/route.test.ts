@@ -32,6 +32,7 @@ const key = (models: string[] = [], endpoints: string[] = []): CallerKey => ({
   models,
   endpoints,
   quota: { tokensPerDay: null, tokensPerMonth: null },
+  budget: { perDay: null, perMonth: null },
   rateLimit: { requestsPerMinute: null, tokensPerMinute: null, maxConcurrent: null },
 });
 

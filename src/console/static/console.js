@@ -139,6 +139,7 @@
       $(id).replaceChildren();
     }
     for (const id of ['stat-requests', 'stat-refused', 'stat-cost', 'stat-prompt', 'stat-completion', 'stat-total']) $(id).textContent = '0';
+    $('stat-budget').textContent = 'none';
     for (const td of $('usage-total').querySelectorAll('td')) td.textContent = '';
     $('usage-key').replaceChildren(el('option', { text: 'All keys', attrs: { value: '' } }));
     for (const form of ['create-key-form', 'edit-key-form', 'invite-form']) $(form).reset();
@@ -273,6 +274,9 @@
     const quota = key.quota || {};
     if (quota.tokensPerDay !== null && quota.tokensPerDay !== undefined) parts.push(`${formatNumber(quota.tokensPerDay)} tokens/day`);
     if (quota.tokensPerMonth !== null && quota.tokensPerMonth !== undefined) parts.push(`${formatNumber(quota.tokensPerMonth)} tokens/month`);
+    const budget = key.budget || {};
+    if (budget.perDay !== null && budget.perDay !== undefined) parts.push(`budget ${formatAmount(budget.perDay)}/day`);
+    if (budget.perMonth !== null && budget.perMonth !== undefined) parts.push(`budget ${formatAmount(budget.perMonth)}/month`);
     return parts.length > 0 ? parts : ['defaults'];
   }
 
@@ -410,6 +414,24 @@
     ['tokensPerDay', 'per-day', 'Tokens per day'],
     ['tokensPerMonth', 'per-month', 'Tokens per month'],
   ];
+  const BUDGET_FIELDS = [
+    ['perDay', 'budget-day', 'Budget per day'],
+    ['perMonth', 'budget-month', 'Budget per month'],
+  ];
+  /** The fields of a key's groups, and how each reads its input. */
+  const GROUPS = [['rateLimit', LIMIT_FIELDS, wholeNumber], ['quota', QUOTA_FIELDS, wholeNumber], ['budget', BUDGET_FIELDS, amount]];
+
+  /** An amount of the price table's currency (0 or more, decimals allowed), or null when empty. */
+  function amount(input, label) {
+    const text = input.value.trim();
+    const value = Number(text);
+    if ((input.validity && input.validity.badInput) || (text !== '' && !(Number.isFinite(value) && value >= 0))) throw new Error(`${label} must be an amount (0 or more).`);
+    return text === '' ? null : value;
+  }
+
+  function formatAmount(value) {
+    return value.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: value > 0 && value < 1 ? 4 : 2 });
+  }
 
   function expiryFrom(input) {
     const day = input.value;
@@ -436,9 +458,9 @@
       if (allowedIps.length > 0) body.allowedIps = allowedIps;
       const expiresAt = expiryFrom($('create-expires'));
       if (expiresAt) body.expiresAt = expiresAt;
-      for (const [group, fields] of [['rateLimit', LIMIT_FIELDS], ['quota', QUOTA_FIELDS]]) {
+      for (const [group, fields, read] of GROUPS) {
         for (const [field, id, label] of fields) {
-          const value = wholeNumber($(`create-${id}`), label);
+          const value = read($(`create-${id}`), label);
           if (value !== null) (body[group] = body[group] || {})[field] = value;
         }
       }
@@ -466,8 +488,7 @@
     tickEndpoints('edit-endpoints', key.endpoints || []);
     $('edit-allowed-ips').value = (key.allowedIps || []).join(', ');
     $('edit-expires').value = key.expiresAt ? key.expiresAt.slice(0, 10) : '';
-    for (const [field, id] of LIMIT_FIELDS) $(`edit-${id}`).value = key.rateLimit && key.rateLimit[field] !== null ? String(key.rateLimit[field]) : '';
-    for (const [field, id] of QUOTA_FIELDS) $(`edit-${id}`).value = key.quota && key.quota[field] !== null ? String(key.quota[field]) : '';
+    for (const [group, fields] of GROUPS) for (const [field, id] of fields) $(`edit-${id}`).value = key[group] && key[group][field] !== null && key[group][field] !== undefined ? String(key[group][field]) : '';
     $('edit-dialog').showModal();
     $('edit-name').focus();
   }
@@ -491,9 +512,9 @@
       if (allowedIps.join(',') !== (key.allowedIps || []).join(',')) changes.allowedIps = allowedIps;
       const expiresDay = $('edit-expires').value;
       if (expiresDay !== (key.expiresAt ? key.expiresAt.slice(0, 10) : '')) changes.expiresAt = expiryFrom($('edit-expires'));
-      for (const [group, fields] of [['rateLimit', LIMIT_FIELDS], ['quota', QUOTA_FIELDS]]) {
+      for (const [group, fields, read] of GROUPS) {
         for (const [field, id, label] of fields) {
-          const value = wholeNumber($(`edit-${id}`), label);
+          const value = read($(`edit-${id}`), label);
           const before = key[group] ? key[group][field] : null;
           if (value !== (before === undefined ? null : before)) (changes[group] = changes[group] || {})[field] = value;
         }
@@ -667,8 +688,17 @@
     $('usage-range').textContent = `${from} to ${to} (UTC)`;
     const usage = await busy($('usage-refresh'), () => api('GET', `/usage?${query}`));
     if (!usage) return;
-    state.usage = { days, keyId, data: usage.data, currency: usage.currency };
+    state.usage = { days, keyId, data: usage.data, currency: usage.currency, budget: usage.budget };
     renderUsage();
+  }
+
+  /** Spend against the budget (the chosen key's, else the account's), this UTC day and month. */
+  function budgetText(budget, currency) {
+    if (!budget || (budget.perDay === null && budget.perMonth === null)) return 'none';
+    const parts = [];
+    if (budget.perDay !== null) parts.push(`today ${formatAmount(budget.spentToday)} of ${formatAmount(budget.perDay)}`);
+    if (budget.perMonth !== null) parts.push(`month ${formatAmount(budget.spentThisMonth)} of ${formatAmount(budget.perMonth)}`);
+    return `${parts.join(' · ')} ${currency || ''}`.trim();
   }
 
   function renderUsage() {
@@ -696,6 +726,7 @@
     $('stat-refused').textContent = formatNumber(usage.data.reduce((sum, row) => sum + (row.refused || 0), 0));
     const cost = usage.data.reduce((sum, row) => sum + (row.cost || 0), 0);
     $('stat-cost').textContent = `${cost.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: cost > 0 && cost < 1 ? 4 : 2 })} ${usage.currency || ''}`.trim();
+    $('stat-budget').textContent = budgetText(usage.budget, usage.currency);
     $('stat-prompt').textContent = formatNumber(total.promptTokens);
     $('stat-completion').textContent = formatNumber(total.completionTokens);
     $('stat-total').textContent = formatNumber(total.promptTokens + total.completionTokens);

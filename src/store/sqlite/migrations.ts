@@ -179,6 +179,24 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
       create index chatgate_usage_batches_at on chatgate_usage_batches (at);
     `,
   },
+  {
+    // Budgets of keys and accounts, per UTC day and month, in nano-units of the price table's
+    // currency (null: none). A key's budget changing is a key change (its cached record goes).
+    version: 5,
+    sql: `
+      alter table chatgate_keys add column budget_day_nanos integer;
+      alter table chatgate_keys add column budget_month_nanos integer;
+      alter table chatgate_accounts add column budget_day_nanos integer;
+      alter table chatgate_accounts add column budget_month_nanos integer;
+      drop trigger chatgate_keys_updated;
+      create trigger chatgate_keys_updated
+        after update of name, digest, revoked_at, expires_at, models, endpoints, allowed_ips, rpm, tpm, max_concurrent, account_id, created_by, tokens_per_day, tokens_per_month, budget_day_nanos, budget_month_nanos
+        on chatgate_keys begin
+        insert into chatgate_key_changes (digest, at) values (old.digest, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));
+        insert into chatgate_key_changes (digest, at) select new.digest, strftime('%Y-%m-%dT%H:%M:%fZ', 'now') where new.digest <> old.digest;
+      end;
+    `,
+  },
 ];
 
 /** Applies the migrations this file lacks; true when it made the schema (a new database). */

@@ -3,7 +3,7 @@
  * Date.toISOString writes them (UTC, milliseconds), whatever form a caller gave, so that they sort
  * and compare as text and read back as PostgreSQL's do.
  */
-import type { AccountRecord, AuditEvent, IdentityRecord, KeyRecord, MembershipRecord, OneTimeToken, PersonRecord, Role, SessionRecord } from '../types';
+import type { AccountRecord, AuditEvent, Budget, IdentityRecord, KeyRecord, MembershipRecord, OneTimeToken, PersonRecord, Role, SessionRecord } from '../types';
 
 export interface KeyRow {
   id: string;
@@ -27,6 +27,8 @@ export interface KeyRow {
   created_by: string;
   tokens_per_day: number | null;
   tokens_per_month: number | null;
+  budget_day_nanos: number | null;
+  budget_month_nanos: number | null;
 }
 
 export interface AccountRow {
@@ -35,6 +37,8 @@ export interface AccountRow {
   created_at: string;
   tokens_per_day: number | null;
   tokens_per_month: number | null;
+  budget_day_nanos: number | null;
+  budget_month_nanos: number | null;
 }
 export interface PersonRow {
   email: string;
@@ -110,8 +114,10 @@ export const keyParams = (k: KeyRecord) => ({
   created_by: k.createdBy,
   tokens_per_day: k.quota.tokensPerDay,
   tokens_per_month: k.quota.tokensPerMonth,
+  budget_day_nanos: nanosOf(k.budget.perDay),
+  budget_month_nanos: nanosOf(k.budget.perMonth),
 });
-export const KEY_COLUMNS = Object.keys(keyParams({ rateLimit: {}, usage: {}, quota: {}, createdAt: new Date(0).toISOString() } as KeyRecord));
+export const KEY_COLUMNS = Object.keys(keyParams({ rateLimit: {}, usage: {}, quota: {}, budget: {}, createdAt: new Date(0).toISOString() } as KeyRecord));
 /** The key's usage row, when it has used anything (a key made new has none: zeros and null). */
 export const usageParams = (k: KeyRecord) =>
   k.usage.requests === 0 && k.usage.promptTokens === 0 && k.usage.completionTokens === 0 && k.lastUsedAt === null
@@ -139,6 +145,7 @@ export const toKey = (row: KeyRow): KeyRecord => ({
   accountId: row.account_id,
   createdBy: row.created_by,
   quota: { tokensPerDay: row.tokens_per_day, tokensPerMonth: row.tokens_per_month },
+  budget: budgetOf(row),
 });
 
 export const accountParams = (a: AccountRecord) => ({
@@ -147,13 +154,30 @@ export const accountParams = (a: AccountRecord) => ({
   created_at: instant(a.createdAt),
   tokens_per_day: a.quota.tokensPerDay,
   tokens_per_month: a.quota.tokensPerMonth,
+  budget_day_nanos: nanosOf(a.budget.perDay),
+  budget_month_nanos: nanosOf(a.budget.perMonth),
 });
 export const toAccount = (row: AccountRow): AccountRecord => ({
   id: row.id,
   name: row.name,
   createdAt: row.created_at,
   quota: { tokensPerDay: row.tokens_per_day, tokensPerMonth: row.tokens_per_month },
+  budget: budgetOf(row),
 });
+
+/**
+ * A budget is kept in whole nano-units of the currency (1e-9), as costs are, so that what was spent
+ * and what may be spent compare exactly; a record holds it in units. Both SQL stores use these.
+ */
+export function nanosOf(amount: number | null | undefined): number | null {
+  return amount === null || amount === undefined ? null : Math.round(amount * 1e9);
+}
+export function budgetOf(row: { budget_day_nanos: number | string | null; budget_month_nanos: number | string | null }): Budget {
+  return {
+    perDay: row.budget_day_nanos === null ? null : Number(row.budget_day_nanos) / 1e9,
+    perMonth: row.budget_month_nanos === null ? null : Number(row.budget_month_nanos) / 1e9,
+  };
+}
 
 export const personParams = (p: PersonRecord) => ({
   email: p.email,

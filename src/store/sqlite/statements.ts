@@ -1,6 +1,6 @@
 /** The embedded store's longer statements and column lists (store.ts runs them). */
-import type { KeyChanges } from '../types';
-import { maybeInstant } from './rows';
+import type { AccountChanges, KeyChanges } from '../types';
+import { maybeInstant, nanosOf } from './rows';
 
 export const KEY_UPDATES: ReadonlyArray<[column: string, pick: (c: KeyChanges) => unknown]> = [
   ['name', (c) => c.name],
@@ -13,7 +13,17 @@ export const KEY_UPDATES: ReadonlyArray<[column: string, pick: (c: KeyChanges) =
   ['max_concurrent', (c) => c.rateLimit?.maxConcurrent],
   ['tokens_per_day', (c) => c.quota?.tokensPerDay],
   ['tokens_per_month', (c) => c.quota?.tokensPerMonth],
+  ['budget_day_nanos', (c) => (c.budget?.perDay === undefined ? undefined : nanosOf(c.budget.perDay))],
+  ['budget_month_nanos', (c) => (c.budget?.perMonth === undefined ? undefined : nanosOf(c.budget.perMonth))],
   ['created_by', (c) => c.createdBy],
+];
+
+export const ACCOUNT_UPDATES: ReadonlyArray<[column: string, pick: (c: AccountChanges) => unknown]> = [
+  ['name', (c) => c.name],
+  ['tokens_per_day', (c) => c.quota?.tokensPerDay],
+  ['tokens_per_month', (c) => c.quota?.tokensPerMonth],
+  ['budget_day_nanos', (c) => (c.budget?.perDay === undefined ? undefined : nanosOf(c.budget.perDay))],
+  ['budget_month_nanos', (c) => (c.budget?.perMonth === undefined ? undefined : nanosOf(c.budget.perMonth))],
 ];
 
 /**
@@ -48,7 +58,7 @@ export const BUMP_COUNTER = `insert into chatgate_counters as c (name, count, ex
     expires_at = case when c.expires_at > @now then c.expires_at else excluded.expires_at end
   returning count`;
 
-export const ACCOUNT_COLUMNS = ['id', 'name', 'created_at', 'tokens_per_day', 'tokens_per_month'];
+export const ACCOUNT_COLUMNS = ['id', 'name', 'created_at', 'tokens_per_day', 'tokens_per_month', 'budget_day_nanos', 'budget_month_nanos'];
 export const IDENTITY_COLUMNS = ['issuer', 'subject', 'email', 'created_at'];
 export const MEMBER_COLUMNS = ['account_id', 'email', 'role', 'added_at', 'added_by'];
 export const SESSION_COLUMNS = ['digest', 'email', 'account_id', 'via', 'created_at', 'last_seen_at', 'expires_at'];

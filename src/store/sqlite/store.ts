@@ -122,10 +122,7 @@ export class SqliteKeyStore implements Store {
   }
 
   async updateAccount(id: string, changes: AccountChanges): Promise<AccountRecord | undefined> {
-    const columns: Array<[string, unknown]> = [];
-    if (changes.name !== undefined) columns.push(['name', changes.name]);
-    if (changes.quota?.tokensPerDay !== undefined) columns.push(['tokens_per_day', changes.quota.tokensPerDay]);
-    if (changes.quota?.tokensPerMonth !== undefined) columns.push(['tokens_per_month', changes.quota.tokensPerMonth]);
+    const columns = statements.ACCOUNT_UPDATES.map(([column, pick]) => [column, pick(changes)] as const).filter(([, value]) => value !== undefined);
     if (columns.length === 0) return this.getAccount(id);
     const assignments = columns.map(([column]) => `${column} = ?`).join(', ');
     try {

@@ -1,0 +1,87 @@
+/**
+ * The budget stages: money a key, and its account, may spend per UTC day and month, in the price
+ * table's currency (`prices`), enforced as token quotas are (enforce-quota.ts) by a QuotaTracker of
+ * their own that counts nano-units of the currency (BUDGET). Admission (enforceQuota with it, before
+ * the body is read) refuses a request whose key or account has spent, or has in flight, its budget.
+ * Then:
+ * - boundForBudget, before routing: a request under a budget that set no output bound gets
+ *   `quota.defaultReserveTokens` as its bound, written into its worker's body, so that what it may
+ *   cost is known before it is sent (and holds);
+ * - reserveBudget, after routing: it reserves what it may cost at its model's price (for an alias,
+ *   the dearest model it may go to): its prompt estimate at the input price, and its output bound
+ *   times its answers at the output price. Refused 429 `insufficient_quota`, naming the budget and
+ *   when it resets, when that does not fit beside what was spent and what is in flight; released
+ *   when the answer's cost is charged (at the price of the model that served it).
+ * A model without a price, under a budget, is refused 403 `model_not_priced`, unless
+ * `prices.unpricedModels: allow` says it is free.
+ */
+import type { RequestHandler } from 'express';
+import { estimatePromptTokens } from '../common/estimate';
+import { contextOf, required, type RequestContext } from '../context';
+import { errors } from '../errors';
+import { NANOS } from './prices';
+import type { Measure, QuotaTracker } from './quota';
+
+/** What budgets count: nano-units of the currency; limits in units become nano-units here. */
+export const BUDGET: Measure = {
+  prefix: 'budget:',
+  keyLimits: (key) => inNanos(key.budget),
+  used: (row) => row.costNanos,
+};
+
+/** A budget in units as the tracker reads limits (in nano-units, in the shape of a quota). */
+export function inNanos(budget: { readonly perDay: number | null; readonly perMonth: number | null }): { tokensPerDay: number | null; tokensPerMonth: number | null } {
+  return { tokensPerDay: budget.perDay === null ? null : Math.round(budget.perDay * NANOS), tokensPerMonth: budget.perMonth === null ? null : Math.round(budget.perMonth * NANOS) };
+}
+
+/** What a routed request may cost, in nano-units, for so many prompt and output tokens; undefined: its model has no price. */
+export type CostBound = (context: RequestContext, promptTokens: number, outputTokens: number) => number | undefined;
+
+export interface BudgetOptions {
+  defaultReserveTokens: number;
+  holdAfterCloseMs: number;
+  /** `prices.unpricedModels: allow`: a model without a price is served under a budget too, at no cost. */
+  unpricedAllowed: boolean;
+}
+
+export function boundForBudget(tracker: QuotaTracker, defaultReserveTokens: number): RequestHandler {
+  return function budgetBound(_req, res, next) {
+    const context = contextOf(res);
+    if (context.reservedOutputBound === undefined && required(context.modelRequest, 'modelRequest').maxOutputTokens === undefined && tracker.limits(required(context.key, 'key')) && defaultReserveTokens > 0) {
+      context.reservedOutputBound = defaultReserveTokens;
+    }
+    next();
+  };
+}
+
+export function reserveBudget(tracker: QuotaTracker, cost: CostBound, options: BudgetOptions, refused: (scope: 'key' | 'account', period: 'day' | 'month') => void): RequestHandler {
+  return function budget(_req, res, next) {
+    const context = contextOf(res);
+    const key = required(context.key, 'key');
+    if (!tracker.limits(key)) return next();
+    const request = required(context.modelRequest, 'modelRequest');
+    // The worker's bytes: routing handed the request's text over to them.
+    const prompt = estimatePromptTokens(required(context.target, 'target').body.byteLength);
+    const perOutput = context.reservedOutputBound ?? request.maxOutputTokens ?? options.defaultReserveTokens;
+    const nanos = cost(context, prompt, perOutput * request.outputs);
+    if (nanos === undefined) {
+      if (options.unpricedAllowed) return next();
+      throw errors.modelNotPricedUnderBudget(request.model);
+    }
+    const reservation = tracker.reserve(key, nanos);
+    if (reservation === undefined) return next();
+    if ('scope' in reservation) {
+      refused(reservation.scope, reservation.period);
+      throw errors.insufficientQuota(reservation.scope, reservation.period, reservation.retryAfterSeconds, 'budget');
+    }
+    const held = reservation;
+    context.budgetReservation = held;
+    res.once('close', () => {
+      // As a token reservation (enforce-quota.ts): no answer begun, the room goes back at once; else
+      // it holds until the drained answer's cost is charged.
+      if (context.firstByteAt === undefined) held.release();
+      else setTimeout(() => held.release(), options.holdAfterCloseMs).unref();
+    });
+    next();
+  };
+}
