@@ -94,7 +94,7 @@ export function createPublicApp({ config, metrics, log, keyCache, providers, ali
   const prices = new Prices(config.prices);
   const routeRequest = route(providers, aliases, undefined, config.prices.unpricedModels === 'refuse' ? (model) => prices.priceOf(model) !== undefined : undefined);
   const [bound, reserveMoney] = budgets
-    ? [[boundForBudget(budgets, defaultReserveTokens)], [reserveBudget(budgets, costBound(prices, aliases), { defaultReserveTokens, holdAfterCloseMs, unpricedAllowed: config.prices.unpricedModels === 'allow' }, budgetRefused)]]
+    ? [[boundForBudget(budgets, defaultReserveTokens)], [reserveBudget(budgets, costBound(prices), { defaultReserveTokens, holdAfterCloseMs, unpricedAllowed: config.prices.unpricedModels === 'allow' }, budgetRefused)]]
     : [[], []];
   // Chat completions first: the hot route is the router's first layer. Every endpoint has the same
   // chain; only what its body must hold differs.
@@ -130,14 +130,12 @@ export function createPublicApp({ config, metrics, log, keyCache, providers, ali
 
 /**
  * What a routed request may cost at its model's price: the model it was routed to and, for an alias,
- * the fallbacks it may go to instead (the dearest counts); undefined when one of them has no price.
+ * the fallbacks routing kept for it (the dearest counts); undefined when one of them has no price.
  */
-function costBound(prices: Prices, aliases: AliasTable): CostBound {
+function costBound(prices: Prices): CostBound {
   return (context, promptTokens, completionTokens) => {
-    const target = required(context.target, 'target');
-    const models = [`${target.provider}/${target.modelName}`, ...(target.alias ? (aliases.get(target.alias)?.fallback ?? []).map((fallback) => fallback.model) : [])];
     let most = 0;
-    for (const model of models) {
+    for (const model of required(context.target, 'target').mayAnswer) {
       if (!prices.priceOf(model)) return undefined;
       most = Math.max(most, prices.costNanos(model, { promptTokens, completionTokens }));
     }

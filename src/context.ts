@@ -79,6 +79,8 @@ export interface UpstreamTarget {
    * any byte reached a worker; undefined when there is none.
    */
   readonly fallback: (() => UpstreamTarget) | undefined;
+  /** `<provider>/<model_name>` of this target and of the fallbacks after it: every model that may answer (what a budget reserves for). */
+  readonly mayAnswer: readonly string[];
 }
 
 /** What an answer reported it used (read by the proxy's relay). */

@@ -32,6 +32,7 @@ const slotOf = (keyId: string, date: string) => `${keyId} ${date}`;
 
 export class UsageRecorder {
   private pending = new Map<string, KeyUse>();
+  private flushing: Promise<void> = Promise.resolve();
   /** Slices whose write failed, to be sent again as they were (their id with them) before anything else. */
   private readonly unsure: Array<{ readonly id: string; readonly uses: readonly KeyUse[] }> = [];
   private timer: NodeJS.Timeout | undefined;
@@ -70,8 +71,16 @@ export class UsageRecorder {
   /**
    * Writes the slices whose write failed (again, as they were), then what is pending, slice by slice.
    * A slice that fails is kept as it was; what was not sent after it is merged back for the next try.
+   * One flush at a time: a second waits for the one under way (stop() so writes all of it before the
+   * store closes).
    */
-  async flush(): Promise<void> {
+  flush(): Promise<void> {
+    const run = this.flushing.then(() => this.flushOnce());
+    this.flushing = run.catch(() => undefined);
+    return run;
+  }
+
+  private async flushOnce(): Promise<void> {
     while (this.unsure.length > 0) {
       const slice = this.unsure[0]!;
       try {

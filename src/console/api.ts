@@ -188,7 +188,10 @@ export function consoleApi({ accounts, sessions, oidc, platformLimits, currency 
     // Spend against the budget (the key's when one is chosen, else the account's), this UTC day and month.
     const today = new Date().toISOString().slice(0, 10);
     const month = await usageOf(accountId, `${today.slice(0, 7)}-01`, today, req.query.keyId);
-    const key = typeof req.query.keyId === 'string' ? (await store.get(req.query.keyId)) : undefined;
+    // Only an id of a key's shape reaches the store (PostgreSQL refuses some bytes in text with an error of its own).
+    const keyId = req.query.keyId;
+    if (keyId !== undefined && (typeof keyId !== 'string' || !/^key_[A-Za-z0-9_-]{1,64}$/.test(keyId))) throw errors.invalidBody('keyId', "'keyId' must be a key's id (key_...).");
+    const key = keyId === undefined ? undefined : await store.get(keyId);
     const budget = key?.accountId === accountId ? key.budget : account.budget;
     const spent = (rows: typeof month) => amountOf(rows.reduce((sum, row) => sum + row.costNanos, 0));
     res.json({

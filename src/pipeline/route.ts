@@ -96,6 +96,7 @@ export function route(providers: ProviderTable, aliases: AliasTable, random: () 
         dropUsageChunk,
         // Made only when needed, from the bytes this target holds until a worker answers.
         fallback: index + 1 < destinations.length ? () => targetAt(index + 1, target.body.toString('utf8')) : undefined,
+        mayAnswer: destinations.slice(index).map((next) => `${next.provider}/${next.modelName}`),
       };
       return target;
     };

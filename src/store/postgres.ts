@@ -219,8 +219,10 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
       ],
     );
     if (Date.now() - this.batchesPrunedAt > BATCHES_PRUNE_EVERY_MS) {
+      // Not part of this call (its deadline is the usage's), and a bounded delete: a slow one must not
+      // read as the store being away. What it leaves, the next one takes.
       this.batchesPrunedAt = Date.now();
-      await this.query(`delete from chatgate_usage_batches where at < now() - interval '1 day'`);
+      void this.query(`delete from chatgate_usage_batches where id in (select id from chatgate_usage_batches where at < now() - interval '1 day' limit 50000)`).catch(() => undefined);
     }
   }
 

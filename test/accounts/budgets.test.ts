@@ -18,6 +18,8 @@ const f = gatewayWithWorker({
   prices: { currency: 'EUR', models: { 'mock/echo*': { inputPerMillion: 1_000_000, outputPerMillion: 1_000_000 } } },
   quota: { syncMs: 200, defaultReserveTokens: DEFAULT_RESERVE },
   auth: { createFirstKey: false, lastUsedFlushMs: 200 },
+  // An alias whose fallback has no price: a key allowed only the priced target never goes there.
+  models: { aliases: { thrifty: { targets: [{ model: 'mock/echo', weight: 1 }], fallback: ['mock/free'] } } },
 });
 
 type Answer = { usage?: { total_tokens: number }; error?: { code: string; message: string; type: string } };
@@ -73,6 +75,15 @@ test('a model without a price: refused 403 model_not_priced under a budget, serv
   expect(unpriced.json<Answer>().error).toMatchObject({ code: 'model_not_priced', message: expect.stringMatching(/has a budget/) });
   const { key: unbudgeted } = await newKey({});
   expect((await send(unbudgeted, { model: 'mock/free', max_tokens: 5 })).status).toBe(200);
+});
+
+test('an alias: reserved at the models routing kept for the key; an unpriced fallback it may not use does not refuse it', async () => {
+  const { key: narrow } = await newKey({ models: ['mock/echo'], budget: { perDay: 1000 } });
+  expect((await send(narrow, { model: 'thrifty', max_tokens: 5 })).status).toBe(200);
+  // A key that may use the fallback could be answered by it, at no price: refused under its budget.
+  const { key: wide } = await newKey({ budget: { perDay: 1000 } });
+  const refused = await send(wide, { model: 'thrifty', max_tokens: 5 });
+  expect({ status: refused.status, code: refused.json<Answer>().error?.code }).toEqual({ status: 403, code: 'model_not_priced' });
 });
 
 test('a request under a budget that sets no output bound gets quota.defaultReserveTokens as its bound, in its worker body', async () => {

@@ -133,3 +133,17 @@ test('a write that lands after our deadline is sent again under its id and count
     relay.cut();
   }
 });
+
+test('stop() waits for a flush under way: every slice is written before it resolves (the store closes after it)', async () => {
+  const written = new Set<string>();
+  const slow = new UsageRecorder({
+    async recordUse(uses) {
+      await new Promise((resolve) => setTimeout(resolve, 20)); // a store that takes its time over each slice
+      for (const use of uses) written.add(use.keyId);
+    },
+  });
+  for (let i = 0; i < 3 * SLICE; i++) slow.ended({ id: `key_${i}`, accountId: 'acc' }, true);
+  void slow.flush(); // the interval's flush, under way when the gateway stops
+  await slow.stop();
+  expect(written.size).toBe(3 * SLICE);
+});

@@ -198,6 +198,11 @@ test('usage per day and key, and its CSV; the audit trail of the account', async
     return usage.data.find((day) => day.requests === 3 && day.refused === 2);
   });
   expect(row).toMatchObject({ date: today, keyId: id, requests: 3, refused: 2 });
+  // A keyId that cannot be a key's: 400 naming it, never passed to the store (nor a 5xx).
+  for (const bad of ['%00', 'key_%00', `key_${'x'.repeat(65)}`, 'acc_default', '']) {
+    const refused = await ownerA.call('GET', `/usage?keyId=${bad}`);
+    expect({ bad, status: refused.status, param: refused.json().error?.param }).toEqual({ bad, status: 400, param: 'keyId' });
+  }
   expect(row.promptTokens).toBeGreaterThan(0);
   const csv = await ownerA.call('GET', '/usage.csv');
   expect(csv.headers['content-type']).toBe('text/csv; charset=utf-8');
