@@ -2,8 +2,8 @@
  * The public Express app: the request path's stages in order, nothing else. It does not listen;
  * process/listeners.ts gives it sockets and supertest can drive it directly.
  *
- *   observe -> security headers -> request id -> trace context -> transport guard (HTTPS, header count) -> authenticate -> rate limit -> quota ->
- *   read + validate body -> route -> proxy;  anything thrown -> the one error handler.
+ *   observe -> security headers -> request id -> trace context -> transport guard (HTTPS, header count) -> authenticate -> rate limit -> quota, budget ->
+ *   read + validate body -> reserve tokens, bound for a budget -> route -> reserve money -> proxy;  anything thrown -> the one error handler.
  * Chat completions, completions, embeddings and responses (common/endpoints.ts) each have this chain.
  * GET /v1/models shares the first stages and lists what the key may use. The console (/console/) has
  * the same observing, ids and transport guard, with a page's security headers.

@@ -37,13 +37,13 @@ export function enforceQuota(tracker: QuotaTracker, refused: (scope: 'key' | 'ac
     // The account's first request on this replica: its quota is read first (one read for the
     // requests that come meanwhile), else a burst would pass before the next sync knew of it. Should
     // the read fail, its use is held until a sync reads it (quota.ts).
-    void tracker.learn(key.accountId).then(() => {
+    tracker.learn(key.accountId).then(() => {
       try {
         decide(key, next);
       } catch (err) {
         next(err);
       }
-    });
+    }, next);
   };
 }
 

@@ -1,13 +1,8 @@
 /**
  * The retired JSON file store, kept as a test fake: the third backend of the store contract, and the
- * writer of the keys.json files that `chatgate store import` tests read. The gateway no longer serves
- * from it (config refuses `keyStore: {type: file}`); src/store/file-schema.ts reads its files.
- *
- * One JSON file (mode 0600) of key digests, accounts, members, console sessions, one-time tokens,
- * daily usage, quota counters and the audit trail, replaced atomically on every write. The gateway and the `chatgate` CLI share the file; a reader re-reads it when its size or
- * modification time changes. Key changes made through this instance are announced at once, changes
- * made by another process within about a second (onChange). Made for one host: shared mode is
- * PostgreSQL.
+ * writer of the keys.json files the import tests read (src/store/file-schema.ts reads them). One JSON
+ * file (mode 0600) of everything a store holds, replaced atomically on every write; a reader re-reads
+ * it when its size or time changes; changes by another process are announced within about a second.
  */
 import { EventEmitter } from 'node:events';
 import { promises as fs, unwatchFile, watchFile } from 'node:fs';
