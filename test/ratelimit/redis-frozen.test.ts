@@ -75,9 +75,11 @@ test('frozen: degraded, dependency 0 and one line within 5 s, requests never wai
   await eventually(() => (lines(UNREACHABLE).length === 1 ? true : undefined), 2_000);
   for (let i = 0; i < 3; i++) duringFreeze.push(await chat());
   expect(duringFreeze.every((answer) => answer.status === 200)).toBe(true); // fail open
-  // Each waited at most timeoutMs for Redis (plus the request's own work, a few ms when healthy).
+  // Each waited at most timeoutMs for Redis (plus the request's own work, a few ms when healthy, and
+  // what a busy machine adds: a CI run's Node 24 pass once met 446 ms against a bound of 445 with
+  // 150 ms of slack). Without the deadline a request would wait for the thaw, seconds from now.
   const healthyMax = Math.max(...healthy.map((answer) => answer.ms));
-  for (const answer of duringFreeze) expect(answer.ms).toBeLessThan(TIMEOUT_MS + healthyMax + 150);
+  for (const answer of duringFreeze) expect(answer.ms).toBeLessThan(TIMEOUT_MS + healthyMax + 500);
 
   redis.child!.kill('SIGCONT');
   const thawedAt = performance.now();
