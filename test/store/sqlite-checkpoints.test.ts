@@ -30,13 +30,26 @@ async function writePages(database: SqliteDatabase): Promise<void> {
   }
 }
 
-test("with the thread, the serving connection's commits leave the log whole; the thread copies it into the file within seconds", async () => {
+/** The connection's own commits checkpoint: the file grows as the log is copied into it. */
+async function expectCommitsCheckpoint(database: SqliteDatabase, file: string): Promise<void> {
+  const fileBefore = statSync(file).size;
+  await writePages(database);
+  expect(statSync(file).size).toBeGreaterThan(fileBefore);
+}
+
+/** A serving process's connection: its checkpoints in the thread (its automatic ones off), the thread's failures collected. */
+function servingDatabase() {
   const file = path.join(dir, 'chatgate.db');
   const serving = new SqliteDatabase(file, 1000);
   const failures: unknown[] = [];
+  serving.checkpointInBackground((err) => failures.push(err));
+  expect(autocheckpoint(serving)).toBe(0);
+  return { file, serving, failures };
+}
+
+test("with the thread, the serving connection's commits leave the log whole; the thread copies it into the file within seconds", async () => {
+  const { file, serving, failures } = servingDatabase();
   try {
-    serving.checkpointInBackground((err) => failures.push(err));
-    expect(autocheckpoint(serving)).toBe(0);
     const fileBefore = statSync(file).size;
     await writePages(serving);
     // The commits copied nothing back: the file is as it was, the log holds every page.
@@ -52,22 +65,15 @@ test("with the thread, the serving connection's commits leave the log whole; the
 });
 
 test('a thread that ends gives the connection its automatic checkpoints back, and says so once', async () => {
-  const file = path.join(dir, 'chatgate.db');
-  const serving = new SqliteDatabase(file, 1000);
-  const failures: unknown[] = [];
+  const { file, serving, failures } = servingDatabase();
   try {
-    serving.checkpointInBackground((err) => failures.push(err));
-    expect(autocheckpoint(serving)).toBe(0);
     const thread = (serving as unknown as { checkpoints: { worker: Worker } }).checkpoints.worker;
     await thread.terminate();
     await eventually(() => (failures.length > 0 ? true : undefined), 5_000);
     expect(failures).toHaveLength(1);
     expect(String(failures[0])).toMatch(/checkpoint thread ended/);
     expect(autocheckpoint(serving)).toBe(1000);
-    // Its own commits checkpoint again: the file grows as the log is copied into it.
-    const fileBefore = statSync(file).size;
-    await writePages(serving);
-    expect(statSync(file).size).toBeGreaterThan(fileBefore);
+    await expectCommitsCheckpoint(serving, file);
   } finally {
     serving.close();
   }
@@ -78,9 +84,7 @@ test('without the thread (the CLI), a connection checkpoints by itself, as SQLit
   const cli = new SqliteDatabase(file, 1000);
   try {
     expect(autocheckpoint(cli)).toBe(1000);
-    const fileBefore = statSync(file).size;
-    await writePages(cli);
-    expect(statSync(file).size).toBeGreaterThan(fileBefore);
+    await expectCommitsCheckpoint(cli, file);
   } finally {
     cli.close();
   }
