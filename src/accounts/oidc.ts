@@ -84,7 +84,7 @@ const TRANSACTION_TTL_MS = 10 * 60_000;
 const SIGN_INS_PER_MINUTE = 30;
 /** Addresses whose starts are counted at once (the least recent are forgotten first). */
 const COUNTED_ADDRESSES = 10_000;
-/** Where a refused sign-in sends a browser: the page says why (console.js reads the code). */
+/** Where a refused sign-in sends a browser: the page says why (console-session.js reads the code). */
 const REFUSED_PAGE = '/console/#sign-in-error=';
 /** Binds a sign-in under way to the browser that started it. */
 const BROWSER_COOKIE = 'chatgate_oidc';

@@ -1,189 +1,217 @@
 /*
- * The console's DOM and formatting helpers and its bar chart: plain browser JavaScript, loaded before
- * console.js (which takes them from window.chatgateDom). The same rules as there: elements made with
- * createElement / createElementNS, text set with textContent (never innerHTML), styles by class only.
+ * The console's DOM and formatting helpers, its bar chart and its own confirm dialog: plain browser
+ * JavaScript (an ES module, no build step). The rules every console module keeps: elements made with
+ * createElement / createElementNS, text set with textContent (never innerHTML: names and emails come
+ * from people), styles by class only (the page's Content-Security-Policy allows no inline style).
  */
-'use strict';
+const SVG_NS = 'http://www.w3.org/2000/svg';
 
-window.chatgateDom = (function consoleDom() {
-  const SVG_NS = 'http://www.w3.org/2000/svg';
+export const $ = (id) => {
+  const element = document.getElementById(id);
+  if (!element) throw new Error(`The page has no #${id}.`);
+  return element;
+};
 
-  const $ = (id) => {
-    const element = document.getElementById(id);
-    if (!element) throw new Error(`The page has no #${id}.`);
-    return element;
-  };
+const numberFormat = new Intl.NumberFormat();
+export const formatNumber = (n) => numberFormat.format(n || 0);
 
-  const numberFormat = new Intl.NumberFormat();
-  const formatNumber = (n) => numberFormat.format(n || 0);
+export function compactNumber(n) {
+  if (n >= 1e9) return `${trim(n / 1e9)}G`;
+  if (n >= 1e6) return `${trim(n / 1e6)}M`;
+  if (n >= 1e3) return `${trim(n / 1e3)}k`;
+  return String(n);
+}
+const trim = (x) => (x >= 10 ? Math.round(x) : Math.round(x * 10) / 10).toString();
 
-  function compactNumber(n) {
-    if (n >= 1e9) return `${trim(n / 1e9)}G`;
-    if (n >= 1e6) return `${trim(n / 1e6)}M`;
-    if (n >= 1e3) return `${trim(n / 1e3)}k`;
-    return String(n);
+/** A date in the person's locale (in UTC with `utc`: expiry dates are picked as UTC days). */
+export function formatDate(iso, utc = false) {
+  if (!iso) return '';
+  const at = new Date(iso);
+  const options = { year: 'numeric', month: 'short', day: 'numeric' };
+  if (utc) options.timeZone = 'UTC';
+  return Number.isNaN(at.getTime()) ? iso : at.toLocaleDateString(undefined, options);
+}
+
+export function formatDateTime(iso) {
+  if (!iso) return '';
+  const at = new Date(iso);
+  return Number.isNaN(at.getTime()) ? iso : at.toLocaleString(undefined, { year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
+}
+
+export function formatTime(iso) {
+  const at = new Date(iso);
+  return Number.isNaN(at.getTime()) ? '' : at.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit' });
+}
+
+/** A UTC date as YYYY-MM-DD. */
+export const utcDay = (time) => new Date(time).toISOString().slice(0, 10);
+
+/** An element with classes, attributes and children (strings become text nodes). */
+export function el(tag, options = {}, ...children) {
+  const element = document.createElement(tag);
+  if (options.className) element.className = options.className;
+  if (options.text !== undefined) element.textContent = options.text;
+  for (const [name, value] of Object.entries(options.attrs || {})) {
+    if (value !== undefined && value !== null && value !== false) element.setAttribute(name, value === true ? '' : String(value));
   }
-  const trim = (x) => (x >= 10 ? Math.round(x) : Math.round(x * 10) / 10).toString();
+  for (const child of children) {
+    if (child === null || child === undefined || child === false) continue;
+    element.append(typeof child === 'string' ? document.createTextNode(child) : child);
+  }
+  return element;
+}
 
-  /** A date in the person's locale (in UTC with `utc`: expiry dates are picked as UTC days). */
-  function formatDate(iso, utc = false) {
-    if (!iso) return '';
-    const at = new Date(iso);
-    const options = { year: 'numeric', month: 'short', day: 'numeric' };
-    if (utc) options.timeZone = 'UTC';
-    return Number.isNaN(at.getTime()) ? iso : at.toLocaleDateString(undefined, options);
+export function svg(tag, attrs = {}) {
+  const element = document.createElementNS(SVG_NS, tag);
+  for (const [name, value] of Object.entries(attrs)) element.setAttribute(name, String(value));
+  return element;
+}
+
+/** A table cell that carries its column's name (shown in the stacked card layout on a phone). */
+export function cell(label, content, className) {
+  const td = el('td', { className, attrs: { 'data-label': label } });
+  if (typeof content === 'string') td.textContent = content;
+  else if (content) td.append(content);
+  return td;
+}
+
+export function setError(element, error) {
+  const message = error ? (typeof error === 'string' ? error : error.message) : '';
+  element.textContent = message;
+  element.hidden = !message;
+}
+
+let bannerTimer;
+/** A message at the top of the page: 'info', 'success' or 'error'. */
+export function banner(message, kind = 'info') {
+  const box = $('banner');
+  clearTimeout(bannerTimer);
+  box.replaceChildren();
+  if (!message) {
+    box.hidden = true;
+    return;
+  }
+  box.className = `banner banner-${kind}`;
+  box.setAttribute('role', kind === 'error' ? 'alert' : 'status');
+  const dismiss = el('button', { className: 'link-button', text: 'Dismiss', attrs: { type: 'button', 'data-testid': 'banner-dismiss' } });
+  dismiss.addEventListener('click', () => banner(''));
+  box.append(el('span', { className: 'banner-text', text: message, attrs: { 'data-testid': 'banner-text' } }), dismiss);
+  box.hidden = false;
+  if (kind === 'success') bannerTimer = setTimeout(() => banner(''), 8000);
+}
+
+/** Copies text with the asynchronous clipboard API; else selects it for the person to copy. */
+export async function copyText(text, source, stateElement) {
+  try {
+    await navigator.clipboard.writeText(text);
+    stateElement.textContent = 'Copied to the clipboard.';
+    stateElement.className = 'copy-state copied';
+  } catch {
+    const range = document.createRange();
+    range.selectNodeContents(source);
+    const selection = window.getSelection();
+    selection.removeAllRanges();
+    selection.addRange(range);
+    stateElement.textContent = 'Copying was not allowed: the text is selected, press Ctrl+C (⌘C) to copy it.';
+    stateElement.className = 'copy-state';
+  }
+}
+
+/** A bar chart as SVG: one group a day (oldest left), the series stacked; sized to its box. */
+export function barChart(box, days, series, title) {
+  const width = Math.max(280, Math.floor(box.clientWidth || 600));
+  const height = width < 500 ? 150 : 190;
+  const margin = { top: 12, right: 8, bottom: 24, left: 44 };
+  const plotWidth = width - margin.left - margin.right;
+  const plotHeight = height - margin.top - margin.bottom;
+  const totals = days.map((day) => series.reduce((sum, s) => sum + day[s.field], 0));
+  const max = niceCeiling(Math.max(0, ...totals));
+  const sum = totals.reduce((a, b) => a + b, 0);
+
+  const chart = svg('svg', { viewBox: `0 0 ${width} ${height}`, width, height, role: 'img', class: 'bar-chart', 'data-testid': 'chart-svg' });
+  const label = `${title}, ${days[0]} to ${days[days.length - 1]}: ${formatNumber(sum)} in total, at most ${formatNumber(Math.max(0, ...totals))} a day.`;
+  chart.setAttribute('aria-label', label);
+  const titleElement = svg('title');
+  titleElement.textContent = label;
+  chart.append(titleElement);
+
+  // Grid lines and their values: 0, half, max.
+  for (const fraction of [0, 0.5, 1]) {
+    const y = margin.top + plotHeight - fraction * plotHeight;
+    chart.append(svg('line', { x1: margin.left, x2: width - margin.right, y1: y, y2: y, class: fraction === 0 ? 'axis' : 'grid' }));
+    const tick = svg('text', { x: margin.left - 6, y: y + 4, class: 'tick tick-y', 'text-anchor': 'end' });
+    tick.textContent = compactNumber(Math.round(max * fraction));
+    chart.append(tick);
   }
 
-  function formatDateTime(iso) {
-    if (!iso) return '';
-    const at = new Date(iso);
-    return Number.isNaN(at.getTime()) ? iso : at.toLocaleString(undefined, { year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
-  }
-
-  function formatTime(iso) {
-    const at = new Date(iso);
-    return Number.isNaN(at.getTime()) ? '' : at.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit' });
-  }
-
-  /** A UTC date as YYYY-MM-DD. */
-  const utcDay = (time) => new Date(time).toISOString().slice(0, 10);
-
-  /** An element with classes, attributes and children (strings become text nodes). */
-  function el(tag, options = {}, ...children) {
-    const element = document.createElement(tag);
-    if (options.className) element.className = options.className;
-    if (options.text !== undefined) element.textContent = options.text;
-    for (const [name, value] of Object.entries(options.attrs || {})) {
-      if (value !== undefined && value !== null && value !== false) element.setAttribute(name, value === true ? '' : String(value));
+  const slot = plotWidth / days.length;
+  const gap = Math.min(2, slot * 0.15);
+  const labelEvery = Math.max(1, Math.ceil(44 / slot));
+  days.forEach((day, i) => {
+    const x = margin.left + i * slot;
+    const group = svg('g', { class: 'day', 'data-date': day.date, 'data-total': totals[i] });
+    const tip = svg('title');
+    tip.textContent = `${day.date}: ${series.map((s) => `${formatNumber(day[s.field])} ${s.label}`).join(', ')}`;
+    group.append(tip);
+    // The whole column takes the pointer, so a zero day has its tooltip too.
+    group.append(svg('rect', { x, y: margin.top, width: slot, height: plotHeight, class: 'hit' }));
+    let base = margin.top + plotHeight;
+    for (const s of series) {
+      const value = day[s.field];
+      if (value <= 0) continue;
+      const h = Math.max(1, (value / max) * plotHeight);
+      base -= h;
+      group.append(svg('rect', { x: x + gap, y: base, width: Math.max(1, slot - 2 * gap), height: h, class: `bar ${s.className}`, 'data-value': value }));
     }
-    for (const child of children) {
-      if (child === null || child === undefined || child === false) continue;
-      element.append(typeof child === 'string' ? document.createTextNode(child) : child);
-    }
-    return element;
-  }
-
-  function svg(tag, attrs = {}) {
-    const element = document.createElementNS(SVG_NS, tag);
-    for (const [name, value] of Object.entries(attrs)) element.setAttribute(name, String(value));
-    return element;
-  }
-
-  /** A table cell that carries its column's name (shown in the stacked card layout on a phone). */
-  function cell(label, content, className) {
-    const td = el('td', { className, attrs: { 'data-label': label } });
-    if (typeof content === 'string') td.textContent = content;
-    else if (content) td.append(content);
-    return td;
-  }
-
-  function setError(element, error) {
-    const message = error ? (typeof error === 'string' ? error : error.message) : '';
-    element.textContent = message;
-    element.hidden = !message;
-  }
-
-  let bannerTimer;
-  /** A message at the top of the page: 'info', 'success' or 'error'. */
-  function banner(message, kind = 'info') {
-    const box = $('banner');
-    clearTimeout(bannerTimer);
-    box.replaceChildren();
-    if (!message) {
-      box.hidden = true;
-      return;
-    }
-    box.className = `banner banner-${kind}`;
-    box.setAttribute('role', kind === 'error' ? 'alert' : 'status');
-    const dismiss = el('button', { className: 'link-button', text: 'Dismiss', attrs: { type: 'button', 'data-testid': 'banner-dismiss' } });
-    dismiss.addEventListener('click', () => banner(''));
-    box.append(el('span', { className: 'banner-text', text: message, attrs: { 'data-testid': 'banner-text' } }), dismiss);
-    box.hidden = false;
-    if (kind === 'success') bannerTimer = setTimeout(() => banner(''), 8000);
-  }
-
-  /** Copies text with the asynchronous clipboard API; else selects it for the person to copy. */
-  async function copyText(text, source, stateElement) {
-    try {
-      await navigator.clipboard.writeText(text);
-      stateElement.textContent = 'Copied to the clipboard.';
-      stateElement.className = 'copy-state copied';
-    } catch {
-      const range = document.createRange();
-      range.selectNodeContents(source);
-      const selection = window.getSelection();
-      selection.removeAllRanges();
-      selection.addRange(range);
-      stateElement.textContent = 'Copying was not allowed: the text is selected, press Ctrl+C (⌘C) to copy it.';
-      stateElement.className = 'copy-state';
-    }
-  }
-
-  /** A bar chart as SVG: one group a day (oldest left), the series stacked; sized to its box. */
-  function barChart(box, days, series, title) {
-    const width = Math.max(280, Math.floor(box.clientWidth || 600));
-    const height = width < 500 ? 150 : 190;
-    const margin = { top: 12, right: 8, bottom: 24, left: 44 };
-    const plotWidth = width - margin.left - margin.right;
-    const plotHeight = height - margin.top - margin.bottom;
-    const totals = days.map((day) => series.reduce((sum, s) => sum + day[s.field], 0));
-    const max = niceCeiling(Math.max(0, ...totals));
-    const sum = totals.reduce((a, b) => a + b, 0);
-
-    const chart = svg('svg', { viewBox: `0 0 ${width} ${height}`, width, height, role: 'img', class: 'bar-chart', 'data-testid': 'chart-svg' });
-    const label = `${title}, ${days[0]} to ${days[days.length - 1]}: ${formatNumber(sum)} in total, at most ${formatNumber(Math.max(0, ...totals))} a day.`;
-    chart.setAttribute('aria-label', label);
-    const titleElement = svg('title');
-    titleElement.textContent = label;
-    chart.append(titleElement);
-
-    // Grid lines and their values: 0, half, max.
-    for (const fraction of [0, 0.5, 1]) {
-      const y = margin.top + plotHeight - fraction * plotHeight;
-      chart.append(svg('line', { x1: margin.left, x2: width - margin.right, y1: y, y2: y, class: fraction === 0 ? 'axis' : 'grid' }));
-      const tick = svg('text', { x: margin.left - 6, y: y + 4, class: 'tick tick-y', 'text-anchor': 'end' });
-      tick.textContent = compactNumber(Math.round(max * fraction));
+    chart.append(group);
+    // Dates under the bars, counted back from today; the last one kept inside the chart.
+    if ((days.length - 1 - i) % labelEvery === 0) {
+      const last = i === days.length - 1;
+      const tick = svg('text', { x: last ? x + slot : x + slot / 2, y: height - 6, class: 'tick tick-x', 'text-anchor': last ? 'end' : 'middle' });
+      tick.textContent = day.date.slice(5);
       chart.append(tick);
     }
+  });
+  box.replaceChildren(chart);
+}
 
-    const slot = plotWidth / days.length;
-    const gap = Math.min(2, slot * 0.15);
-    const labelEvery = Math.max(1, Math.ceil(44 / slot));
-    days.forEach((day, i) => {
-      const x = margin.left + i * slot;
-      const group = svg('g', { class: 'day', 'data-date': day.date, 'data-total': totals[i] });
-      const tip = svg('title');
-      tip.textContent = `${day.date}: ${series.map((s) => `${formatNumber(day[s.field])} ${s.label}`).join(', ')}`;
-      group.append(tip);
-      // The whole column takes the pointer, so a zero day has its tooltip too.
-      group.append(svg('rect', { x, y: margin.top, width: slot, height: plotHeight, class: 'hit' }));
-      let base = margin.top + plotHeight;
-      for (const s of series) {
-        const value = day[s.field];
-        if (value <= 0) continue;
-        const h = Math.max(1, (value / max) * plotHeight);
-        base -= h;
-        group.append(svg('rect', { x: x + gap, y: base, width: Math.max(1, slot - 2 * gap), height: h, class: `bar ${s.className}`, 'data-value': value }));
-      }
-      chart.append(group);
-      // Dates under the bars, counted back from today; the last one kept inside the chart.
-      if ((days.length - 1 - i) % labelEvery === 0) {
-        const last = i === days.length - 1;
-        const tick = svg('text', { x: last ? x + slot : x + slot / 2, y: height - 6, class: 'tick tick-x', 'text-anchor': last ? 'end' : 'middle' });
-        tick.textContent = day.date.slice(5);
-        chart.append(tick);
-      }
-    });
-    box.replaceChildren(chart);
-  }
+/** 1, 2, 5 times a power of ten, at least `n` (and at least 1). */
+export function niceCeiling(n) {
+  if (n <= 1) return 1;
+  const power = 10 ** Math.floor(Math.log10(n));
+  for (const step of [1, 2, 5, 10]) if (step * power >= n) return step * power;
+  return 10 * power;
+}
 
-  /** 1, 2, 5 times a power of ten, at least `n` (and at least 1). */
-  function niceCeiling(n) {
-    if (n <= 1) return 1;
-    const power = 10 ** Math.floor(Math.log10(n));
-    for (const step of [1, 2, 5, 10]) if (step * power >= n) return step * power;
-    return 10 * power;
-  }
+/** An amount of the price table's currency: two decimals, four below 1. */
+export function formatAmount(value) {
+  return value.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: value > 0 && value < 1 ? 4 : 2 });
+}
 
-  return { $, formatNumber, compactNumber, formatDate, formatDateTime, formatTime, utcDay, el, svg, cell, setError, banner, barChart, niceCeiling, copyText };
-})();
+// ---------------------------------------------------------------------------------------------
+// Asking first: a dialog of the page's own
+
+let confirmResolve = null;
+
+/** Shows the confirm dialog; resolves true when the person confirms, false otherwise. */
+export function confirmDialog({ title, text, confirm }) {
+  const dialog = $('confirm-dialog');
+  if (confirmResolve) confirmResolve(false);
+  $('confirm-title').textContent = title;
+  $('confirm-text').textContent = text;
+  $('confirm-ok').textContent = confirm;
+  dialog.returnValue = '';
+  return new Promise((resolve) => {
+    confirmResolve = resolve;
+    dialog.showModal();
+    $('confirm-cancel').focus();
+  });
+}
+
+export function wireConfirmDialog() {
+  $('confirm-dialog').addEventListener('close', () => {
+    const resolve = confirmResolve;
+    confirmResolve = null;
+    if (resolve) resolve($('confirm-dialog').returnValue === 'confirm');
+  });
+}

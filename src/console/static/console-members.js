@@ -1,0 +1,103 @@
+/*
+ * The console's Members tab: who is in the account with which role, adding people (a password link
+ * shown once, or sent by mail) and removing them (or leaving).
+ */
+import { $, formatDate, el, cell, setError, banner, copyText, confirmDialog } from './console-dom.js';
+import { state, page, api, busy, can } from './console-state.js';
+
+export async function loadMembers() {
+  const list = await busy(null, () => api('GET', '/members'));
+  if (!list) return;
+  state.members = list.data;
+  renderMembers();
+}
+
+function renderMembers() {
+  const allowed = can();
+  const body = $('members-body');
+  body.replaceChildren();
+  for (const member of state.members) {
+    const me = state.session && member.email === state.session.email;
+    const row = el('tr', { attrs: { 'data-testid': 'member-row', 'data-email': member.email } });
+    const emailCell = el('span', { className: 'member-email', text: member.email });
+    if (me) emailCell.append(el('span', { className: 'you', text: ' (you)' }));
+    const actions = el('span', { className: 'row-actions' });
+    if (allowed.manageMembers) {
+      const remove = el('button', { className: 'small danger-outline', text: 'Remove', attrs: { type: 'button', 'data-testid': 'member-remove', 'aria-label': `Remove ${member.email}` } });
+      remove.addEventListener('click', () => onRemoveMember(member, remove));
+      actions.append(remove);
+    }
+    row.append(
+      cell('Email', emailCell, 'cell-title'),
+      cell('Role', el('span', { className: `role-badge role-${member.role}`, text: member.role })),
+      cell('Added', el('span', { text: formatDate(member.addedAt), attrs: { title: member.addedAt } })),
+      cell('Added by', member.addedBy || ''),
+      cell('Actions', actions, 'cell-actions'),
+    );
+    body.append(row);
+  }
+}
+
+async function onRemoveMember(member, button) {
+  const me = state.session && member.email === state.session.email;
+  const ok = await confirmDialog({
+    title: me ? 'Leave this account?' : `Remove ${member.email}?`,
+    text: me ? 'You will no longer see this account in the console.' : `${member.email} will no longer see this account in the console.`,
+    confirm: me ? 'Leave account' : 'Remove',
+  });
+  if (!ok) return;
+  await busy(button, async () => {
+    await api('DELETE', `/members/${encodeURIComponent(member.email)}`);
+    banner(`${member.email} is removed from the account.`, 'success');
+    if (me) {
+      const session = await api('GET', '/session');
+      await page.enter(session);
+      return;
+    }
+    await loadMembers();
+  });
+}
+
+async function onInvite(event) {
+  event.preventDefault();
+  const errorBox = $('invite-error');
+  setError(errorBox, null);
+  hideInvite();
+  const email = $('invite-email').value.trim();
+  const role = $('invite-role').value;
+  if (!email) {
+    setError(errorBox, 'Enter the person’s email.');
+    return;
+  }
+  await busy($('invite-submit'), async () => {
+    const added = await api('POST', '/members', { email, role });
+    $('invite-form').reset();
+    if (added.passwordLink) {
+      $('invite-link-email').textContent = added.email;
+      $('invite-link').textContent = new URL(added.passwordLink, location.origin).href;
+      $('invite-copy-state').textContent = '';
+      $('invite-panel').hidden = false;
+      $('invite-copy').focus();
+    } else if (added.invited === 'email') {
+      // console.smtp: the link went to their mailbox; it is in no answer, so nobody else holds it.
+      banner(`${added.email} is added as ${added.role}. An email with a link to set their password is on its way to them.`, 'success');
+    } else if (added.invited === 'failed') {
+      banner(`${added.email} is added as ${added.role}, but the invitation email could not be sent. A platform admin can make them a new link.`, 'error');
+    } else {
+      banner(`${added.email} is added as ${added.role}. They sign in as they already do.`, 'success');
+    }
+    await loadMembers();
+  }, (error) => setError(errorBox, error));
+}
+
+export function hideInvite() {
+  $('invite-link').textContent = '';
+  $('invite-link-email').textContent = '';
+  $('invite-panel').hidden = true;
+}
+
+export function wireMembers() {
+  $('invite-form').addEventListener('submit', onInvite);
+  $('invite-copy').addEventListener('click', () => copyText($('invite-link').textContent, $('invite-link'), $('invite-copy-state')));
+  $('invite-done').addEventListener('click', hideInvite);
+}

@@ -1,0 +1,105 @@
+/*
+ * What the console page knows and how it talks to the API: its state, the JSON calls (a same-origin
+ * fetch() that carries the page's Origin header on changes; the session is an HttpOnly cookie this
+ * page never sees), and the rules it reads from the session to show or hide what the API would refuse.
+ */
+import { banner } from './console-dom.js';
+
+export const API = '/console/api';
+
+/**
+ * The page's own moves that its parts call back into, set once by console.js (the parts never import
+ * it): entering the console with a session, and going back to signing in.
+ */
+export const page = {
+  enter: async (_session) => {},
+  forget: () => {},
+  signedOut: (_message) => {},
+};
+
+/** What the page knows; everything is cleared on signing out. */
+export const state = {
+  session: null,
+  keys: [],
+  members: [],
+  usage: null,
+  tab: 'keys',
+  editing: null,
+};
+
+// ---------------------------------------------------------------------------------------------
+// Talking to the API
+
+export class ApiError extends Error {
+  constructor(status, error) {
+    super((error && error.message) || `The server answered ${status}.`);
+    this.status = status;
+    this.code = (error && error.code) || null;
+    this.param = (error && error.param) || null;
+  }
+}
+
+/** A JSON call to the console API; errors are thrown as ApiError with the API's own message. */
+export async function api(method, path, body) {
+  const init = { method, credentials: 'same-origin', cache: 'no-store', headers: { accept: 'application/json' } };
+  if (body !== undefined) {
+    init.headers['content-type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  let response;
+  try {
+    response = await fetch(API + path, init);
+  } catch {
+    throw new ApiError(0, { message: 'The console could not reach the server. Check your connection and try again.' });
+  }
+  if (response.status === 204) return null;
+  let data = null;
+  try {
+    data = await response.json();
+  } catch {
+    data = null;
+  }
+  if (!response.ok) {
+    const error = new ApiError(response.status, data && data.error);
+    // A session that ended (signed out elsewhere, expired): back to signing in.
+    if (error.code === 'not_signed_in' && state.session) page.signedOut('Your session has ended. Sign in again.');
+    throw error;
+  }
+  return data;
+}
+
+/** Runs `work` with `button` disabled (a click is not sent twice); errors go to `onError`. */
+export async function busy(button, work, onError) {
+  if (button) button.disabled = true;
+  try {
+    return await work();
+  } catch (error) {
+    if (error instanceof ApiError && error.code === 'not_signed_in') return undefined;
+    if (onError) onError(error);
+    else banner(error.message, 'error');
+    return undefined;
+  } finally {
+    if (button) button.disabled = false;
+  }
+}
+
+/** What the signed-in person may do in the current account (the API decides; the page reflects it). */
+export function can() {
+  const session = state.session;
+  const role = session && session.account ? session.account.role : null;
+  const admin = Boolean(session && session.admin);
+  return {
+    role,
+    admin,
+    createKeys: admin || role === 'owner' || role === 'member',
+    manageMembers: admin || role === 'owner',
+    readAudit: admin || role === 'owner',
+    manageKey: (key) => admin || role === 'owner' || (role === 'member' && key.createdBy === session.email),
+  };
+}
+
+export function keyStatus(key) {
+  if (key.revokedAt) return 'revoked';
+  if (key.expiresAt && Date.parse(key.expiresAt) <= Date.now()) return 'expired';
+  return 'active';
+}
