@@ -107,6 +107,14 @@ export interface RequestContext {
   target?: UpstreamTarget;
   /** performance.now() when the request was first sent to a worker. */
   dispatchedAt?: number;
+  /**
+   * Set by the proxy stage when the client left and the worker's answer is still read for its usage
+   * (proxy-answer.ts): what must wait for the worker to be free (the key's concurrency slot) goes here,
+   * and is called when it is.
+   */
+  drainEnded?: Array<() => void>;
+  /** performance.now() when a worker's connection first took the request (it may have reached the worker): from here a client that leaves still pays. */
+  sentAt?: number;
   /** For the access log: the worker that answered, when its answer started, what it used, what failed. */
   worker?: string;
   firstByteAt?: number;

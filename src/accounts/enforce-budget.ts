@@ -79,7 +79,7 @@ export function reserveBudget(tracker: QuotaTracker, cost: CostBound, options: B
     res.once('close', () => {
       // As a token reservation (enforce-quota.ts): no answer begun, the room goes back at once; else
       // it holds until the drained answer's cost is charged.
-      if (context.firstByteAt === undefined) held.release();
+      if (context.firstByteAt === undefined && (res.writableFinished || context.sentAt === undefined)) held.release();
       else setTimeout(() => held.release(), options.holdAfterCloseMs).unref();
     });
     next();

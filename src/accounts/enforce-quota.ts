@@ -6,8 +6,9 @@
  * plus the output it allows (`max_tokens`, `max_completion_tokens`, `max_output_tokens`; when it sets
  * none, `quota.defaultReserveTokens`), and is refused the same way when that does not fit. The
  * reservation is released when the answer's real use is charged; when the exchange closes with no
- * answer begun (refused later, a worker that failed), at once; else `holdAfterCloseMs` after it
- * closed: a client that left early is charged after the gateway drained the worker's answer
+ * answer begun (refused later, a worker that failed, a client that left before a worker had its
+ * request), at once; else `holdAfterCloseMs` after it closed: a client that left early (even before
+ * the answer began) is charged after the gateway drained the worker's answer
  * (usage.drainAfterDisconnectMs), and its reservation holds until then. What it reserves is the bound
  * times `n` (and `best_of`, and a completions batch's prompts); a request that set no bound gets the
  * default written into its worker's body as `max_tokens` (`max_output_tokens` for responses). With
@@ -84,9 +85,11 @@ export function reserveQuota(tracker: QuotaTracker, options: ReserveOptions, ref
     // else a worker generates to its context's end, far past what was reserved. So does one capped.
     if ((request.maxOutputTokens === undefined || perOutput < request.maxOutputTokens) && perOutput > 0) context.reservedOutputBound = perOutput;
     res.once('close', () => {
-      // No answer began (refused by a later stage, no worker, a worker that failed): nothing can be
-      // charged, so the room goes back at once. An answer under way may still be drained and charged.
-      if (context.firstByteAt === undefined) held.release();
+      // No answer began and the gateway answered (refused by a later stage, no worker, a worker that
+      // failed), or the client left before a worker had the request: nothing is charged, so the room
+      // goes back at once. An answer under way, or a request a worker had when its client left, is
+      // still drained and charged (proxy.ts).
+      if (context.firstByteAt === undefined && (res.writableFinished || context.sentAt === undefined)) held.release();
       else setTimeout(() => held.release(), options.holdAfterCloseMs).unref();
     });
     next();

@@ -23,7 +23,7 @@ export function limitRate(limiter: RateLimiter, metrics: Metrics): RequestHandle
       metrics.rateLimited.series({ reason }).inc();
       throw errors.rateLimited(reason, answer.retryAfterMs);
     }
-    if (limits.maxConcurrent) whenClosed(res, () => limiter.release(key.id, slot));
+    if (limits.maxConcurrent) whenClosed(res, () => afterTheWorker(context, () => limiter.release(key.id, slot)));
     context.tokensPerMinute = limits.tokensPerMinute;
     next();
   }
@@ -42,6 +42,16 @@ export function limitRate(limiter: RateLimiter, metrics: Metrics): RequestHandle
 function whenClosed(res: Response, then: () => void): void {
   if (res.destroyed) then();
   else res.once('close', then);
+}
+
+/**
+ * A client that left while a worker still generates for it (its answer read for its usage: proxy
+ * stage) keeps its concurrency slot until the worker is done: else leaving and asking again would
+ * keep any number of workers busy for one key. The proxy's own 'close' listener comes after this
+ * stage's, so what it decided is read once the close has been told to every listener.
+ */
+function afterTheWorker(context: RequestContext, release: () => void): void {
+  queueMicrotask(() => (context.drainEnded ? context.drainEnded.push(release) : release()));
 }
 
 function setQuotaHeaders(res: Response, quota: Quota): void {

@@ -1,0 +1,241 @@
+/**
+ * The answer side of the proxy stage: a worker's answer relayed to the client as it comes, through its
+ * usage meter (a JSON answer chunk by chunk, a stream event by event, the worker paused while the
+ * client's side is full), its usage charged; a worker failing mid-answer ended for the client (a stream
+ * with a final SSE `error` event in the OpenAI shape); and what a client that leaves still pays.
+ *
+ * A client that leaves during a 2xx answer does not end it: the rest is read without being relayed,
+ * for its usage, for at most `usage.drainAfterDisconnectMs`; then the worker's connection is closed
+ * and, if no usage came, the estimate is charged (usage-meter.ts). One that leaves after its request
+ * reached a worker and before the answer began (a JSON answer begins only once it is generated) is
+ * waited for the same way: an answer that comes within the drain is read for its usage, and if none
+ * comes, the request is charged what it may have cost (its prompt estimate and the output bound the
+ * worker was given). One that leaves before a worker had its request pays nothing.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { required, type RequestContext, type TokenUsage } from '../context';
+import { errors } from '../errors';
+import type { Metrics } from '../telemetry/metrics';
+import { sendStreamHead } from '../tuning/stream-head';
+import { attemptOf, AttemptClock, linkAttempt, type Attempt } from './proxy-attempt';
+import { outcomeOfAnswer } from './proxy-connection';
+import { clientResponseHeaders } from './proxy-headers';
+import type { Provider } from './providers';
+import { estimatePromptTokens, JsonUsageMeter, SseUsageMeter, type AnswerRelay } from './usage-meter';
+
+const RELEASED_BODY = Buffer.alloc(0);
+
+export interface ProxyEvents {
+  /** A worker of this provider reported the tokens its answer used. */
+  usage(context: RequestContext, provider: Provider, usage: TokenUsage): void;
+}
+
+export interface ProxyOptions {
+  /** How long the rest of an answer a client left is read for its usage (config `usage.drainAfterDisconnectMs`); 0: not at all. */
+  drainAfterDisconnectMs: number;
+}
+
+export function createAnswers(clock: AttemptClock, metrics: Metrics, events: ProxyEvents, options: ProxyOptions) {
+  /** http-proxy's `proxyRes`: the worker's answer began. */
+  function answered(upstreamResponse: IncomingMessage, res: ServerResponse): void {
+    const attempt = attemptOf(res);
+    if (!attempt) return;
+    if (attempt.draining) return readForUsage(attempt, upstreamResponse, res);
+    attempt.answering = true;
+    attempt.context.worker = attempt.state.worker.label;
+    attempt.context.firstByteAt = clock.now();
+    metrics.upstreamTimeToFirstByte.series({ provider: attempt.provider.name }).observe((clock.now() - required(attempt.context.dispatchedAt, 'dispatch time')) / 1000);
+    const status = upstreamResponse.statusCode ?? 502;
+    res.statusCode = status;
+    const headers = clientResponseHeaders(upstreamResponse.headers);
+    for (const name in headers) {
+      const value = headers[name];
+      // Our x-ratelimit-* describe the caller's key; a hosted API's describe the gateway's account.
+      if (value === undefined || (name.startsWith('x-ratelimit-') && res.hasHeader(name))) continue;
+      res.setHeader(name, value);
+    }
+    const stream = isStream(upstreamResponse);
+    const reportUsage = usageReporter(attempt, status);
+    clock.arm(attempt, 'idle', attempt.provider.settings.idleTimeoutMs);
+    const estimate = estimateOf(attempt);
+    let meter: AnswerRelay;
+    let timeTokens: (() => void) | undefined;
+    if (stream) {
+      res.removeHeader('content-length'); // a dropped usage chunk changes the length
+      meter = new SseUsageMeter(attempt.target.dropUsageChunk, reportUsage, estimate);
+      timeTokens = tokenTimer(attempt);
+      sendStreamHead(res);
+    } else {
+      meter = new JsonUsageMeter(reportUsage, estimate);
+    }
+    attempt.meter = meter;
+    if (status < 300) attempt.upstreamResponse = upstreamResponse; // only a 2xx answer is read on for its usage
+    // One relay for both kinds, with backpressure as pipe() would: a client that reads slowly holds the
+    // worker back. pipe() itself would add and later remove eight listeners per answer.
+    upstreamResponse.on('data', (chunk: Buffer) => {
+      if (attempt.draining) {
+        meter.relay(chunk);
+        return;
+      }
+      clock.stillAnswering(attempt);
+      timeTokens?.();
+      const out = meter.relay(chunk);
+      if (out.length > 0 && !res.write(out)) upstreamResponse.pause();
+    });
+    res.on('drain', () => upstreamResponse.resume());
+    upstreamResponse.on('end', () => {
+      const rest = meter.end();
+      if (!attempt.draining) res.end(rest);
+      clock.settle(attempt, outcomeOfAnswer(upstreamResponse.statusCode ?? 502));
+    });
+    upstreamResponse.on('close', () => {
+      if (upstreamResponse.complete || attempt.settled) return;
+      if (attempt.draining) {
+        // The drain's deadline passed (or the worker hung up): the client had left, the worker is not at fault.
+        clock.settle(attempt, 'neutral');
+        meter.abort();
+        return;
+      }
+      clock.settle(attempt, 'failure');
+      metrics.streamFailures.series(AttemptClock.labels(attempt)).inc();
+      meter.abort(); // charges the usage seen so far, or the estimate
+      endBrokenAnswer(res, attempt);
+    });
+  }
+
+  /** The client's side closed: finished, or the client left (see the top of this file). */
+  function clientClosed(res: ServerResponse): void {
+      const attempt = attemptOf(res);
+      if (res.writableFinished || !attempt) {
+        linkAttempt(res, undefined); // whatever still holds the response must not hold the worker's answer
+        return;
+      }
+      const answer = attempt.upstreamResponse;
+      // Sent and not answered yet: the attempt stays on the response until its answer comes (proxyRes finds it there).
+      const unanswered = attempt.connected && !attempt.answering && !attempt.settled;
+      if (unanswered && options.drainAfterDisconnectMs > 0) return awaitAnswer(attempt, res);
+      linkAttempt(res, undefined);
+      if (answer && !answer.complete && !attempt.settled && options.drainAfterDisconnectMs > 0) return drain(attempt, answer);
+      clock.settle(attempt, 'neutral');
+      attempt.upstreamRequest?.destroy();
+      if (unanswered) chargeUnanswered(attempt);
+      attempt.meter?.abort(); // the client left mid-answer: charge the usage seen so far, or the estimate
+  }
+
+  const isStream = (answer: IncomingMessage) => String(answer.headers['content-type'] ?? '').startsWith('text/event-stream');
+
+  /** Charges the usage an answer reported (a 2xx answer's only). */
+  const usageReporter = (attempt: Attempt, status: number) => (usage: TokenUsage) => {
+    if (status >= 300) return;
+    attempt.context.usage = usage;
+    events.usage(attempt.context, attempt.provider, usage);
+  };
+
+  /** Charged when the answer reports no usage of its own (usage-meter.ts): read before the body goes, which it does here. */
+  function estimateOf(attempt: Attempt) {
+    const estimate = { promptTokens: estimatePromptTokens(attempt.target.body.length), generates: attempt.target.endpoint !== 'embeddings' };
+    attempt.target.body = RELEASED_BODY; // nothing is retried once a worker answers
+    return estimate;
+  }
+
+  /**
+   * The client left after its request reached the worker and before the answer began: the answer is
+   * waited for until the drain's deadline, and read (not relayed) for its usage if it comes.
+   */
+  function awaitAnswer(attempt: Attempt, res: ServerResponse): void {
+    attempt.draining = true;
+    attempt.context.drainEnded = [];
+    clock.arm(attempt, 'drain', options.drainAfterDisconnectMs);
+    // Cut by the deadline (or the worker hung up) with no answer: http-proxy calls no callback for a
+    // reset once the client's socket is gone, so the worker's request is watched here.
+    attempt.upstreamRequest?.once('close', () => endUnanswered(attempt, res));
+  }
+
+  function endUnanswered(attempt: Attempt, res: ServerResponse): void {
+    if (attempt.answering || attempt.settled) return;
+    linkAttempt(res, undefined);
+    clock.settle(attempt, 'neutral');
+    chargeUnanswered(attempt);
+  }
+
+  /** The answer to a client that left before it began: read to its end for its usage, nothing relayed. */
+  function readForUsage(attempt: Attempt, upstreamResponse: IncomingMessage, res: ServerResponse): void {
+    linkAttempt(res, undefined);
+    attempt.answering = true;
+    const status = upstreamResponse.statusCode ?? 502;
+    const reportUsage = usageReporter(attempt, status);
+    const estimate = estimateOf(attempt);
+    const meter: AnswerRelay = isStream(upstreamResponse) ? new SseUsageMeter(true, reportUsage, estimate) : new JsonUsageMeter(reportUsage, estimate);
+    meter.discard?.();
+    attempt.meter = meter;
+    upstreamResponse.on('data', (chunk: Buffer) => meter.relay(chunk));
+    upstreamResponse.on('end', () => {
+      meter.end();
+      clock.settle(attempt, outcomeOfAnswer(status));
+    });
+    upstreamResponse.on('close', () => {
+      if (upstreamResponse.complete || attempt.settled) return;
+      clock.settle(attempt, 'neutral'); // the drain's deadline passed, or the worker hung up: the client had left first
+      meter.abort();
+    });
+  }
+
+  /**
+   * No answer came to a client that left after its request reached the worker: it is charged what
+   * the request may have cost, its prompt estimate and the output bound the worker was given (its
+   * own, or the one the quota wrote for it), for each answer it asked for; else leaving before the
+   * answer (a JSON answer begins only once it is generated) would make any request free.
+   */
+  function chargeUnanswered(attempt: Attempt): void {
+    const { context } = attempt;
+    const request = context.modelRequest;
+    const perOutput = context.reservedOutputBound ?? request?.maxOutputTokens ?? 0;
+    const generates = attempt.target.endpoint !== 'embeddings';
+    const usage = { promptTokens: estimatePromptTokens(attempt.target.body.length), completionTokens: generates ? perOutput * (request?.outputs ?? 1) : 0 };
+    attempt.target.body = RELEASED_BODY;
+    context.usage = usage;
+    events.usage(context, attempt.provider, usage);
+  }
+
+  /**
+   * The client left during a 2xx answer: read the rest without relaying it, for its usage, until the
+   * answer ends or the drain's deadline passes (then the worker's connection is closed, and what was
+   * seen, or the estimate, is charged). The worker stays taken meanwhile: it is still generating.
+   */
+  function drain(attempt: Attempt, upstreamResponse: IncomingMessage): void {
+    attempt.draining = true;
+    attempt.context.drainEnded = [];
+    attempt.meter?.discard?.();
+    clock.arm(attempt, 'drain', options.drainAfterDisconnectMs);
+    upstreamResponse.resume(); // it may have been paused for the client's full side
+  }
+
+  /** Observes each chunk's arrival for a stream's first-token and inter-token histograms. */
+  function tokenTimer(attempt: Attempt): () => void {
+    const firstToken = metrics.streamFirstToken.series({ provider: attempt.provider.name });
+    const interToken = metrics.streamInterToken.series({ provider: attempt.provider.name });
+    let lastChunkAt: number | undefined;
+    return () => {
+      const at = clock.now();
+      if (lastChunkAt === undefined) firstToken.observe((at - required(attempt.context.dispatchedAt, 'dispatch time')) / 1000);
+      else interToken.observe((at - lastChunkAt) / 1000);
+      lastChunkAt = at;
+    };
+  }
+
+  return { answered, clientClosed, endUnanswered };
+}
+
+/**
+ * After the answer started: a stream ends with an SSE error event a client can read (the meter relays
+ * whole events only, so the client is on an event boundary); anything else is cut.
+ */
+function endBrokenAnswer(res: ServerResponse, attempt: Attempt): void {
+  if (res.destroyed || res.writableEnded) return;
+  if (!String(res.getHeader('content-type') ?? '').startsWith('text/event-stream')) {
+    res.destroy();
+    return;
+  }
+  const failure = attempt.timedOut === 'idle' ? errors.upstreamTimeout() : errors.upstreamUnavailable();
+  res.end(`event: error\ndata: ${JSON.stringify(failure.toBody())}\n\n`);
+}
