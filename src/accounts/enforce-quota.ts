@@ -24,27 +24,37 @@ import type { QuotaTracker } from './quota';
 
 /** `limit`: what the tracker counts, as the refusal names it (a budget's tracker: enforce-budget.ts). */
 export function enforceQuota(tracker: QuotaTracker, refused: (scope: 'key' | 'account', period: 'day' | 'month') => void, limit: 'tokens' | 'budget' = 'tokens'): RequestHandler {
-  const decide = (key: CallerKey, next: NextFunction) => {
+  /** `primed`: the counters' shared totals were read (or could not be): it does not wait again. */
+  const decide = (key: CallerKey, next: NextFunction, primed: boolean) => {
     const refusal = tracker.check(key);
+    if (refusal === 'unread') {
+      if (primed) return next();
+      // The first request here to need these counters (a replica that just started, a key back after
+      // a quiet spell): one read of their shared totals first, else a burst passes against 0.
+      return waitFor(tracker.prime(key), key, next, true);
+    }
     if (refusal) {
       refused(refusal.scope, refusal.period);
       throw errors.insufficientQuota(refusal.scope, refusal.period, refusal.retryAfterSeconds, limit);
     }
     next();
   };
-  return function quota(_req, res, next) {
-    const key = required(contextOf(res).key, 'key');
-    if (tracker.knowsAccount(key.accountId)) return decide(key, next);
-    // The account's first request on this replica: its quota is read first (one read for the
-    // requests that come meanwhile), else a burst would pass before the next sync knew of it. Should
-    // the read fail, its use is held until a sync reads it (quota.ts).
-    tracker.learn(key.accountId).then(() => {
+  const waitFor = (reading: Promise<void>, key: CallerKey, next: NextFunction, primed: boolean) => {
+    reading.then(() => {
       try {
-        decide(key, next);
+        decide(key, next, primed);
       } catch (err) {
         next(err);
       }
     }, next);
+  };
+  return function quota(_req, res, next) {
+    const key = required(contextOf(res).key, 'key');
+    if (tracker.knowsAccount(key.accountId)) return decide(key, next, false);
+    // The account's first request on this replica: its quota is read first (one read for the
+    // requests that come meanwhile), else a burst would pass before the next sync knew of it. Should
+    // the read fail, its use is held until a sync reads it (quota.ts).
+    waitFor(tracker.learn(key.accountId), key, next, false);
   };
 }
 

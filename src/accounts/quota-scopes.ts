@@ -115,6 +115,12 @@ export interface Counter {
    * ends; used again, it counts from that total: a quota spent, then left idle, stays spent.
    */
   dormant: boolean;
+  /**
+   * Its shared total has been read since it was made (or woke from dormant): until then the requests
+   * that need it wait for one read (QuotaTracker.prime), else a replica that just started, or a key
+   * back after a quiet minute, would admit a burst against a count of 0 until its next sync.
+   */
+  read: boolean;
   /** The sync (count) that last checked or charged it: counters not touched for a while stop being synced. */
   touched: number;
   /** Whose use it counts: the key's (keyId) or all the account's keys'. */

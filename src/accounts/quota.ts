@@ -14,7 +14,9 @@
  * store; with Redis configured, Redis over the key store, see redis-quota.ts) and reads the totals
  * back, both every `syncMs`; between two syncs it adds its own uncounted use to the last totals it
  * read. So a quota reached through one replica is enforced by every replica within about two syncs
- * (1 s by default), and the check on the request path is a few map lookups, no store round trip.
+ * (1 s by default), and the check on the request path is a few map lookups, no store round trip;
+ * but a counter's first request on this replica (a replica that just started, a key back after a
+ * quiet spell) waits for one read of its shared total, else a burst would pass against a count of 0.
  * Account quotas are read from the store on the same sync, for the accounts in use.
  *
  * Only what has a quota is counted (a key with one of its own, an account with one): no sync writes
@@ -36,15 +38,14 @@
  *   in `usageFlushMs` can so go uncounted.
  */
 import type { CallerKey } from '../context';
-import type { Quota, UsageDay } from '../store/types';
-import { charged, limitOf, periodKind, periodOf, scopeName, secondsToNext, stopFloor, TOKENS, usageSums, type Counter, type Measure, type Period, type QuotaCounters, type QuotaEvents, type QuotaOptions, type QuotaRefusal, type QuotaReservation } from './quota-scopes';
+import type { Quota } from '../store/types';
+import { readFloors } from './quota-floors';
+import { charged, limitOf, periodKind, periodOf, scopeName, secondsToNext, TOKENS, type Counter, type Measure, type Period, type QuotaCounters, type QuotaEvents, type QuotaOptions, type QuotaRefusal, type QuotaReservation } from './quota-scopes';
 
 export { scopeName, secondsToNext, TOKENS, type Measure, type Period, type QuotaCounters, type QuotaEvents, type QuotaOptions, type QuotaRefusal, type QuotaReservation } from './quota-scopes';
 
 /** A counter not used for this many syncs is no longer read back. */
 const IDLE_SYNCS = 120;
-/** At most this many accounts' daily usage is read on one sync. */
-const FLOOR_ACCOUNTS_PER_SYNC = 16;
 const LEARN_RETRY_MS = 5_000;
 const PERIODS = ['day', 'month'] as const;
 
@@ -56,6 +57,8 @@ export class QuotaTracker {
   /** Use of accounts whose quota is not known yet: account -> day -> tokens. */
   private readonly held = new Map<string, Map<string, number>>();
   private readonly learning = new Map<string, Promise<void>>();
+  /** Keys whose counters' shared totals are being read for their first requests here: key -> the read. */
+  private readonly priming = new Map<string, Promise<void>>();
   /** Accounts whose quota a request could not read, and when: their requests do not wait for another read for LEARN_RETRY_MS. */
   private readonly unread = new Map<string, number>();
   /** Keys that have (or lately had) counters: a key seen without its quota has them dropped. */
@@ -93,11 +96,15 @@ export class QuotaTracker {
     await this.shared.close?.();
   }
 
-  /** Whether a request with this key is over a quota now (no I/O). */
-  check(key: CallerKey): QuotaRefusal | undefined {
+  /**
+   * Whether a request with this key is over a quota now (no I/O); `unread` when it is not over as far
+   * as this replica knows, and a counter it needs has not read its shared total yet (see prime).
+   */
+  check(key: CallerKey): QuotaRefusal | 'unread' | undefined {
     const at = this.now();
     this.activeAccounts.set(key.accountId, this.syncs);
     const counted = this.keysCounted.has(key.id);
+    let unread = false;
     for (const period of PERIODS) {
       const limit = limitOf(this.measure.keyLimits(key), period);
       if (limit === null) {
@@ -106,16 +113,57 @@ export class QuotaTracker {
       }
       const counter = this.counter(this.scope('key', key.id, period, at), key.accountId, key.id);
       if (this.used(counter) + counter.reserved >= limit) return { scope: 'key', period, retryAfterSeconds: secondsToNext(period, at) };
+      unread ||= !counter.read;
     }
     const account = this.accountQuotas.get(key.accountId);
-    if (!account) return undefined;
+    if (!account) return unread ? 'unread' : undefined;
     for (const period of PERIODS) {
       const limit = limitOf(account, period);
       if (limit === null) continue;
       const counter = this.counter(this.scope('account', key.accountId, period, at), key.accountId, undefined);
       if (this.used(counter) + counter.reserved >= limit) return { scope: 'account', period, retryAfterSeconds: secondsToNext(period, at) };
+      unread ||= !counter.read;
     }
-    return undefined;
+    return unread ? 'unread' : undefined;
+  }
+
+  /**
+   * Reads the shared totals of the key's (and its account's) counters that have not read one yet,
+   * once for all the requests that wait meanwhile. Should the read fail, the counters count on from
+   * what this replica knows and the next sync reads them: requests do not wait on a failing store.
+   */
+  prime(key: CallerKey): Promise<void> {
+    let reading = this.priming.get(key.id);
+    if (reading) return reading;
+    const at = this.now();
+    const account = this.accountQuotas.get(key.accountId);
+    const unread: Array<[string, Counter]> = [];
+    for (const period of PERIODS) {
+      for (const [scope, id, limit] of [['key', key.id, limitOf(this.measure.keyLimits(key), period)], ['account', key.accountId, account ? limitOf(account, period) : null]] as const) {
+        if (limit === null) continue;
+        const name = this.scope(scope, id, period, at);
+        const counter = this.counters.get(name);
+        if (counter && !counter.read) unread.push([name, counter]);
+      }
+    }
+    if (unread.length === 0) return Promise.resolve();
+    reading = this.readTotals(unread).finally(() => this.priming.delete(key.id));
+    this.priming.set(key.id, reading);
+    return reading;
+  }
+
+  private async readTotals(entries: ReadonlyArray<[string, Counter]>): Promise<void> {
+    try {
+      const totals = await this.shared.totals(entries.map(([scope]) => scope));
+      for (const [scope, counter] of entries) {
+        const total = totals.get(scope);
+        if (total !== undefined && !counter.read) counter.synced = total;
+      }
+    } catch (err) {
+      this.events.syncFailed?.(err);
+    } finally {
+      for (const [, counter] of entries) counter.read = true;
+    }
   }
 
   /** Whether the key or its account (as last read) has a quota: what reserve() needs to be asked. */
@@ -210,6 +258,7 @@ export class QuotaTracker {
         if (!counter) continue;
         counter.synced = total;
         counter.sending = 0;
+        counter.read = true;
       }
       this.forgetIdle();
     } catch (err) {
@@ -224,7 +273,7 @@ export class QuotaTracker {
       this.events.syncFailed?.(err);
       return;
     }
-    await this.readFloors();
+    await readFloors(this.counters, this.events, this.now(), { usageFlushMs: this.usageFlushMs, settleMs: this.settleMs, measure: this.measure });
   }
 
   /** Whether the account's quota is known here, or could not be read a moment ago (its use is then held: see learn). */
@@ -276,53 +325,6 @@ export class QuotaTracker {
     }
   }
 
-  /** The store's daily usage for counters due a read (see the header), one read per account; none for past periods. */
-  private async readFloors(): Promise<void> {
-    const usage = this.events.usage;
-    if (!usage) return;
-    const at = this.now();
-    const ms = at.getTime();
-    const today = at.toISOString().slice(0, 10);
-    const month = today.slice(0, 7);
-    const due = new Map<string, Array<[string, Counter]>>();
-    for (const entry of this.counters) {
-      const [scope, counter] = entry;
-      if (counter.dormant || counter.floorDue === undefined || counter.floorDue > ms) continue;
-      const period = periodOf(scope);
-      if (period !== today && period !== month) {
-        stopFloor(counter);
-        continue;
-      }
-      let list = due.get(counter.accountId);
-      if (!list) {
-        if (due.size === FLOOR_ACCOUNTS_PER_SYNC) continue;
-        due.set(counter.accountId, (list = []));
-      }
-      list.push(entry);
-    }
-    for (const [accountId, list] of due) {
-      const from = list.some(([scope]) => periodKind(scope) === 'month') ? `${month}-01` : today;
-      let rows: readonly UsageDay[];
-      try {
-        rows = await usage(accountId, from, today);
-      } catch (err) {
-        for (const [, counter] of list) counter.floorDue = ms + this.usageFlushMs;
-        this.events.syncFailed?.(err);
-        continue;
-      }
-      const sums = usageSums(rows, today, this.measure);
-      for (const [scope, counter] of list) {
-        if (this.counters.get(scope) !== counter) continue; // dropped meanwhile
-        const sum = sums.get(counter.keyId ?? '');
-        counter.floor = sum ? sum[periodKind(scope)] : 0;
-        counter.sinceFloor = 0;
-        if (counter.floor > counter.synced) counter.floorDue = ms + this.usageFlushMs;
-        else if (ms - counter.born < this.settleMs) counter.floorDue = counter.born + this.settleMs;
-        else stopFloor(counter);
-      }
-    }
-  }
-
   private used(counter: Counter): number {
     return Math.max(counter.synced + counter.pending + counter.sending, counter.floor + counter.sinceFloor);
   }
@@ -331,11 +333,12 @@ export class QuotaTracker {
     let counter = this.counters.get(scope);
     if (!counter) {
       const born = this.now().getTime();
-      counter = { synced: 0, pending: 0, sending: 0, reserved: 0, dormant: false, touched: this.syncs, accountId, keyId, born, floor: 0, sinceFloor: 0, floorDue: this.events.usage ? born : undefined };
+      counter = { synced: 0, pending: 0, sending: 0, reserved: 0, read: false, dormant: false, touched: this.syncs, accountId, keyId, born, floor: 0, sinceFloor: 0, floorDue: this.events.usage ? born : undefined };
       this.counters.set(scope, counter);
       if (keyId !== undefined) this.keysCounted.add(keyId);
     }
     counter.touched = this.syncs;
+    if (counter.dormant) counter.read = false; // its total was not read while it slept
     counter.dormant = false;
     return counter;
   }

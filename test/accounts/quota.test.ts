@@ -46,45 +46,88 @@ function replicas(accountQuotas: Record<string, Quota> = {}, at = new Date('2026
 const day = (date: string, tokens: number, keyId = 'key_1', accountId = 'acc_1'): UsageDay => ({ date, accountId, keyId, requests: 1, refused: 0, costNanos: 0, promptTokens: tokens - 1, completionTokens: 1 });
 const later = (clock: { at: Date }, ms: number) => (clock.at = new Date(clock.at.getTime() + ms));
 
+/** What check() says with an unread counter taken as not over (what the stage does once its read is done or failed). */
+const verdict = (tracker: QuotaTracker, k: CallerKey) => {
+  const answer = tracker.check(k);
+  return answer === 'unread' ? undefined : answer;
+};
+
 test("a key's daily quota: refused once its tokens reach it, with Retry-After until midnight UTC", async () => {
   const { a } = replicas();
   const limited = key({ tokensPerDay: 100, tokensPerMonth: null });
-  expect(a.check(limited)).toBeUndefined();
+  expect(verdict(a, limited)).toBeUndefined();
   a.charge(limited, 60);
-  expect(a.check(limited)).toBeUndefined();
+  expect(verdict(a, limited)).toBeUndefined();
   a.charge(limited, 40);
-  expect(a.check(limited)).toEqual({ scope: 'key', period: 'day', retryAfterSeconds: 14 * 3600 });
+  expect(verdict(a, limited)).toEqual({ scope: 'key', period: 'day', retryAfterSeconds: 14 * 3600 });
 });
 
 test('reached through one replica, refused by the other after a sync of each', async () => {
   const { a, b } = replicas();
   const limited = key({ tokensPerDay: null, tokensPerMonth: 1000 });
   a.charge(limited, 1000);
-  expect(b.check(limited)).toBeUndefined(); // b has not heard yet
+  expect(verdict(b, limited)).toBeUndefined(); // b has not heard yet
   await a.sync(); // a adds its use to the shared counters
   await b.sync(); // b reads them back
-  expect(b.check(limited)).toMatchObject({ scope: 'key', period: 'month' });
+  expect(verdict(b, limited)).toMatchObject({ scope: 'key', period: 'month' });
+});
+
+test("a counter new on a replica is 'unread' until one read of its shared total: a fresh replica does not judge a spent quota at 0", async () => {
+  const { a, b, shared } = replicas();
+  const limited = key({ tokensPerDay: 1000, tokensPerMonth: null });
+  a.check(limited);
+  a.charge(limited, 1000);
+  await a.sync(); // spent, in the shared counters
+  expect(b.check(limited)).toBe('unread'); // b (a replica that just started) has read nothing yet
+  expect(b.reserve(limited, 10)).not.toHaveProperty('scope'); // ... and would admit against 0
+  const asked = shared.asked.size;
+  await Promise.all([b.prime(limited), b.prime(limited), b.prime(limited)]); // the requests that wait share one read
+  expect(shared.asked.size).toBe(asked);
+  expect(b.check(limited)).toMatchObject({ scope: 'key', period: 'day' });
+});
+
+test('a read that fails does not make requests wait again: the counter counts on from what the replica knows', async () => {
+  const { a, shared } = replicas();
+  const limited = key({ tokensPerDay: 1000, tokensPerMonth: null });
+  shared.failing = true;
+  expect(a.check(limited)).toBe('unread');
+  await a.prime(limited);
+  expect(a.check(limited)).toBeUndefined();
+});
+
+test('a counter that slept (dormant) reads its shared total again before it is trusted', async () => {
+  const { a, b } = replicas();
+  const limited = key({ tokensPerDay: 1000, tokensPerMonth: null });
+  b.check(limited);
+  await b.prime(limited);
+  for (let i = 0; i < 125; i++) await b.sync(); // unused for over IDLE_SYNCS syncs: dormant, no longer read back
+  a.check(limited);
+  a.charge(limited, 1000);
+  await a.sync();
+  expect(b.check(limited)).toBe('unread');
+  await b.prime(limited);
+  expect(b.check(limited)).toMatchObject({ scope: 'key', period: 'day' });
 });
 
 test("an account's quota holds over all its keys, read from the store on a sync", async () => {
   const { a } = replicas({ acc_1: { tokensPerDay: 50, tokensPerMonth: null } });
   const first = key(NONE, 'key_1');
   const second = key(NONE, 'key_2');
-  expect(a.check(first)).toBeUndefined(); // the account is now in use: its quota is read on the next sync
+  expect(verdict(a, first)).toBeUndefined(); // the account is now in use: its quota is read on the next sync
   await a.sync();
   a.charge(first, 30);
   a.charge(second, 20);
-  expect(a.check(second)).toMatchObject({ scope: 'account', period: 'day' });
-  expect(a.check(key(NONE, 'key_3', 'acc_2'))).toBeUndefined(); // another account is not touched
+  expect(verdict(a, second)).toMatchObject({ scope: 'account', period: 'day' });
+  expect(verdict(a, key(NONE, 'key_3', 'acc_2'))).toBeUndefined(); // another account is not touched
 });
 
 test('the period turns: the next day starts from zero', async () => {
   const { a, clock } = replicas();
   const limited = key({ tokensPerDay: 10, tokensPerMonth: null });
   a.charge(limited, 10);
-  expect(a.check(limited)).toBeDefined();
+  expect(verdict(a, limited)).toBeDefined();
   clock.at = new Date('2026-11-28T00:00:01Z');
-  expect(a.check(limited)).toBeUndefined();
+  expect(verdict(a, limited)).toBeUndefined();
 });
 
 test('counters away: what was used is kept, counted here meanwhile, and added once they are back', async () => {
@@ -94,7 +137,7 @@ test('counters away: what was used is kept, counted here meanwhile, and added on
   a.charge(limited, 70);
   await a.sync();
   a.charge(limited, 30);
-  expect(a.check(limited)).toBeDefined(); // still counted here
+  expect(verdict(a, limited)).toBeDefined(); // still counted here
   shared.failing = false;
   await a.sync();
   expect(shared.values.get(scopeName('key', 'key_1', 'day', new Date('2026-11-27T10:00:00Z')))).toBe(100);
@@ -106,7 +149,7 @@ test('a key with no quota, whose account has none, makes no counter: nothing is 
   const { a, shared } = replicas({ acc_2: { tokensPerDay: 1000, tokensPerMonth: null } }, undefined, []);
   for (let i = 0; i < 5; i++) {
     for (const [id, account] of [['key_1', 'acc_1'], ['key_2', 'acc_1'], ['key_3', 'acc_3']]) {
-      expect(a.check(key(NONE, id, account))).toBeUndefined();
+      expect(verdict(a, key(NONE, id, account))).toBeUndefined();
       a.charge(key(NONE, id, account), 100);
     }
     await a.sync();
@@ -128,13 +171,13 @@ test('a key with no quota, whose account has none, makes no counter: nothing is 
 test("use before the account's quota is known (its first use here) is held, then counted once the sync has read the quota", async () => {
   const { a, shared } = replicas({ acc_1: { tokensPerDay: 100, tokensPerMonth: null } });
   const first = key(NONE, 'key_1');
-  expect(a.check(first)).toBeUndefined(); // not known yet: admitted
+  expect(verdict(a, first)).toBeUndefined(); // not known yet: admitted
   a.charge(first, 60);
   a.charge(key(NONE, 'key_9', 'acc_9'), 60); // an account without a quota: let go at the sync
   await a.sync();
   expect(shared.values).toEqual(new Map([['account:acc_1:d:2026-11-27', 60]]));
   a.charge(first, 40);
-  expect(a.check(first)).toMatchObject({ scope: 'account', period: 'day' });
+  expect(verdict(a, first)).toMatchObject({ scope: 'account', period: 'day' });
   await a.sync();
   expect(shared.values).toEqual(new Map([['account:acc_1:d:2026-11-27', 100]]));
 });
@@ -148,21 +191,21 @@ test('a quota set on a key already used this period starts from its daily usage;
   expect(shared.values.size).toBe(0);
   // The quota is set: 1,000 a day, 6,000 a month.
   const limited = key({ tokensPerDay: 1000, tokensPerMonth: 6000 });
-  expect(a.check(limited)).toBeUndefined(); // the daily usage is read on the next sync
+  expect(verdict(a, limited)).toBeUndefined(); // the daily usage is read on the next sync
   await a.sync();
-  expect(a.check(limited)).toBeUndefined(); // 900 of 1,000 today, 5,900 of 6,000 this month
+  expect(verdict(a, limited)).toBeUndefined(); // 900 of 1,000 today, 5,900 of 6,000 this month
   a.charge(limited, 100);
-  expect(a.check(limited)).toEqual({ scope: 'key', period: 'day', retryAfterSeconds: 14 * 3600 });
+  expect(verdict(a, limited)).toEqual({ scope: 'key', period: 'day', retryAfterSeconds: 14 * 3600 });
   await a.sync();
-  expect(a.check(limited)).toMatchObject({ scope: 'key', period: 'day' });
+  expect(verdict(a, limited)).toMatchObject({ scope: 'key', period: 'day' });
   // b reads the daily usage too; a's last 100 reach it when a's usage is written, and b reads it again a flush later.
   b.check(limited);
   await b.sync();
-  expect(b.check(limited)).toBeUndefined(); // 900 written, 100 in the shared counter: the larger, 900
+  expect(verdict(b, limited)).toBeUndefined(); // 900 written, 100 in the shared counter: the larger, 900
   daily[1] = day('2026-11-27', 1000);
   later(clock, 10_000);
   await b.sync();
-  expect(b.check(limited)).toMatchObject({ scope: 'key', period: 'day' });
+  expect(verdict(b, limited)).toMatchObject({ scope: 'key', period: 'day' });
   // The counters count only what was used with the quota: the daily usage holds the rest.
   expect(shared.values).toEqual(new Map([['key:key_1:d:2026-11-27', 100], ['key:key_1:m:2026-11', 100]]));
 });
@@ -176,12 +219,12 @@ test("a quota set on an account starts from all its keys' daily usage", async ()
   quotas.acc_1 = { tokensPerDay: 1000, tokensPerMonth: null };
   later(clock, 500);
   await a.sync(); // the quota is read; the account's counter is made
-  expect(a.check(key(NONE, 'key_1'))).toBeUndefined();
+  expect(verdict(a, key(NONE, 'key_1'))).toBeUndefined();
   await a.sync(); // its daily usage read: 800
   a.charge(key(NONE, 'key_2'), 150);
-  expect(a.check(key(NONE, 'key_1'))).toBeUndefined();
+  expect(verdict(a, key(NONE, 'key_1'))).toBeUndefined();
   a.charge(key(NONE, 'key_1'), 50);
-  expect(a.check(key(NONE, 'key_3', 'acc_1'))).toMatchObject({ scope: 'account', period: 'day' });
+  expect(verdict(a, key(NONE, 'key_3', 'acc_1'))).toMatchObject({ scope: 'account', period: 'day' });
 });
 
 test('a quota removed, then set again, starts again from the daily usage: use meanwhile is not lost', async () => {
@@ -192,15 +235,15 @@ test('a quota removed, then set again, starts again from the daily usage: use me
   a.charge(limited, 30);
   await a.sync();
   daily.push(day('2026-11-27', 30));
-  expect(a.check(key())).toBeUndefined(); // the quota is gone: its counter with it
+  expect(verdict(a, key())).toBeUndefined(); // the quota is gone: its counter with it
   a.charge(key(), 50);
   daily[0] = day('2026-11-27', 80);
   later(clock, 1000);
   await a.sync();
-  expect(a.check(limited)).toBeUndefined(); // set again: a new counter
+  expect(verdict(a, limited)).toBeUndefined(); // set again: a new counter
   await a.sync();
   a.charge(limited, 20);
-  expect(a.check(limited)).toMatchObject({ scope: 'key', period: 'day' }); // 30 + 50 + 20
+  expect(verdict(a, limited)).toMatchObject({ scope: 'key', period: 'day' }); // 30 + 50 + 20
   expect(shared.values.get('key:key_1:d:2026-11-27')).toBe(30); // what was counted under the first quota
 });
 
@@ -221,7 +264,7 @@ test('a counter counted from the start of its period reads the daily usage twice
   const reads = (id: string) => usageReads.filter((account) => account === id).length;
   expect(reads('acc_1')).toBe(2); // when made, and once settled (30 s)
   expect(reads('acc_2')).toBe(12); // every 10 s of the 2 minutes
-  expect(a.check(midway)).toBeUndefined();
+  expect(verdict(a, midway)).toBeUndefined();
 });
 
 test('secondsToNext: to the next UTC day and month', () => {
@@ -238,9 +281,9 @@ test('reservations: a request is refused when what it may cost does not fit besi
   expect(second).toHaveProperty('release');
   // 80 in flight: 30 more does not fit, 20 does; then the quota is all in flight and check() refuses too.
   expect(a.reserve(metered, 30)).toEqual({ scope: 'key', period: 'day', retryAfterSeconds: 14 * 3600, room: 20 });
-  expect(a.check(metered)).toBeUndefined();
+  expect(verdict(a, metered)).toBeUndefined();
   const third = a.reserve(metered, 20) as { release(): void };
-  expect(a.check(metered)).toMatchObject({ scope: 'key', period: 'day' });
+  expect(verdict(a, metered)).toMatchObject({ scope: 'key', period: 'day' });
   // The first answer used 25 of its 40: charged, then released; released twice counts once.
   a.charge(metered, 25);
   (first as { release(): void }).release();
@@ -289,17 +332,17 @@ test('a quota spent, then left idle past the syncs that read it, stays spent: it
   await a.sync();
   await b.sync();
   await a.sync();
-  expect(a.check(metered)).toMatchObject({ scope: 'key', period: 'day' });
+  expect(verdict(a, metered)).toMatchObject({ scope: 'key', period: 'day' });
   // Idle for more syncs than IDLE_SYNCS (120): nothing of it is read back any more.
   for (let i = 0; i < 125; i++) await a.sync();
   shared.asked.clear();
   await a.sync();
   expect([...shared.asked]).toEqual([]);
   // Used again: refused at once, by the key's and the account's totals as last read, before any sync.
-  expect(a.check(metered)).toMatchObject({ scope: 'key', period: 'day' });
+  expect(verdict(a, metered)).toMatchObject({ scope: 'key', period: 'day' });
   expect(a.reserve(metered, 1)).toMatchObject({ scope: 'key' });
   const sibling = key(NONE, 'key_2');
-  expect(a.check(sibling)).toMatchObject({ scope: 'account', period: 'day' });
+  expect(verdict(a, sibling)).toMatchObject({ scope: 'account', period: 'day' });
   expect(a.reserve(sibling, 1)).toMatchObject({ scope: 'account' });
   await a.sync();
   expect(shared.asked.size).toBeGreaterThan(0); // awake: read back again
