@@ -4,9 +4,8 @@
  * The key, account and member commands work on the config's store with a platform admin's rights,
  * through the admin API's service: every change leaves the same audit event, by the actor `cli`.
  */
-import { parseArgs } from 'node:util';
 import { publicView } from './auth/issue';
-import { limitAllowed, MAX_BUDGET, MAX_LIMIT, MAX_QUOTA, nameProblem, parseCidr } from './auth/key-fields';
+import { nameProblem, parseCidr } from './auth/key-fields';
 import { Auditor } from './accounts/audit';
 import { Accounts, passwordPath } from './accounts/service';
 import { normalizeEmail } from './accounts/emails';
@@ -14,12 +13,11 @@ import { createLogger } from './telemetry/log';
 import { importIntoStore, openKeyStore } from './store/open';
 import { configFileFrom, ConfigError, loadConfig, type Config } from './config';
 import { defaultAccountId } from './store/default-account';
-import type { Budget } from './store/types';
 import { turnOffPretenuring } from './tuning/pretenuring';
-import { ENDPOINTS, type Endpoint } from './common/endpoints';
 import { keyVerdict } from './auth/key-check';
 import { whenNpmParentGone } from './process/parent-watch';
 import type { Gateway } from './process/startup';
+import { BUDGET_FLAGS, budgetOf, endpointList, graceSeconds, limitValue, parse, parseExpiry, positiveNumber, printable, quotaValue, UsageError, wholeNumber } from './cli/flags';
 
 // Each command loads only what it needs: `keys` and `mock-worker` start fast without the gateway's stack.
 const gateway = () => import('./main');
@@ -29,7 +27,7 @@ const USAGE = `Usage:
   chatgate keys create --name NAME [--account ID] [--models GLOB]... [--endpoints chat|completions|embeddings|responses]... [--allowed-ips CIDR]... [--expires ISO-8601] [--rpm N] [--tpm N] [--max-concurrent N] [--budget-per-day AMOUNT] [--budget-per-month AMOUNT] [--json] [--config FILE]
   chatgate keys list [--account ID] [--json] [--config FILE]
   chatgate keys revoke ID [--config FILE]
-  chatgate keys rotate ID [--json] [--config FILE]
+  chatgate keys rotate ID [--grace-seconds N] [--json] [--config FILE]     (N: how long the old secret keeps working, up to 604800)
   chatgate keys check STRING|-     (whether STRING, or stdin with -, is a well-formed chatgate key; exit 0 if so, 1 if not)
   chatgate accounts create --name NAME [--tokens-per-day N] [--tokens-per-month N] [--budget-per-day AMOUNT] [--budget-per-month AMOUNT] [--json] [--config FILE]
   chatgate accounts list [--json] [--config FILE]
@@ -43,7 +41,6 @@ const USAGE = `Usage:
 The config file is --config, else $CHATGATE_CONFIG, else the embedded config/default.yaml.
 `;
 
-class UsageError extends Error {}
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
@@ -110,6 +107,7 @@ async function keys(args: string[]): Promise<number> {
       rpm: { type: 'string' },
       tpm: { type: 'string' },
       'max-concurrent': { type: 'string' },
+      'grace-seconds': { type: 'string' },
       ...BUDGET_FLAGS,
       json: { type: 'boolean' },
     },
@@ -158,9 +156,10 @@ async function keys(args: string[]): Promise<number> {
     if (action === 'rotate') {
       const id = positionals[0];
       if (!id) throw new UsageError('keys rotate needs the key id');
-      const rotated = await accounts.rotateKey(await accounts.key(id, undefined), OPERATOR, undefined);
-      if (values.json) process.stdout.write(JSON.stringify({ ...publicView(rotated.record), key: rotated.key }) + '\n');
-      else process.stdout.write(`${rotated.key}\n(id ${id}: same settings, new secret; the old one stops working)\n`);
+      const rotated = await accounts.rotateKey(await accounts.key(id, undefined), OPERATOR, undefined, graceSeconds(values['grace-seconds']));
+      const view = publicView(rotated.record);
+      if (values.json) process.stdout.write(JSON.stringify({ ...view, key: rotated.key }) + '\n');
+      else process.stdout.write(`${rotated.key}\n(id ${id}: same settings, new secret; the old one ${view.previousKeyExpiresAt ? `keeps working until ${view.previousKeyExpiresAt}` : 'stops working'})\n`);
       return 0;
     }
     throw new UsageError(`unknown keys action '${action ?? ''}'`);
@@ -196,36 +195,6 @@ async function mockWorker(args: string[]): Promise<number> {
     ...(values['log-requests'] ? { onRequest: (id) => process.stdout.write(JSON.stringify({ msg: 'request', requestId: id ?? null }) + '\n') } : {}),
   });
   return -1; // keeps running
-}
-
-type Options = NonNullable<Parameters<typeof parseArgs>[0]>['options'];
-function parse<O extends Options>(args: string[], options: O, allowPositionals = false) {
-  try {
-    return parseArgs({ args, options, allowPositionals, strict: true });
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
-}
-
-function parseExpiry(text: string): Date {
-  const at = new Date(text);
-  if (Number.isNaN(at.getTime())) throw new UsageError(`--expires '${text}' is not an ISO-8601 date, e.g. 2027-01-31 or 2027-01-31T12:00:00Z`);
-  return at;
-}
-
-/** `--endpoints chat --endpoints embeddings`, or `--endpoints chat,embeddings`: none means every one. */
-function endpointList(values: string[]): Endpoint[] {
-  const names = values.flatMap((value) => value.split(',')).map((name) => name.trim()).filter((name) => name !== '');
-  for (const name of names) {
-    if (!(ENDPOINTS as readonly string[]).includes(name)) throw new UsageError(`--endpoints takes ${ENDPOINTS.join(', ')}, not '${name}'`);
-  }
-  return [...new Set(names)] as Endpoint[];
-}
-
-function wholeNumber(flag: string, text: string): number {
-  const value = Number(text);
-  if (!Number.isInteger(value) || value < 0) throw new UsageError(`${flag} must be a whole number`);
-  return value;
 }
 
 /** The key, account and member commands act through the same service as the admin API, audited as `cli`. */
@@ -339,42 +308,6 @@ function consoleOrigin(config: Config): string {
   if (config.console.publicUrl) return new URL(config.console.publicUrl).origin;
   const host = ['0.0.0.0', '::'].includes(config.listen.host) ? 'localhost' : config.listen.host;
   return `https://${host.includes(':') ? `[${host}]` : host}:${config.listen.port}`;
-}
-
-function quotaValue(flag: string, text: string | undefined): number | null {
-  if (text === undefined || text === 'none') return null;
-  const value = Number(text);
-  if (!Number.isInteger(value) || value < 0 || value > MAX_QUOTA) throw new UsageError(`${flag} must be a whole number of tokens up to ${MAX_QUOTA}, or none`);
-  return value;
-}
-
-const BUDGET_FLAGS = { 'budget-per-day': { type: 'string' }, 'budget-per-month': { type: 'string' } } as const;
-
-/** `--budget-per-day` and `--budget-per-month`: amounts of the price table's currency, or none. */
-function budgetOf(values: { 'budget-per-day'?: string; 'budget-per-month'?: string }): Budget {
-  const amount = (flag: string, text = 'none') => {
-    if (text === 'none') return null;
-    if (text.trim() !== '' && Number(text) >= 0 && Number(text) <= MAX_BUDGET) return Number(text);
-    throw new UsageError(`${flag} must be an amount of the price table's currency from 0 to ${MAX_BUDGET}, or none`);
-  };
-  return { perDay: amount('--budget-per-day', values['budget-per-day']), perMonth: amount('--budget-per-month', values['budget-per-month']) };
-}
-
-function limitValue(flag: string, text: string): number {
-  const value = Number(text);
-  if (!limitAllowed(value)) throw new UsageError(`${flag} must be a whole number from 0 (no limit) to ${MAX_LIMIT}`);
-  return value;
-}
-
-/** A name as it may reach a terminal: control characters and direction overrides written as \u escapes. */
-function printable(name: string): string {
-  return name.replace(/[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
-}
-
-function positiveNumber(flag: string, text: string): number {
-  const value = Number(text);
-  if (!(value > 0)) throw new UsageError(`${flag} must be a positive number`);
-  return value;
 }
 
 main(process.argv.slice(2)).then(

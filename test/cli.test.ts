@@ -161,6 +161,21 @@ test('every change the CLI makes is audited, by `cli`: keys create, rotate and r
   expect((await store.get(id))?.createdBy).toBe('cli');
 });
 
+test('keys rotate --grace-seconds: the old secret keeps working until the time printed; a bad value is a usage error that rotates nothing', async () => {
+  const { id, key: old } = JSON.parse((await cli(['keys', 'create', '--name', 'graceful', '--json', '--config', configFile])).stdout) as { id: string; key: string };
+  for (const bad of ['604801', '-1', '1.5', 'soon']) {
+    const refused = await cli(['keys', 'rotate', id, `--grace-seconds=${bad}`, '--config', configFile]);
+    expect({ bad, status: refused.status, said: refused.stderr.includes('--grace-seconds must be a whole number') }).toEqual({ bad, status: 2, said: true });
+  }
+  expect((await request(gw.url, { ca: gw.ca, headers: bearer(old), body: chatBody() })).status).toBe(200); // not rotated
+  const rotated = await cli(['keys', 'rotate', id, '--grace-seconds', '3600', '--json', '--config', configFile]);
+  const view = JSON.parse(rotated.stdout) as { key: string; previousKeyExpiresAt: string };
+  expect(Date.parse(view.previousKeyExpiresAt) - Date.now()).toBeGreaterThan(3_500_000);
+  for (const secret of [old, view.key]) expect((await request(gw.url, { ca: gw.ca, headers: bearer(secret), body: chatBody() })).status).toBe(200);
+  const plain = await cli(['keys', 'rotate', id, '--config', configFile]);
+  expect(plain.stdout).toContain('the old one stops working');
+});
+
 test('members password-link: a one-time link that works once, voids the older one, and is audited by `cli`', async () => {
   const origin = `https://${new URL(gw.url).host}`;
   const setPassword = (token: string) =>

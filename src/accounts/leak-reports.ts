@@ -57,9 +57,11 @@ export class LeakReports {
     const form = keyForm(token);
     if (form !== 'checksummed' && form !== 'legacy') return { label: 'false_positive', revoked: false };
     const found = await this.store.findByDigest(digestKey(token));
-    if (!found) return { label: 'false_positive', revoked: false };
-    if (found.revokedAt !== null) return { label: 'true_positive', keyId: found.id, revoked: false };
     const at = this.now();
+    // A secret a rotation replaced works only while its grace lasts: after it, it is no key of ours;
+    // during it, it is live, and the key is revoked as for its current secret.
+    if (!found || (found.previousKey && !(found.previousKeyExpiresAt && Date.parse(found.previousKeyExpiresAt) > at.getTime()))) return { label: 'false_positive', revoked: false };
+    if (found.revokedAt !== null) return { label: 'true_positive', keyId: found.id, revoked: false };
     const revoked = await this.store.revoke(found.id, at);
     // A store keeps the first revocation's time: another time means another call revoked it first
     // (two reports at once), and that one audits it.

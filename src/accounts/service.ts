@@ -260,10 +260,11 @@ export class Accounts {
     return updated;
   }
 
-  async rotateKey(record: KeyRecord, by: Actor, client: string | undefined): Promise<{ key: string; record: KeyRecord }> {
-    const rotated = await rotateKey(this.store, record.id);
+  /** `graceSeconds`: how long the replaced secret keeps working (0: it stops at once). */
+  async rotateKey(record: KeyRecord, by: Actor, client: string | undefined, graceSeconds = 0): Promise<{ key: string; record: KeyRecord }> {
+    const rotated = await rotateKey(this.store, record.id, graceSeconds);
     if (!rotated) throw errors.keyNotFound(record.id);
-    await this.auditor.record({ accountId: record.accountId, actor: actorName(by), action: 'key.rotated', target: record.id, client });
+    await this.auditor.record({ accountId: record.accountId, actor: actorName(by), action: 'key.rotated', target: record.id, client, ...(graceSeconds > 0 ? { details: { graceSeconds } } : {}) });
     return rotated;
   }
 

@@ -6,7 +6,7 @@
  */
 import express, { type Request, type Router } from 'express';
 import { publicView } from '../auth/issue';
-import { budget, KEY_FIELDS, keyFields, noFields, objectBody, onlyFields, quota } from '../auth/key-fields';
+import { budget, KEY_FIELDS, keyFields, noFields, objectBody, onlyFields, quota, rotationGrace } from '../auth/key-fields';
 import { passwordPath, type Accounts } from '../accounts/service';
 import type { Actor } from '../accounts/roles';
 import { normalizeEmail } from '../accounts/emails';
@@ -69,8 +69,8 @@ export function adminApi(accounts: Accounts, currency: () => string = () => 'USD
   });
 
   api.post('/keys/:id/rotate', async (req, res) => {
-    noFields(req.body);
-    const { record, key } = await accounts.rotateKey(await accounts.key(req.params.id, undefined), ADMIN, client(req));
+    const graceSeconds = rotationGrace(req.body);
+    const { record, key } = await accounts.rotateKey(await accounts.key(req.params.id, undefined), ADMIN, client(req), graceSeconds);
     res.json({ ...publicView(record), key });
   });
 

@@ -60,6 +60,9 @@ function refusalOf(record: KeyAuthRecord | undefined, now: number): AuthFailureR
   if (!record) return 'unknown';
   if (record.revokedAt) return 'revoked';
   if (record.expiresAt && Date.parse(record.expiresAt) <= now) return 'expired';
+  // A secret a rotation replaced: it works until its grace ends, on every replica alike (the time is
+  // in the record, so no cache keeps it a moment longer).
+  if (record.previousKey && !(record.previousKeyExpiresAt && Date.parse(record.previousKeyExpiresAt) > now)) return 'rotated';
   return undefined;
 }
 

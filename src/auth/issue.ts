@@ -44,15 +44,25 @@ export async function issueKey(store: Store, input: NewKey, now = new Date()): P
   return { key, record };
 }
 
-/** A new secret for an existing key: same id and settings; the old secret stops working. */
-export async function rotateKey(store: KeyStore, id: string): Promise<{ key: string; record: KeyRecord } | undefined> {
+/** The longest grace a rotation may give the secret it replaces: 7 days. */
+export const MAX_GRACE_SECONDS = 7 * 86_400;
+
+/**
+ * A new secret for an existing key: same id and settings. The old secret stops working at once, or
+ * `graceSeconds` later (then a secret still in an earlier rotation's grace stops at once).
+ */
+export async function rotateKey(store: KeyStore, id: string, graceSeconds = 0, now = new Date()): Promise<{ key: string; record: KeyRecord } | undefined> {
   const key = generateKey();
-  const record = await store.rotate(id, digestKey(key), displayPrefix(key));
+  const graceUntil = graceSeconds > 0 ? new Date(now.getTime() + graceSeconds * 1000) : undefined;
+  const record = await store.rotate(id, digestKey(key), displayPrefix(key), graceUntil);
   return record ? { key, record } : undefined;
 }
 
-/** A record as it may be shown to people and scripts: everything but the digest. */
-export function publicView(record: KeyRecord) {
-  const { digest: _digest, ...shown } = record;
-  return shown;
+/**
+ * A record as it may be shown to people and scripts: everything but the digest, and
+ * `previousKeyExpiresAt` (when the secret a rotation replaced stops working; null: none works).
+ */
+export function publicView(record: KeyRecord, now = Date.now()) {
+  const { digest: _digest, previousKeyExpiresAt, ...shown } = record;
+  return { ...shown, previousKeyExpiresAt: previousKeyExpiresAt && Date.parse(previousKeyExpiresAt) > now ? previousKeyExpiresAt : null };
 }

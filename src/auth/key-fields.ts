@@ -10,6 +10,7 @@ import { isIP, SocketAddress } from 'node:net';
 import { ENDPOINTS } from '../common/endpoints';
 import { withoutKeys } from '../common/key-shape';
 import { errors } from '../errors';
+import { MAX_GRACE_SECONDS } from './issue';
 import type { Budget, KeyChanges, KeyLimits, Quota } from '../store/types';
 
 export const MAX_NAME_LENGTH = 200;
@@ -58,6 +59,20 @@ export function onlyFields(body: Record<string, unknown>, allowed: readonly stri
     throw errors.invalidBody(shown, `Unknown field '${shown}': this request takes ${allowed.length > 0 ? allowed.join(', ') : 'no body'}.`);
   }
   return body;
+}
+
+/**
+ * A rotation's body: none, or `{"graceSeconds": N}`, how long the secret it replaces keeps working
+ * (a whole number of seconds, 0 to 7 days; 0 or absent: it stops at once).
+ */
+export function rotationGrace(body: unknown): number {
+  if (body === undefined) return 0;
+  const { graceSeconds } = onlyFields(objectBody(body), ['graceSeconds']);
+  if (graceSeconds === undefined) return 0;
+  if (typeof graceSeconds !== 'number' || !Number.isInteger(graceSeconds) || graceSeconds < 0 || graceSeconds > MAX_GRACE_SECONDS) {
+    throw errors.invalidBody('graceSeconds', `'graceSeconds' must be a whole number of seconds from 0 to ${MAX_GRACE_SECONDS} (7 days): how long the replaced secret keeps working.`);
+  }
+  return graceSeconds;
 }
 
 /** A request that takes no fields: no body, or an empty JSON object. */

@@ -7,7 +7,7 @@
  */
 import express, { type Request, type Response, type Router } from 'express';
 import { publicView } from '../auth/issue';
-import { KEY_FIELDS, keyFields, noFields, objectBody, onlyFields, withinPlatformLimits, type KeyFields, type LimitDefaults } from '../auth/key-fields';
+import { KEY_FIELDS, keyFields, noFields, objectBody, onlyFields, rotationGrace, withinPlatformLimits, type KeyFields, type LimitDefaults } from '../auth/key-fields';
 import { normalizeEmail } from '../accounts/emails';
 import type { Mailer } from '../accounts/mailer';
 import { redirectOrigin } from '../accounts/oidc';
@@ -135,9 +135,9 @@ export function consoleApi({ accounts, sessions, oidc, platformLimits, currency 
   });
 
   api.post('/keys/:id/rotate', async (req, res) => {
-    noFields(req.body);
+    const graceSeconds = rotationGrace(req.body);
     const { record, signedIn } = await mayManageKey(req, res);
-    const rotated = await accounts.rotateKey(record, actorOf(signedIn), client(req));
+    const rotated = await accounts.rotateKey(record, actorOf(signedIn), client(req), graceSeconds);
     res.json({ ...publicView(rotated.record), key: rotated.key });
   });
 

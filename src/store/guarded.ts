@@ -88,8 +88,8 @@ export class GuardedKeyStore implements Store {
   revoke(id: string, at: Date): Promise<KeyRecord | undefined> {
     return this.call(() => this.inner.revoke(id, at));
   }
-  rotate(id: string, digest: string, prefix: string): Promise<KeyRecord | undefined> {
-    return this.call(() => this.inner.rotate(id, digest, prefix));
+  rotate(id: string, digest: string, prefix: string, graceUntil?: Date): Promise<KeyRecord | undefined> {
+    return this.call(() => this.inner.rotate(id, digest, prefix, graceUntil));
   }
   // An empty batch asks the store nothing, so it is answered here and says nothing of the store's
   // health: a success that never reached a frozen database must not log that it answers again.

@@ -257,6 +257,38 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
         on chatgate_keys for each row execute function chatgate_keys_notify();
     `,
   },
+  {
+    // Rotation with grace: the secret a rotation replaced (its digest) works until previous_until.
+    // A key change announces it too, so that no cache holds it past a revocation, an edit or its end.
+    version: 12,
+    sql: `
+      alter table chatgate_keys add column previous_digest text, add column previous_until timestamptz;
+      create index chatgate_keys_previous_digest on chatgate_keys (previous_digest) where previous_digest is not null;
+      create or replace function chatgate_keys_notify() returns trigger language plpgsql as $$
+      begin
+        if tg_op = 'INSERT' then
+          perform pg_notify('${CHANNEL}', new.digest);
+          insert into chatgate_key_changes (digest) values (new.digest);
+        else
+          perform pg_notify('${CHANNEL}', old.digest);
+          insert into chatgate_key_changes (digest) values (old.digest);
+          if tg_op = 'UPDATE' and new.digest <> old.digest then
+            perform pg_notify('${CHANNEL}', new.digest);
+            insert into chatgate_key_changes (digest) values (new.digest);
+          end if;
+          if old.previous_digest is not null then
+            perform pg_notify('${CHANNEL}', old.previous_digest);
+            insert into chatgate_key_changes (digest) values (old.previous_digest);
+          end if;
+        end if;
+        return null;
+      end $$;
+      drop trigger chatgate_keys_changed on chatgate_keys;
+      create trigger chatgate_keys_changed
+        after insert or delete or update of name, digest, revoked_at, expires_at, models, endpoints, allowed_ips, rpm, tpm, max_concurrent, account_id, tokens_per_day, tokens_per_month, budget_day_nanos, budget_month_nanos, previous_digest, previous_until
+        on chatgate_keys for each row execute function chatgate_keys_notify();
+    `,
+  },
 ];
 
 /** Applies the migrations not applied yet, in one transaction under the advisory lock (replicas starting together apply each once). */

@@ -27,6 +27,8 @@ export interface KeyRow {
   tokens_per_month: string | null;
   budget_day_nanos: string | null;
   budget_month_nanos: string | null;
+  previous_digest?: string | null;
+  previous_until?: Date | null;
 }
 export function toRecord(row: KeyRow): KeyRecord {
   return {
@@ -53,6 +55,7 @@ export function toAuthRecord(row: KeyRow): KeyAuthRecord {
     createdBy: row.created_by,
     quota: { tokensPerDay: nullableNumber(row.tokens_per_day), tokensPerMonth: nullableNumber(row.tokens_per_month) },
     budget: budgetOf(row),
+    ...(row.previous_digest && row.previous_until ? { previousKeyExpiresAt: row.previous_until.toISOString() } : {}),
   };
 }
 

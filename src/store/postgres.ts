@@ -27,7 +27,7 @@ import { nanosOf } from './sqlite/rows';
 
 
 /** The key columns the code reads: what authenticating needs (the usage figures live in chatgate_key_usage). */
-const KEY_COLUMNS = ['id', 'name', 'digest', 'prefix', 'created_at', 'revoked_at', 'expires_at', 'models', 'endpoints', 'allowed_ips', 'rpm', 'tpm', 'max_concurrent', 'account_id', 'created_by', 'tokens_per_day', 'tokens_per_month', 'budget_day_nanos', 'budget_month_nanos'];
+const KEY_COLUMNS = ['id', 'name', 'digest', 'prefix', 'created_at', 'revoked_at', 'expires_at', 'models', 'endpoints', 'allowed_ips', 'rpm', 'tpm', 'max_concurrent', 'account_id', 'created_by', 'tokens_per_day', 'tokens_per_month', 'budget_day_nanos', 'budget_month_nanos', 'previous_digest', 'previous_until'];
 /** A key row with its usage figures: `k` the key row (or a CTE returning KEY_COLUMNS), `u` its usage row if any. */
 const WITH_USAGE = `select ${KEY_COLUMNS.map((column) => `k.${column}`).join(', ')},
   u.requests as requests_total, u.prompt_tokens as prompt_tokens_total, u.completion_tokens as completion_tokens_total, u.last_used_at`;
@@ -74,7 +74,11 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
   /** The hot path's one index probe: the key row alone, never its usage. */
   async findByDigest(digest: string): Promise<KeyAuthRecord | undefined> {
     const { rows } = await this.query<KeyRow>(`select ${KEY_COLUMNS.join(', ')} from chatgate_keys where digest = $1`, [digest]);
-    return rows[0] && toAuthRecord(rows[0]);
+    if (rows[0]) return toAuthRecord(rows[0]);
+    // A secret a rotation replaced, while its grace lasts (the caller compares the time).
+    const earlier = (await this.query<KeyRow>(`select ${KEY_COLUMNS.join(', ')} from chatgate_keys where previous_digest = $1`, [digest])).rows[0];
+    const record = earlier && toAuthRecord(earlier);
+    return record?.previousKeyExpiresAt ? { ...record, previousKey: true } : undefined;
   }
 
   async get(id: string): Promise<KeyRecord | undefined> {
@@ -163,11 +167,15 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
     return this.changed('update chatgate_keys set revoked_at = coalesce(revoked_at, $2) where id = $1', [id, at]);
   }
 
-  async rotate(id: string, digest: string, prefix: string): Promise<KeyRecord | undefined> {
-    // The old secret is the one to forget here at once (the new one was never cached).
-    const { rows } = await this.query<{ digest: string }>('select digest from chatgate_keys where id = $1', [id]);
-    const record = await this.changed('update chatgate_keys set digest = $2, prefix = $3 where id = $1', [id, digest, prefix]);
-    if (record && rows[0]) this.changes.emit('change', [rows[0].digest]);
+  async rotate(id: string, digest: string, prefix: string, graceUntil?: Date): Promise<KeyRecord | undefined> {
+    // The old secrets are the ones to forget here at once (the new one was never cached): the one
+    // replaced, and one still in an earlier grace.
+    const { rows } = await this.query<{ digest: string; previous_digest: string | null }>('select digest, previous_digest from chatgate_keys where id = $1', [id]);
+    const record = await this.changed(
+      'update chatgate_keys set previous_digest = case when $4::timestamptz is null then null else digest end, previous_until = $4, digest = $2, prefix = $3 where id = $1',
+      [id, digest, prefix, graceUntil ?? null],
+    );
+    if (record && rows[0]) this.changes.emit('change', [rows[0].digest, ...(rows[0].previous_digest ? [rows[0].previous_digest] : [])]);
     return record;
   }
 
@@ -253,10 +261,12 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
 
   /** A change of one key row (`update ... where id = $1`, without returning), answered with the whole record. */
   private async changed(update: string, params: unknown[]): Promise<KeyRecord | undefined> {
-    const record = await this.one(`with k as (${update} returning ${KEY_COLUMNS.join(', ')}) ${WITH_USAGE} from k left join chatgate_key_usage u on u.key_id = k.id`, params);
+    const { rows } = await this.query<KeyRow>(`with k as (${update} returning ${KEY_COLUMNS.join(', ')}) ${WITH_USAGE} from k left join chatgate_key_usage u on u.key_id = k.id`, params);
+    const row = rows[0];
     // This process's own cache forgets the key at once, without waiting for the notification to come
-    // back (it does not while the listening connection is down or reconnecting).
-    if (record) this.changes.emit('change', [record.digest]);
-    return record;
+    // back (it does not while the listening connection is down or reconnecting): by its secret, and
+    // by the one a rotation's grace still lets work.
+    if (row) this.changes.emit('change', row.previous_digest ? [row.digest, row.previous_digest] : [row.digest]);
+    return row && toRecord(row);
   }
 }

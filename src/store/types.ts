@@ -32,6 +32,11 @@ export interface KeyRecord {
   createdBy: string;
   /** Tokens the key may use per UTC day and month; null: no quota of its own (the account's still holds). */
   quota: Quota;
+  /**
+   * Set while the secret a rotation with grace replaced still works: until this time (the rotation's
+   * `graceSeconds` after it). Absent: no earlier secret works.
+   */
+  previousKeyExpiresAt?: string;
   /** Money the key may spend per UTC day and month, in the price table's currency; null: no budget of its own. */
   budget: Budget;
 }
@@ -94,9 +99,18 @@ export interface KeyChanges {
  * What authenticating a request needs of a key: the record without its usage figures, which the hot
  * path never reads (a store may leave them out of findByDigest: PostgreSQL keeps them in another table).
  */
-export type KeyAuthRecord = Omit<KeyRecord, 'usage' | 'lastUsedAt'> & Partial<Pick<KeyRecord, 'usage' | 'lastUsedAt'>>;
+export type KeyAuthRecord = Omit<KeyRecord, 'usage' | 'lastUsedAt'> &
+  Partial<Pick<KeyRecord, 'usage' | 'lastUsedAt'>> & {
+    /** Found by the secret a rotation replaced (findByDigest): it works only until `previousKeyExpiresAt`. */
+    previousKey?: true;
+  };
 
 export interface KeyStore {
+  /**
+   * The key whose secret has this digest; or whose earlier secret has it while a rotation's grace
+   * lasts (marked `previousKey`, and with `previousKeyExpiresAt`; one found after the grace may be
+   * returned too: the caller compares the time, as it does `expiresAt`).
+   */
   findByDigest(digest: string): Promise<KeyAuthRecord | undefined>;
   get(id: string): Promise<KeyRecord | undefined>;
   /** Every key, or those of one account. */
@@ -107,8 +121,11 @@ export interface KeyStore {
   update(id: string, changes: KeyChanges): Promise<KeyRecord | undefined>;
   /** Marks the key revoked (once; a second call keeps the first time). Undefined when no key has that id. */
   revoke(id: string, at: Date): Promise<KeyRecord | undefined>;
-  /** Gives the key a new secret: same id and settings, the old digest stops matching. */
-  rotate(id: string, digest: string, prefix: string): Promise<KeyRecord | undefined>;
+  /**
+   * Gives the key a new secret: same id and settings. The old digest stops matching at once, or, with
+   * `graceUntil`, matches (as `previousKey`) until then; a secret still in an earlier grace stops at once.
+   */
+  rotate(id: string, digest: string, prefix: string, graceUntil?: Date): Promise<KeyRecord | undefined>;
   /**
    * Adds a batch of use: to each key's totals and latest use (later times win), and to its daily usage.
    * `batch`, an id the caller makes: a batch recorded under it already (a write that outlived the

@@ -120,6 +120,26 @@ test('the admin API takes other scanners’ lists: revoked and audited, the stri
   expect(unauthenticated.status).toBe(401);
 });
 
+test('a secret a rotation replaced: leaked during its grace, it revokes the key; after a rotation that ended it, it is a false positive', async () => {
+  const { key: old, id } = await f.gw.issueKey({ name: 'rotated, then leaked' });
+  const graceful = await admin('POST', `/keys/${id}/rotate`, { graceSeconds: 600 });
+  const fresh = graceful.json<{ key: string }>().key;
+  expect((await chat(old)).status).toBe(200); // in its grace: live
+  expect((await admin('POST', '/keys/leaked', { keys: [old] })).json<{ data: unknown }>().data).toEqual([{ label: 'true_positive', keyId: id, revoked: true }]);
+  expect((await chat(fresh)).status).toBe(401);
+
+  const { key: gone, id: other } = await f.gw.issueKey({ name: 'rotated at once, then leaked' });
+  const rotated = (await admin('POST', `/keys/${other}/rotate`)).json<{ key: string }>().key;
+  expect((await admin('POST', '/keys/leaked', { keys: [gone] })).json<{ data: unknown }>().data).toEqual([{ label: 'false_positive', revoked: false }]);
+  expect((await chat(rotated)).status).toBe(200); // a dead secret revokes nothing
+
+  const { key: ended, id: third } = await f.gw.issueKey({ name: 'grace over, then leaked' });
+  const after = (await admin('POST', `/keys/${third}/rotate`, { graceSeconds: 1 })).json<{ key: string; previousKeyExpiresAt: string }>();
+  while (Date.now() <= Date.parse(after.previousKeyExpiresAt)) await new Promise((resolve) => setTimeout(resolve, 50));
+  expect((await admin('POST', '/keys/leaked', { keys: [ended] })).json<{ data: unknown }>().data).toEqual([{ label: 'false_positive', revoked: false }]);
+  expect((await chat(after.key)).status).toBe(200);
+});
+
 test('the default config trusts no signing key; one that is not a public key is refused at start, naming it', async () => {
   const { parseConfig } = await import('../../src/config');
   const config = parseConfig({ providers: { mock: { workers: ['http://127.0.0.1:9'] } } });

@@ -193,13 +193,18 @@ export function formatAmount(value) {
 
 let confirmResolve = null;
 
-/** Shows the confirm dialog; resolves true when the person confirms, false otherwise. */
-export function confirmDialog({ title, text, confirm }) {
+/**
+ * Shows the confirm dialog; resolves true when the person confirms, false otherwise. `grace`: it also
+ * asks how long a rotated key's current secret keeps working (read from #confirm-grace once confirmed).
+ */
+export function confirmDialog({ title, text, confirm, grace = false }) {
   const dialog = $('confirm-dialog');
   if (confirmResolve) confirmResolve(false);
   $('confirm-title').textContent = title;
   $('confirm-text').textContent = text;
   $('confirm-ok').textContent = confirm;
+  $('confirm-grace-field').hidden = !grace;
+  $('confirm-grace').value = '0';
   dialog.returnValue = '';
   return new Promise((resolve) => {
     confirmResolve = resolve;

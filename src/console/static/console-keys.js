@@ -48,7 +48,15 @@ function renderKeys() {
       cell('Created', el('span', {}, el('span', { text: formatDate(key.createdAt), attrs: { title: key.createdAt } }), el('span', { className: 'sub', text: `by ${key.createdBy}`, attrs: { 'data-testid': 'key-created-by' } }))),
       cell('Last used', key.lastUsedAt ? el('span', { text: formatDateTime(key.lastUsedAt), attrs: { title: key.lastUsedAt, 'data-testid': 'key-last-used' } }) : el('span', { className: 'muted', text: 'never', attrs: { 'data-testid': 'key-last-used' } })),
       cell('Expires', key.expiresAt ? el('span', { text: `${formatDate(key.expiresAt, true)} (UTC)`, attrs: { title: key.expiresAt, 'data-testid': 'key-expires' } }) : el('span', { className: 'muted', text: 'never', attrs: { 'data-testid': 'key-expires' } })),
-      cell('Status', el('span', { className: `status status-${status}`, text: status, attrs: { 'data-testid': 'key-status' } })),
+      cell(
+        'Status',
+        el(
+          'span',
+          {},
+          el('span', { className: `status status-${status}`, text: status, attrs: { 'data-testid': 'key-status' } }),
+          status === 'active' && key.previousKeyExpiresAt ? el('span', { className: 'sub', text: `old secret until ${formatDateTime(key.previousKeyExpiresAt)}`, attrs: { title: key.previousKeyExpiresAt, 'data-testid': 'key-previous-secret' } }) : null,
+        ),
+      ),
       cell(
         'Models',
         el(
@@ -91,13 +99,15 @@ async function onKeyAction(action, key, button) {
   if (action === 'rotate') {
     const ok = await confirmDialog({
       title: `Rotate key “${key.name}”?`,
-      text: 'A new secret is made for this key, with the same settings. The current secret stops working at once: every program using it must be given the new one.',
+      text: 'A new secret is made for this key, with the same settings. Every program using the current secret must be given the new one before the current one stops working.',
       confirm: 'Rotate key',
+      grace: true,
     });
     if (!ok) return;
+    const graceSeconds = Number($('confirm-grace').value);
     await busy(button, async () => {
-      const rotated = await api('POST', `/keys/${encodeURIComponent(key.id)}/rotate`);
-      showSecret(rotated.key, `New secret for “${rotated.name}”`);
+      const rotated = await api('POST', `/keys/${encodeURIComponent(key.id)}/rotate`, graceSeconds > 0 ? { graceSeconds } : undefined);
+      showSecret(rotated.key, `New secret for “${rotated.name}”`, rotated.previousKeyExpiresAt);
       await loadKeys();
     });
   }
@@ -118,9 +128,11 @@ async function onKeyAction(action, key, button) {
 }
 
 /** The clear key, shown once: erased from the page when dismissed, signed out or replaced. */
-function showSecret(secret, title) {
+function showSecret(secret, title, previousKeyExpiresAt = null) {
   $('secret-title').textContent = title;
   $('secret-value').textContent = secret;
+  $('secret-grace').hidden = !previousKeyExpiresAt;
+  $('secret-grace').textContent = previousKeyExpiresAt ? `The old secret keeps working until ${formatDateTime(previousKeyExpiresAt)}.` : '';
   $('secret-copy-state').textContent = '';
   $('secret-panel').hidden = false;
   $('secret-panel').scrollIntoView({ block: 'nearest' });
@@ -129,6 +141,8 @@ function showSecret(secret, title) {
 
 export function hideSecret() {
   $('secret-value').textContent = '';
+  $('secret-grace').textContent = '';
+  $('secret-grace').hidden = true;
   $('secret-copy-state').textContent = '';
   $('secret-panel').hidden = true;
 }

@@ -197,6 +197,29 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
       end;
     `,
   },
+  {
+    // Rotation with grace: the secret a rotation replaced (its digest) works until previous_until.
+    // A key change announces it too, so that no cache holds it past a revocation, an edit or its end.
+    version: 6,
+    sql: `
+      alter table chatgate_keys add column previous_digest text;
+      alter table chatgate_keys add column previous_until text;
+      create index chatgate_keys_previous_digest on chatgate_keys (previous_digest) where previous_digest is not null;
+      drop trigger chatgate_keys_updated;
+      create trigger chatgate_keys_updated
+        after update of name, digest, revoked_at, expires_at, models, endpoints, allowed_ips, rpm, tpm, max_concurrent, account_id, created_by, tokens_per_day, tokens_per_month, budget_day_nanos, budget_month_nanos, previous_digest, previous_until
+        on chatgate_keys begin
+        insert into chatgate_key_changes (digest, at) values (old.digest, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));
+        insert into chatgate_key_changes (digest, at) select new.digest, strftime('%Y-%m-%dT%H:%M:%fZ', 'now') where new.digest <> old.digest;
+        insert into chatgate_key_changes (digest, at) select old.previous_digest, strftime('%Y-%m-%dT%H:%M:%fZ', 'now') where old.previous_digest is not null;
+      end;
+      drop trigger chatgate_keys_deleted;
+      create trigger chatgate_keys_deleted after delete on chatgate_keys begin
+        insert into chatgate_key_changes (digest, at) values (old.digest, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));
+        insert into chatgate_key_changes (digest, at) select old.previous_digest, strftime('%Y-%m-%dT%H:%M:%fZ', 'now') where old.previous_digest is not null;
+      end;
+    `,
+  },
 ];
 
 /** Applies the migrations this file lacks; true when it made the schema (a new database). */

@@ -29,6 +29,8 @@ export interface KeyRow {
   tokens_per_month: number | null;
   budget_day_nanos: number | null;
   budget_month_nanos: number | null;
+  previous_digest: string | null;
+  previous_until: string | null;
 }
 
 export interface AccountRow {
@@ -146,6 +148,7 @@ export const toKey = (row: KeyRow): KeyRecord => ({
   createdBy: row.created_by,
   quota: { tokensPerDay: row.tokens_per_day, tokensPerMonth: row.tokens_per_month },
   budget: budgetOf(row),
+  ...(row.previous_digest !== null && row.previous_until !== null ? { previousKeyExpiresAt: row.previous_until } : {}),
 });
 
 export const accountParams = (a: AccountRecord) => ({

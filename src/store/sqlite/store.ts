@@ -7,7 +7,7 @@
  * of them reaches the others' caches within POLL_MS (changes.ts). One contract with PostgreSQL.
  */
 import { randomUUID } from 'node:crypto';
-import { AccountNameTaken, type AccountChanges, type AccountRecord, type AuditEvent, type IdentityRecord, type KeyChanges, type KeyRecord, type KeyUse, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type Store, type UsageDay } from '../types';
+import { AccountNameTaken, type AccountChanges, type AccountRecord, type AuditEvent, type IdentityRecord, type KeyAuthRecord, type KeyChanges, type KeyRecord, type KeyUse, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type Store, type UsageDay } from '../types';
 import { ChangeFeed, type ChangeListener } from './changes';
 import { SqliteDatabase } from './database';
 import * as rows from './rows';
@@ -36,8 +36,14 @@ export class SqliteKeyStore implements Store {
     return this.sql.created;
   }
 
-  findByDigest(digest: string): Promise<KeyRecord | undefined> {
-    return this.sql.read(() => this.key(`${rows.KEY_SELECT} where k.digest = ?`, digest));
+  findByDigest(digest: string): Promise<KeyAuthRecord | undefined> {
+    return this.sql.read(() => {
+      const record = this.key(`${rows.KEY_SELECT} where k.digest = ?`, digest);
+      if (record) return record;
+      // A secret a rotation replaced, while its grace lasts (the caller compares the time).
+      const earlier = this.key(`${rows.KEY_SELECT} where k.previous_digest = ?`, digest);
+      return earlier?.previousKeyExpiresAt ? { ...earlier, previousKey: true as const } : undefined;
+    });
   }
 
   get(id: string): Promise<KeyRecord | undefined> {
@@ -77,8 +83,11 @@ export class SqliteKeyStore implements Store {
     return this.changeKeys(() => this.changed(id, 'update chatgate_keys set revoked_at = coalesce(revoked_at, ?) where id = ?', rows.instant(at), id));
   }
 
-  rotate(id: string, digest: string, prefix: string): Promise<KeyRecord | undefined> {
-    return this.changeKeys(() => this.changed(id, 'update chatgate_keys set digest = ?, prefix = ? where id = ?', digest, prefix, id));
+  rotate(id: string, digest: string, prefix: string, graceUntil?: Date): Promise<KeyRecord | undefined> {
+    const until = graceUntil ? rows.instant(graceUntil) : null;
+    return this.changeKeys(() =>
+      this.changed(id, 'update chatgate_keys set previous_digest = case when ? is null then null else digest end, previous_until = ?, digest = ?, prefix = ? where id = ?', until, until, digest, prefix, id),
+    );
   }
 
   async recordUse(uses: readonly KeyUse[], batch: string = randomUUID()): Promise<void> {
