@@ -258,11 +258,13 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
     `,
   },
   {
-    // Rotation with grace: the secret a rotation replaced (its digest) works until previous_until.
-    // A key change announces it too, so that no cache holds it past a revocation, an edit or its end.
+    // Rotation with grace: the secret a rotation replaced (its digest) works until previous_until,
+    // while the key's secret is still the one that rotation made (previous_for): any later change of
+    // secret, by whatever version of chatgate, ends the grace. A key change announces the replaced
+    // digest too, so that no cache holds it past a revocation, an edit or its end.
     version: 12,
     sql: `
-      alter table chatgate_keys add column previous_digest text, add column previous_until timestamptz;
+      alter table chatgate_keys add column previous_digest text, add column previous_until timestamptz, add column previous_for text;
       create index chatgate_keys_previous_digest on chatgate_keys (previous_digest) where previous_digest is not null;
       create or replace function chatgate_keys_notify() returns trigger language plpgsql as $$
       begin

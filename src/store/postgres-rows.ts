@@ -29,6 +29,7 @@ export interface KeyRow {
   budget_month_nanos: string | null;
   previous_digest?: string | null;
   previous_until?: Date | null;
+  previous_for?: string | null;
 }
 export function toRecord(row: KeyRow): KeyRecord {
   return {
@@ -55,7 +56,8 @@ export function toAuthRecord(row: KeyRow): KeyAuthRecord {
     createdBy: row.created_by,
     quota: { tokensPerDay: nullableNumber(row.tokens_per_day), tokensPerMonth: nullableNumber(row.tokens_per_month) },
     budget: budgetOf(row),
-    ...(row.previous_digest && row.previous_until ? { previousKeyExpiresAt: row.previous_until.toISOString() } : {}),
+    // A grace holds while the key's secret is the one its rotation made (a later change ends it).
+    ...(row.previous_digest && row.previous_until && row.previous_for === row.digest ? { previousKeyExpiresAt: row.previous_until.toISOString() } : {}),
   };
 }
 

@@ -27,7 +27,7 @@ import { nanosOf } from './sqlite/rows';
 
 
 /** The key columns the code reads: what authenticating needs (the usage figures live in chatgate_key_usage). */
-const KEY_COLUMNS = ['id', 'name', 'digest', 'prefix', 'created_at', 'revoked_at', 'expires_at', 'models', 'endpoints', 'allowed_ips', 'rpm', 'tpm', 'max_concurrent', 'account_id', 'created_by', 'tokens_per_day', 'tokens_per_month', 'budget_day_nanos', 'budget_month_nanos', 'previous_digest', 'previous_until'];
+const KEY_COLUMNS = ['id', 'name', 'digest', 'prefix', 'created_at', 'revoked_at', 'expires_at', 'models', 'endpoints', 'allowed_ips', 'rpm', 'tpm', 'max_concurrent', 'account_id', 'created_by', 'tokens_per_day', 'tokens_per_month', 'budget_day_nanos', 'budget_month_nanos', 'previous_digest', 'previous_until', 'previous_for'];
 /** A key row with its usage figures: `k` the key row (or a CTE returning KEY_COLUMNS), `u` its usage row if any. */
 const WITH_USAGE = `select ${KEY_COLUMNS.map((column) => `k.${column}`).join(', ')},
   u.requests as requests_total, u.prompt_tokens as prompt_tokens_total, u.completion_tokens as completion_tokens_total, u.last_used_at`;
@@ -73,12 +73,15 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
 
   /** The hot path's one index probe: the key row alone, never its usage. */
   async findByDigest(digest: string): Promise<KeyAuthRecord | undefined> {
-    const { rows } = await this.query<KeyRow>(`select ${KEY_COLUMNS.join(', ')} from chatgate_keys where digest = $1`, [digest]);
-    if (rows[0]) return toAuthRecord(rows[0]);
-    // A secret a rotation replaced, while its grace lasts (the caller compares the time).
-    const earlier = (await this.query<KeyRow>(`select ${KEY_COLUMNS.join(', ')} from chatgate_keys where previous_digest = $1`, [digest])).rows[0];
-    const record = earlier && toAuthRecord(earlier);
-    return record?.previousKeyExpiresAt ? { ...record, previousKey: true } : undefined;
+    // One round trip, also for a made-up key: the key's secret, or one a rotation replaced while the
+    // key's secret is still the one that rotation made (the caller compares the grace's end).
+    const { rows } = await this.query<KeyRow>(
+      `select ${KEY_COLUMNS.join(', ')} from chatgate_keys where digest = $1 or (previous_digest = $1 and previous_for = digest) order by digest = $1 desc limit 1`,
+      [digest],
+    );
+    const record = rows[0] && toAuthRecord(rows[0]);
+    if (!record || record.digest === digest) return record;
+    return record.previousKeyExpiresAt ? { ...record, previousKey: true } : undefined;
   }
 
   async get(id: string): Promise<KeyRecord | undefined> {
@@ -172,7 +175,7 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
     // replaced, and one still in an earlier grace.
     const { rows } = await this.query<{ digest: string; previous_digest: string | null }>('select digest, previous_digest from chatgate_keys where id = $1', [id]);
     const record = await this.changed(
-      'update chatgate_keys set previous_digest = case when $4::timestamptz is null then null else digest end, previous_until = $4, digest = $2, prefix = $3 where id = $1',
+      'update chatgate_keys set previous_digest = case when $4::timestamptz is null then null else digest end, previous_until = $4, previous_for = $2, digest = $2, prefix = $3 where id = $1',
       [id, digest, prefix, graceUntil ?? null],
     );
     if (record && rows[0]) this.changes.emit('change', [rows[0].digest, ...(rows[0].previous_digest ? [rows[0].previous_digest] : [])]);

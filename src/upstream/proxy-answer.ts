@@ -9,8 +9,9 @@
  * and, if no usage came, the estimate is charged (usage-meter.ts). One that leaves after its request
  * reached a worker and before the answer began (a JSON answer begins only once it is generated) is
  * waited for the same way: an answer that comes within the drain is read for its usage, and if none
- * comes, the request is charged what it may have cost (its prompt estimate and the output bound the
- * worker was given). One that leaves before a worker had its request pays nothing.
+ * comes before the drain ends (the worker still at it), the request is charged what it may have cost
+ * (its prompt estimate and the output bound the worker was given). One that leaves before a worker had
+ * its request, or whose worker hangs up or times out without an answer, pays nothing.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { required, type RequestContext, type TokenUsage } from '../context';
@@ -145,23 +146,32 @@ export function createAnswers(clock: AttemptClock, metrics: Metrics, events: Pro
   function awaitAnswer(attempt: Attempt, res: ServerResponse): void {
     attempt.draining = true;
     attempt.context.drainEnded = [];
-    clock.arm(attempt, 'drain', options.drainAfterDisconnectMs);
+    // A worker that would time out before the drain ends still does (first_byte): it is at fault, and
+    // a client leaving must not keep a hung worker past its deadline.
+    const firstByteLeft = attempt.phase === 'first_byte' ? attempt.deadline - clock.now() : Infinity;
+    if (firstByteLeft > options.drainAfterDisconnectMs) clock.arm(attempt, 'drain', options.drainAfterDisconnectMs);
     // Cut by the deadline (or the worker hung up) with no answer: http-proxy calls no callback for a
     // reset once the client's socket is gone, so the worker's request is watched here.
     attempt.upstreamRequest?.once('close', () => endUnanswered(attempt, res));
   }
 
+  /**
+   * No answer came after the client left. Charged only when the drain's deadline cut a worker still
+   * at it; a worker that hung up, reset (a stale kept-alive connection too), or passed its first-byte
+   * deadline did no work the client should pay for, and the latter is a worker failure.
+   */
   function endUnanswered(attempt: Attempt, res: ServerResponse): void {
     if (attempt.answering || attempt.settled) return;
     linkAttempt(res, undefined);
-    clock.settle(attempt, 'neutral');
-    chargeUnanswered(attempt);
+    clock.settle(attempt, attempt.timedOut ? 'failure' : 'neutral');
+    if (attempt.drainCut) chargeUnanswered(attempt);
   }
 
   /** The answer to a client that left before it began: read to its end for its usage, nothing relayed. */
   function readForUsage(attempt: Attempt, upstreamResponse: IncomingMessage, res: ServerResponse): void {
     linkAttempt(res, undefined);
     attempt.answering = true;
+    if (attempt.phase !== 'drain') clock.arm(attempt, 'drain', options.drainAfterDisconnectMs); // it answered: the drain bounds the rest
     const status = upstreamResponse.statusCode ?? 502;
     const reportUsage = usageReporter(attempt, status);
     const estimate = estimateOf(attempt);

@@ -52,6 +52,8 @@ export interface Attempt extends SlotMember {
   upstreamResponse?: IncomingMessage;
   /** The client left during a 2xx answer, or after the request was sent and before the answer: the rest is read for its usage, not relayed. */
   draining: boolean;
+  /** The drain's deadline passed and the worker's request was closed by us (the worker was still at it). */
+  drainCut?: boolean;
   settled: boolean;
 }
 
@@ -100,6 +102,8 @@ export class AttemptClock {
       if (attempt.phase !== 'drain') {
         attempt.timedOut = attempt.phase;
         this.metrics.timeouts.series({ ...AttemptClock.labels(attempt), phase: attempt.phase! }).inc();
+      } else {
+        attempt.drainCut = true;
       }
       attempt.upstreamRequest?.destroy();
     });

@@ -94,3 +94,21 @@ describe.each(backends)('%s', (_kind, open) => {
     expect(await other.findByDigest(digestKey(first))).toMatchObject({ previousKey: true, revokedAt: expect.any(String) });
   });
 });
+
+describe.each(backends)('%s: a secret changed by other means ends the grace', (kind, open) => {
+  test('a rotation that writes only the digest (as a chatgate without grace does) leaves the replaced secret dead', async () => {
+    const pair = await open();
+    try {
+      const { key: first, record } = await issueKey(pair.store, { name: 'old writer' });
+      await rotateKey(pair.store, record.id, 600);
+      // What a replica of an earlier version does on rotate (a rolling deploy, a rollback).
+      const sql = "update chatgate_keys set digest = 'd'||substr(digest, 2), prefix = prefix where id = " + (kind === 'sqlite' ? '?' : '$1');
+      if (pair.store instanceof SqliteKeyStore) pair.store.sql.db.prepare(sql).run(record.id);
+      else await (pair.store as unknown as { query(sql: string, params: unknown[]): Promise<unknown> }).query(sql, [record.id]);
+      expect(await pair.other.findByDigest(digestKey(first))).toBeUndefined();
+      expect((await pair.other.get(record.id))?.previousKeyExpiresAt).toBeUndefined();
+    } finally {
+      await pair.close();
+    }
+  });
+});

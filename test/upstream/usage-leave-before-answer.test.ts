@@ -60,6 +60,8 @@ function workerHandler(req: http.IncomingMessage, res: http.ServerResponse): voi
         res.writeHead(200, { 'content-type': 'application/json' });
         res.end(JSON.stringify({ id: 'c', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: 'hi' }, finish_reason: 'stop' }], usage }));
       };
+    } else if (mode === 'hang-up') {
+      entry.release = () => res.destroy(); // the worker dies before answering
     } else if (mode === 'hold-stream') {
       entry.release = () => {
         entry.answered = true;
@@ -242,4 +244,23 @@ test("a key's concurrency slot stays taken while a worker still works for a clie
   const served = again();
   seen.get(await eventually(() => reached, 5000))!.release();
   expect((await served).status).toBe(200);
+});
+
+test('a worker that hangs up without an answer after the client left: nothing is charged (the work was not done)', async () => {
+  const { key, id } = await gw.issueKey({ name: 'worker died' });
+  const { entry } = await sendAndLeave(key, 'hang-up', { max_tokens: 50 });
+  await eventually(async () => (sample(await scrape(gw.adminUrl), 'chatgate_requests_in_flight') === 0 ? true : undefined));
+  entry.release();
+  // Then an answered request of the same key: once its usage is in the store, a charge for the
+  // first (made when the worker hung up, before) would be too.
+  const reached = nextArrival();
+  const answered = request(gw.url, {
+    ca: gw.ca,
+    headers: { ...bearer(key), 'content-type': 'application/json', 'x-test-mode': 'hold-json' },
+    body: JSON.stringify({ model: 'early/m', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 }),
+  });
+  seen.get(await reached)!.release();
+  expect((await answered).status).toBe(200);
+  const usage = await usageOf(id, (u) => u.promptTokens > 0);
+  expect({ promptTokens: usage.promptTokens, completionTokens: usage.completionTokens }).toEqual({ promptTokens: REAL.prompt, completionTokens: REAL.completion });
 });

@@ -31,6 +31,7 @@ export interface KeyRow {
   budget_month_nanos: number | null;
   previous_digest: string | null;
   previous_until: string | null;
+  previous_for: string | null;
 }
 
 export interface AccountRow {
@@ -148,7 +149,8 @@ export const toKey = (row: KeyRow): KeyRecord => ({
   createdBy: row.created_by,
   quota: { tokensPerDay: row.tokens_per_day, tokensPerMonth: row.tokens_per_month },
   budget: budgetOf(row),
-  ...(row.previous_digest !== null && row.previous_until !== null ? { previousKeyExpiresAt: row.previous_until } : {}),
+  // A grace holds while the key's secret is the one its rotation made (a later change ends it).
+  ...(row.previous_digest !== null && row.previous_until !== null && row.previous_for === row.digest ? { previousKeyExpiresAt: row.previous_until } : {}),
 });
 
 export const accountParams = (a: AccountRecord) => ({

@@ -41,7 +41,7 @@ export class SqliteKeyStore implements Store {
       const record = this.key(`${rows.KEY_SELECT} where k.digest = ?`, digest);
       if (record) return record;
       // A secret a rotation replaced, while its grace lasts (the caller compares the time).
-      const earlier = this.key(`${rows.KEY_SELECT} where k.previous_digest = ?`, digest);
+      const earlier = this.key(`${rows.KEY_SELECT} where k.previous_digest = ? and k.previous_for = k.digest`, digest);
       return earlier?.previousKeyExpiresAt ? { ...earlier, previousKey: true as const } : undefined;
     });
   }
@@ -86,7 +86,7 @@ export class SqliteKeyStore implements Store {
   rotate(id: string, digest: string, prefix: string, graceUntil?: Date): Promise<KeyRecord | undefined> {
     const until = graceUntil ? rows.instant(graceUntil) : null;
     return this.changeKeys(() =>
-      this.changed(id, 'update chatgate_keys set previous_digest = case when ? is null then null else digest end, previous_until = ?, digest = ?, prefix = ? where id = ?', until, until, digest, prefix, id),
+      this.changed(id, 'update chatgate_keys set previous_digest = case when ? is null then null else digest end, previous_until = ?, previous_for = ?, digest = ?, prefix = ? where id = ?', until, until, digest, digest, prefix, id),
     );
   }
 
