@@ -26,6 +26,7 @@ import { createOidcRoutes } from './accounts/oidc';
 import { createMailer } from './accounts/mailer';
 import { QuotaTracker, TOKENS, type Measure, type QuotaCounters } from './accounts/quota';
 import { BUDGET, inNanos } from './accounts/enforce-budget';
+import { Alerts, type AlertSettings } from './accounts/alerts';
 import type { AccountRecord, Quota } from './store/types';
 import { loadConfig, type Config } from './config';
 import { GatewayError } from './errors';
@@ -170,6 +171,7 @@ async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, 
   const publicOrigin = config.console.publicUrl ? new URL(config.console.publicUrl).origin : undefined;
   const oidc = config.console.oidc;
   const oidcRoutes = oidc ? createOidcRoutes(oidc, { accounts: people.accounts, sessions: people.sessions, store: keyStore, publicOrigin, allowedHosts: [...config.console.allowedHosts, config.listen.host], log }) : undefined;
+  const alerts = new Alerts(keyStore, people.auditor, alertSettings(config), log);
   /** A tracker of token quotas (TOKENS) or of budgets (BUDGET), each with counters of its own. */
   const tracker = async (measure: Measure, accountLimits: (account: AccountRecord) => Quota) => {
     const made = new QuotaTracker(await openQuotaCounters(config, keyStore, rateLimitStore, metrics, log), {
@@ -184,12 +186,16 @@ async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, 
       // every replica writes it every auth.lastUsedFlushMs.
       usage: (accountId, from, to) => keyStore.usage(accountId, from, to),
       syncFailed: () => metrics.quotaSyncErrors.inc(),
+      crossed: (crossing) => alerts.crossed(measure === BUDGET ? 'budget' : 'tokens', crossing),
     }, undefined, {
       usageFlushMs: config.auth.lastUsedFlushMs,
       // Every replica knows a key's new quota at once while its change feed is live, within auth.cacheTtlMs
       // when it is not; then it has written what it used before within a flush.
       settleMs: config.auth.cacheTtlMs + 2 * config.auth.lastUsedFlushMs,
       measure,
+      thresholds: config.alerts.thresholds,
+      // A request waits for Redis no longer than rateLimit.timeoutMs in all (with the store: 1 s at least).
+      primeTimeoutMs: config.rateLimit.store === 'redis' ? config.rateLimit.timeoutMs : Math.max(config.rateLimit.timeoutMs, 1000),
     });
     made.start(config.quota.syncMs);
     return made;
@@ -219,11 +225,13 @@ async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, 
     consoleRouter,
     quota,
     budgets,
+    alerts,
     async close() {
       githubSigningKeys.stop();
       await usage.stop();
       await quota.stop().catch(() => undefined);
       await budgets.stop().catch(() => undefined);
+      await alerts.stop();
       mailer?.close();
       await rateLimitStore.close();
       await spans?.shutdown().catch((err: Error) => log.warn({ err: err.message }, 'could not export the last spans'));
@@ -232,6 +240,8 @@ async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, 
 }
 
 type LastingParts = Awaited<ReturnType<typeof buildLastingParts>>;
+
+const alertSettings = (config: Config): AlertSettings => ({ webhookUrl: config.alerts.webhookUrl, timeoutMs: config.alerts.timeoutMs, currency: config.prices.currency });
 
 /**
  * The request path for one config: providers and their health checks, limits, proxy, the app. A
@@ -280,6 +290,8 @@ async function buildServing(config: Config, log: Logger, metrics: Metrics, lasti
   }, config.usage);
   lasting.platform.limits = config.rateLimit;
   lasting.platform.currency = config.prices.currency;
+  lasting.alerts.configure(alertSettings(config));
+  for (const tracker of [lasting.quota, lasting.budgets]) tracker.setThresholds(config.alerts.thresholds);
   const publicApp = createPublicApp({ config, metrics, log, keyCache, providers, aliases: buildAliases(config), proxy, limiter, quota: lasting.quota, budgets: lasting.budgets, onKeyUsed: (record) => usage.used(record), onKeyRequestEnded: (key, served) => usage.ended(key, served), leakReports, spans: lasting.spans, console: lasting.consoleRouter });
   let inFlight = 0;
   let drained: (() => void) | undefined;

@@ -25,6 +25,24 @@ export interface QuotaEvents {
   usage?(accountId: string, from: string, to: string): Promise<readonly UsageDay[]>;
   /** A sync failed (the counters or the store away); what was not added is kept for the next. */
   syncFailed?(err: unknown): void;
+  /** A counter's use reached a threshold of its limit (QuotaOptions.thresholds), seen at a sync: once per threshold here. */
+  crossed?(crossing: Crossing): void;
+}
+
+/** A threshold of a key's or account's limit reached in a period, as one replica saw it. */
+export interface Crossing {
+  /** The counter's scope (with its measure's prefix): `[budget:]key:<id>:d:<day>` or `...:m:<month>`. */
+  scope: string;
+  accountId: string;
+  /** The key whose own limit it is; undefined: the account's. */
+  keyId: string | undefined;
+  period: Period;
+  /** The UTC day or month. */
+  periodStart: string;
+  threshold: number;
+  /** In the measure's unit (tokens, or nano-units of the currency). */
+  used: number;
+  limit: number;
 }
 
 export interface QuotaOptions {
@@ -34,6 +52,10 @@ export interface QuotaOptions {
   settleMs?: number;
   /** What it counts (TOKENS when absent). */
   measure?: Measure;
+  /** Shares of a limit (ascending, each in (0, 1]) whose reaching is told to `crossed`; none: none told. */
+  thresholds?: readonly number[];
+  /** The longest a request waits for its counters' first read of their shared totals (QuotaTracker.prime); 1 s when absent. */
+  primeTimeoutMs?: number;
 }
 
 export type Period = 'day' | 'month';
@@ -121,6 +143,10 @@ export interface Counter {
    * back after a quiet minute, would admit a burst against a count of 0 until its next sync.
    */
   read: boolean;
+  /** Its limit as last seen by a check, reservation or charge (thresholds are shares of it). */
+  limit?: number;
+  /** The highest index of QuotaOptions.thresholds told as reached here; -1: none. */
+  alerted: number;
   /** The sync (count) that last checked or charged it: counters not touched for a while stop being synced. */
   touched: number;
   /** Whose use it counts: the key's (keyId) or all the account's keys'. */

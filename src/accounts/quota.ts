@@ -39,6 +39,7 @@
  */
 import type { CallerKey } from '../context';
 import type { Quota } from '../store/types';
+import { tellCrossings } from './quota-crossings';
 import { readFloors } from './quota-floors';
 import { charged, limitOf, periodKind, periodOf, scopeName, secondsToNext, TOKENS, type Counter, type Measure, type Period, type QuotaCounters, type QuotaEvents, type QuotaOptions, type QuotaRefusal, type QuotaReservation } from './quota-scopes';
 
@@ -57,8 +58,6 @@ export class QuotaTracker {
   /** Use of accounts whose quota is not known yet: account -> day -> tokens. */
   private readonly held = new Map<string, Map<string, number>>();
   private readonly learning = new Map<string, Promise<void>>();
-  /** Keys whose counters' shared totals are being read for their first requests here: key -> the read. */
-  private readonly priming = new Map<string, Promise<void>>();
   /** Accounts whose quota a request could not read, and when: their requests do not wait for another read for LEARN_RETRY_MS. */
   private readonly unread = new Map<string, number>();
   /** Keys that have (or lately had) counters: a key seen without its quota has them dropped. */
@@ -66,6 +65,8 @@ export class QuotaTracker {
   private readonly usageFlushMs: number;
   private readonly settleMs: number;
   private readonly measure: Measure;
+  private thresholds: readonly number[];
+  private readonly primeTimeoutMs: number;
   private syncs = 0;
   private timer: NodeJS.Timeout | undefined;
   private syncing: Promise<void> | undefined;
@@ -79,10 +80,19 @@ export class QuotaTracker {
     this.usageFlushMs = options.usageFlushMs ?? 10_000;
     this.settleMs = options.settleMs ?? 3 * this.usageFlushMs;
     this.measure = options.measure ?? TOKENS;
+    this.thresholds = options.thresholds ?? [];
+    this.primeTimeoutMs = options.primeTimeoutMs ?? 1000;
   }
 
   private scope(scope: 'key' | 'account', id: string, period: Period, at: Date): string {
     return this.measure.prefix + scopeName(scope, id, period, at);
+  }
+
+  /** A reload's alert thresholds: every counter is told its crossings again (the store keeps each alert to one). */
+  setThresholds(thresholds: readonly number[]): void {
+    if (thresholds.length === this.thresholds.length && thresholds.every((value, i) => value === this.thresholds[i])) return;
+    this.thresholds = thresholds;
+    for (const counter of this.counters.values()) counter.alerted = -1;
   }
 
   start(syncMs: number): void {
@@ -112,6 +122,7 @@ export class QuotaTracker {
         continue;
       }
       const counter = this.counter(this.scope('key', key.id, period, at), key.accountId, key.id);
+      counter.limit = limit;
       if (this.used(counter) + counter.reserved >= limit) return { scope: 'key', period, retryAfterSeconds: secondsToNext(period, at) };
       unread ||= !counter.read;
     }
@@ -121,6 +132,7 @@ export class QuotaTracker {
       const limit = limitOf(account, period);
       if (limit === null) continue;
       const counter = this.counter(this.scope('account', key.accountId, period, at), key.accountId, undefined);
+      counter.limit = limit;
       if (this.used(counter) + counter.reserved >= limit) return { scope: 'account', period, retryAfterSeconds: secondsToNext(period, at) };
       unread ||= !counter.read;
     }
@@ -128,42 +140,36 @@ export class QuotaTracker {
   }
 
   /**
-   * Reads the shared totals of the key's (and its account's) counters that have not read one yet,
-   * once for all the requests that wait meanwhile. Should the read fail, the counters count on from
-   * what this replica knows and the next sync reads them: requests do not wait on a failing store.
+   * Waits (at most `primeTimeoutMs`) for a sync to read the shared totals of the key's (and its
+   * account's) counters that have not read one yet. Through the sync, which is serialized and reads
+   * every counter in one call: a sync already under way may have listed its counters before these
+   * were made, so at most two. Whatever is still unread then (the store or Redis slow or away) counts
+   * on from what this replica knows, and requests no longer wait for it; the next sync reads it.
    */
-  prime(key: CallerKey): Promise<void> {
-    let reading = this.priming.get(key.id);
-    if (reading) return reading;
+  async prime(key: CallerKey): Promise<void> {
+    const until = Date.now() + this.primeTimeoutMs;
+    for (let i = 0; i < 2 && this.unreadOf(key).length > 0; i++) {
+      const left = until - Date.now();
+      if (left <= 0) break;
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([this.sync(), new Promise<void>((resolve) => (timer = setTimeout(resolve, left)))]);
+      clearTimeout(timer);
+    }
+    for (const counter of this.unreadOf(key)) counter.read = true;
+  }
+
+  private unreadOf(key: CallerKey): Counter[] {
     const at = this.now();
     const account = this.accountQuotas.get(key.accountId);
-    const unread: Array<[string, Counter]> = [];
+    const unread: Counter[] = [];
     for (const period of PERIODS) {
       for (const [scope, id, limit] of [['key', key.id, limitOf(this.measure.keyLimits(key), period)], ['account', key.accountId, account ? limitOf(account, period) : null]] as const) {
         if (limit === null) continue;
-        const name = this.scope(scope, id, period, at);
-        const counter = this.counters.get(name);
-        if (counter && !counter.read) unread.push([name, counter]);
+        const counter = this.counters.get(this.scope(scope, id, period, at));
+        if (counter && !counter.read) unread.push(counter);
       }
     }
-    if (unread.length === 0) return Promise.resolve();
-    reading = this.readTotals(unread).finally(() => this.priming.delete(key.id));
-    this.priming.set(key.id, reading);
-    return reading;
-  }
-
-  private async readTotals(entries: ReadonlyArray<[string, Counter]>): Promise<void> {
-    try {
-      const totals = await this.shared.totals(entries.map(([scope]) => scope));
-      for (const [scope, counter] of entries) {
-        const total = totals.get(scope);
-        if (total !== undefined && !counter.read) counter.synced = total;
-      }
-    } catch (err) {
-      this.events.syncFailed?.(err);
-    } finally {
-      for (const [, counter] of entries) counter.read = true;
-    }
+    return unread;
   }
 
   /** Whether the key or its account (as last read) has a quota: what reserve() needs to be asked. */
@@ -190,6 +196,7 @@ export class QuotaTracker {
         const limit = scope === 'key' ? limitOf(this.measure.keyLimits(key), period) : account ? limitOf(account, period) : null;
         if (limit === null) continue;
         const counter = scope === 'key' ? this.counter(this.scope('key', key.id, period, at), key.accountId, key.id) : this.counter(this.scope('account', key.accountId, period, at), key.accountId, undefined);
+        counter.limit = limit;
         const left = limit - this.used(counter) - counter.reserved;
         room = Math.min(room, left);
         if (tokens > left) refusal ??= { scope, period, retryAfterSeconds: secondsToNext(period, at) };
@@ -214,7 +221,8 @@ export class QuotaTracker {
     if (!(tokens > 0)) return;
     const at = this.now();
     for (const period of PERIODS) {
-      if (limitOf(this.measure.keyLimits(key), period) !== null) charged(this.counter(this.scope('key', key.id, period, at), key.accountId, key.id), tokens);
+      const limit = limitOf(this.measure.keyLimits(key), period);
+      if (limit !== null) charged(this.limited(this.counter(this.scope('key', key.id, period, at), key.accountId, key.id), limit), tokens);
     }
     const account = this.accountQuotas.get(key.accountId);
     if (account === undefined) {
@@ -228,7 +236,8 @@ export class QuotaTracker {
     }
     if (!account) return;
     for (const period of PERIODS) {
-      if (limitOf(account, period) !== null) charged(this.counter(this.scope('account', key.accountId, period, at), key.accountId, undefined), tokens);
+      const limit = limitOf(account, period);
+      if (limit !== null) charged(this.limited(this.counter(this.scope('account', key.accountId, period, at), key.accountId, undefined), limit), tokens);
     }
   }
 
@@ -274,6 +283,7 @@ export class QuotaTracker {
       return;
     }
     await readFloors(this.counters, this.events, this.now(), { usageFlushMs: this.usageFlushMs, settleMs: this.settleMs, measure: this.measure });
+    if (this.events.crossed) tellCrossings(this.counters, this.thresholds, (counter) => this.used(counter), this.events.crossed, this.now());
   }
 
   /** Whether the account's quota is known here, or could not be read a moment ago (its use is then held: see learn). */
@@ -325,6 +335,11 @@ export class QuotaTracker {
     }
   }
 
+  private limited(counter: Counter, limit: number): Counter {
+    counter.limit = limit;
+    return counter;
+  }
+
   private used(counter: Counter): number {
     return Math.max(counter.synced + counter.pending + counter.sending, counter.floor + counter.sinceFloor);
   }
@@ -333,7 +348,7 @@ export class QuotaTracker {
     let counter = this.counters.get(scope);
     if (!counter) {
       const born = this.now().getTime();
-      counter = { synced: 0, pending: 0, sending: 0, reserved: 0, read: false, dormant: false, touched: this.syncs, accountId, keyId, born, floor: 0, sinceFloor: 0, floorDue: this.events.usage ? born : undefined };
+      counter = { synced: 0, pending: 0, sending: 0, reserved: 0, read: false, alerted: -1, dormant: false, touched: this.syncs, accountId, keyId, born, floor: 0, sinceFloor: 0, floorDue: this.events.usage ? born : undefined };
       this.counters.set(scope, counter);
       if (keyId !== undefined) this.keysCounted.add(keyId);
     }

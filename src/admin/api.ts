@@ -123,6 +123,14 @@ export function adminApi(accounts: Accounts, currency: () => string = () => 'USD
     res.json({ object: 'list', currency: currency(), data: (await store.usage(req.params.id, from, to)).map(usageRow) });
   });
 
+  // The account's quota and budget alerts (of its keys too) since the first day of the last month, newest first.
+  api.get('/accounts/:id/alerts', async (req, res) => {
+    await accounts.account(req.params.id);
+    const now = new Date();
+    const since = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - 1, 1));
+    res.json({ object: 'list', currency: currency(), data: (await store.listAlerts(req.params.id, since)).map(({ accountId: _account, ...shown }) => shown) });
+  });
+
   api.get('/accounts/:id/audit', async (req, res) => {
     await accounts.account(req.params.id);
     res.json({ object: 'list', data: await store.listAudit(req.params.id, 500) });

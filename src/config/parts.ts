@@ -209,3 +209,23 @@ export const secretScanning = z
       .prefault({}),
   })
   .prefault({});
+
+/**
+ * Alerts at thresholds of quotas and budgets: one POST to `webhookUrl` (JSON; its `text` reads well in
+ * Slack or Teams) per threshold per period of a key's or an account's limit, from one replica.
+ */
+export const alerts = z
+  .strictObject({
+    /** Where alerts are POSTed; absent: they are kept and shown in the console only. A secret: never logged. */
+    webhookUrl: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }).optional(),
+    /** Shares of a limit, ascending, each above 0 and at most 1. */
+    thresholds: z
+      .array(z.number().gt(0).max(1))
+      .min(1)
+      .max(10)
+      .refine((list) => list.every((value, i) => i === 0 || value > list[i - 1]!), { message: 'must be ascending, each once' })
+      .default([0.5, 0.8, 1]),
+    /** Each POST's deadline. */
+    timeoutMs: z.number().int().min(100).max(60_000).default(5000),
+  })
+  .prefault({});

@@ -181,6 +181,15 @@ export function consoleApi({ accounts, sessions, oidc, platformLimits, currency 
     res.status(204).end();
   });
 
+  // The account's quota and budget alerts of the current UTC day and month (its keys' too), newest first.
+  api.get('/alerts', async (_req, res) => {
+    const { accountId } = may(res, 'usage.read');
+    const today = new Date().toISOString().slice(0, 10);
+    const alerts = await store.listAlerts(accountId, new Date(`${today.slice(0, 7)}-01T00:00:00Z`));
+    const current = alerts.filter((alert) => alert.periodStart === today || alert.periodStart === today.slice(0, 7));
+    res.json({ object: 'list', currency: currency(), data: current.map(({ id: _id, accountId: _account, sentAt: _sent, ...shown }) => shown) });
+  });
+
   api.get('/usage', async (req, res) => {
     const { accountId, account } = may(res, 'usage.read');
     const { from, to } = dateRange(req.query.from, req.query.to);

@@ -14,6 +14,7 @@ import { errors, GatewayError } from '../errors';
 import type {
   AccountChanges,
   AccountRecord,
+  AlertRecord,
   AuditEvent,
   IdentityRecord,
   KeyAuthRecord,
@@ -187,6 +188,15 @@ export class GuardedKeyStore implements Store {
   quotaUsage(scopes: readonly string[]): Promise<Map<string, number>> {
     if (scopes.length === 0) return Promise.resolve(new Map());
     return this.call(() => this.inner.quotaUsage(scopes));
+  }
+  claimAlert(alert: AlertRecord, leaseMs: number, now: Date): Promise<boolean> {
+    return this.call(() => this.inner.claimAlert(alert, leaseMs, now));
+  }
+  alertSent(id: string, at: Date): Promise<void> {
+    return this.call(() => this.inner.alertSent(id, at));
+  }
+  listAlerts(accountId: string, since: Date): Promise<AlertRecord[]> {
+    return this.call(() => this.inner.listAlerts(accountId, since));
   }
   onChange(listener: (digests: string[] | undefined) => void): void {
     this.inner.onChange(listener);

@@ -10,6 +10,7 @@ import {
   AccountNameTaken,
   type AccountChanges,
   type AccountRecord,
+  type AlertRecord,
   type AuditEvent,
   type IdentityRecord,
   type MembershipRecord,
@@ -272,6 +273,28 @@ export class PostgresAccountStore {
        on conflict (scope) do update set tokens = q.tokens + excluded.tokens, updated_at = now()`,
       [[...amounts.keys()], [...amounts.values()]],
     );
+  }
+
+  async claimAlert(alert: AlertRecord, leaseMs: number, now: Date): Promise<boolean> {
+    const { rowCount } = await this.query(
+      `insert into chatgate_alerts as a (id, account_id, key_id, kind, period, period_start, threshold, spent, lim, at, claimed_until)
+       values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+       on conflict (id) do update set claimed_until = excluded.claimed_until where a.sent_at is null and a.claimed_until < $12`,
+      [alert.id, alert.accountId, alert.keyId, alert.kind, alert.period, alert.periodStart, alert.threshold, alert.spent, alert.limit, alert.at, new Date(now.getTime() + leaseMs), now],
+    );
+    return (rowCount ?? 0) > 0;
+  }
+
+  async alertSent(id: string, at: Date): Promise<void> {
+    await this.query('update chatgate_alerts set sent_at = coalesce(sent_at, $2) where id = $1', [id, at]);
+  }
+
+  async listAlerts(accountId: string, since: Date): Promise<AlertRecord[]> {
+    const { rows } = await this.query<{ id: string; account_id: string; key_id: string | null; kind: AlertRecord['kind']; period: AlertRecord['period']; period_start: string; threshold: number; spent: number; lim: number; at: Date; sent_at: Date | null }>(
+      'select * from chatgate_alerts where account_id = $1 and at >= $2 order by at desc, id',
+      [accountId, since],
+    );
+    return rows.map((row) => ({ id: row.id, accountId: row.account_id, keyId: row.key_id, kind: row.kind, period: row.period, periodStart: row.period_start, threshold: row.threshold, spent: row.spent, limit: row.lim, at: row.at.toISOString(), sentAt: row.sent_at?.toISOString() ?? null }));
   }
 
   async quotaUsage(scopes: readonly string[]): Promise<Map<string, number>> {

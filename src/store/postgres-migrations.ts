@@ -291,6 +291,28 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
         on chatgate_keys for each row execute function chatgate_keys_notify();
     `,
   },
+  {
+    // Thresholds of quotas and budgets crossed, one row per threshold per period: the replica that
+    // claims it sends it (a claim unsent past its lease may be taken over), the console shows it.
+    version: 13,
+    sql: `
+      create table chatgate_alerts (
+        id text primary key,
+        account_id text not null,
+        key_id text,
+        kind text not null,
+        period text not null,
+        period_start text not null,
+        threshold double precision not null,
+        spent double precision not null,
+        lim double precision not null,
+        at timestamptz not null,
+        claimed_until timestamptz not null,
+        sent_at timestamptz
+      );
+      create index chatgate_alerts_account_at on chatgate_alerts (account_id, at);
+    `,
+  },
 ];
 
 /** Applies the migrations not applied yet, in one transaction under the advisory lock (replicas starting together apply each once). */

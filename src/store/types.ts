@@ -330,6 +330,37 @@ export interface AccountStore {
   addQuotaUsage(amounts: ReadonlyMap<string, number>): Promise<void>;
   /** The counters' totals (0 for one never counted). */
   quotaUsage(scopes: readonly string[]): Promise<Map<string, number>>;
+
+  /**
+   * Claims an alert for this process to send: true when no one holds it (it is new, or unsent with its
+   * last claim past `claimedUntil`'s lease), false when it was sent or another process's claim holds.
+   * One alert per id: a threshold of one quota or budget in one period.
+   */
+  claimAlert(alert: AlertRecord, leaseMs: number, now: Date): Promise<boolean>;
+  /** The alert went out (its webhook answered 2xx, or there is no webhook to send it to). */
+  alertSent(id: string, at: Date): Promise<void>;
+  /** An account's alerts (of its keys too) made at or after `since`, the newest first. */
+  listAlerts(accountId: string, since: Date): Promise<AlertRecord[]>;
+}
+
+/** A threshold of a quota or budget crossed in one period: what is sent, and shown in the console. */
+export interface AlertRecord {
+  /** `<kind>:<key|account>:<id>:<d|m>:<period>:<threshold>`, one per threshold per period. */
+  id: string;
+  accountId: string;
+  /** The key whose own quota or budget it is; null: the account's. */
+  keyId: string | null;
+  kind: 'tokens' | 'budget';
+  period: 'day' | 'month';
+  /** The UTC day (YYYY-MM-DD) or month (YYYY-MM). */
+  periodStart: string;
+  /** The share of the limit crossed, e.g. 0.8. */
+  threshold: number;
+  /** What was used when it was seen crossed, and the limit: tokens, or the price table's currency. */
+  spent: number;
+  limit: number;
+  at: string;
+  sentAt: string | null;
 }
 
 /** Everything a backend holds. */

@@ -204,6 +204,11 @@ test('every answer of the admin API and the console API fits the document, and e
   await consoleCall(cookie, 'GET', '/audit');
   await admin('GET', `/accounts/${account}/usage`);
   await admin('GET', `/accounts/${account}/audit`);
+  // An alert: a key past half its daily quota.
+  const alerted = (await admin('POST', '/keys', { name: 'alerted', account, quota: { tokensPerDay: 120 } })).json<{ key: string }>().key;
+  expect((await request(f.gw.url, { ca: f.gw.ca, headers: { ...bearer(alerted), 'x-mock-tokens': '60' }, body: chatBody({ max_tokens: 60 }) })).status).toBe(200);
+  await eventually(async () => ((await admin('GET', `/accounts/${account}/alerts`)).json<{ data: unknown[] }>().data.length > 0 ? true : undefined));
+  await consoleCall(cookie, 'GET', '/alerts');
   await consoleCall(cookie, 'POST', `/keys/${key.id}/revoke`);
   await admin('POST', `/keys/${created.id}/revoke`);
   // Every operation that takes a body refuses a field it does not know, naming it, as the document says.

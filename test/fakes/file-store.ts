@@ -11,6 +11,7 @@ import { StoreUnreadable } from '../../src/store/guarded';
 import { fileStamp, replaceFile, withLockFile } from './file-store-lock';
 import { applyBatch, ChangeBatches, type BatchChange, type QueuedChange } from './file-store-batches';
 import { withCountersBumped, withQuotaUsage, withUse } from './file-store-data';
+import { MemoryAccountStore } from './memory-account-store';
 import { byDateThenKey, daysBefore, emptyData, parseContents, voidedBy, type Data } from '../../src/store/file-schema';
 
 export { removeStaleLock } from './file-store-lock';
@@ -19,6 +20,7 @@ import {
   AccountNameTaken,
   type AccountChanges,
   type AccountRecord,
+  type AlertRecord,
   type AuditEvent,
   type IdentityRecord,
   type KeyChanges,
@@ -292,6 +294,18 @@ export class FileKeyStore implements Store {
   async addQuotaUsage(amounts: ReadonlyMap<string, number>): Promise<void> {
     if (amounts.size === 0) return;
     await this.modify((data) => ({ data: withQuotaUsage(data, amounts, daysBefore(new Date(), 62)), result: undefined }));
+  }
+
+  /** Alerts: the retired file store never had them; this fake keeps them in this process only. */
+  private readonly alertsHere = new MemoryAccountStore();
+  claimAlert(alert: AlertRecord, leaseMs: number, now: Date): Promise<boolean> {
+    return this.alertsHere.claimAlert(alert, leaseMs, now);
+  }
+  alertSent(id: string, at: Date): Promise<void> {
+    return this.alertsHere.alertSent(id, at);
+  }
+  listAlerts(accountId: string, since: Date): Promise<AlertRecord[]> {
+    return this.alertsHere.listAlerts(accountId, since);
   }
 
   async quotaUsage(scopes: readonly string[]): Promise<Map<string, number>> {

@@ -3,7 +3,7 @@
  * real backends pass the same contract in test/store/contract.test.ts). Records are copied in and out,
  * as a real store's are.
  */
-import { AccountNameTaken, type AccountChanges, type AccountRecord, type AccountStore, type AuditEvent, type IdentityRecord, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type UsageDay } from '../../src/store/types';
+import { AccountNameTaken, type AccountChanges, type AccountRecord, type AccountStore, type AlertRecord, type AuditEvent, type IdentityRecord, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type UsageDay } from '../../src/store/types';
 
 const copy = <T>(value: T): T => (value === undefined ? value : structuredClone(value));
 
@@ -148,6 +148,24 @@ export class MemoryAccountStore implements AccountStore {
   }
   async quotaUsage(scopes: readonly string[]) {
     return new Map(scopes.map((scope) => [scope, this.quota.get(scope) ?? 0]));
+  }
+
+  private readonly alerts = new Map<string, AlertRecord & { claimedUntil: number }>();
+  async claimAlert(alert: AlertRecord, leaseMs: number, now: Date) {
+    const held = this.alerts.get(alert.id);
+    if (held && (held.sentAt !== null || held.claimedUntil >= now.getTime())) return false;
+    this.alerts.set(alert.id, { ...(held ?? alert), claimedUntil: now.getTime() + leaseMs });
+    return true;
+  }
+  async alertSent(id: string, at: Date) {
+    const held = this.alerts.get(id);
+    if (held && held.sentAt === null) held.sentAt = at.toISOString();
+  }
+  async listAlerts(accountId: string, since: Date) {
+    return [...this.alerts.values()]
+      .filter((alert) => alert.accountId === accountId && Date.parse(alert.at) >= since.getTime())
+      .sort((a, b) => (a.at < b.at ? 1 : a.at > b.at ? -1 : a.id < b.id ? -1 : 1))
+      .map(({ claimedUntil: _claimedUntil, ...alert }) => ({ ...alert }));
   }
 }
 

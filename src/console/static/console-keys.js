@@ -4,6 +4,7 @@
  */
 import { $, formatNumber, formatDate, formatDateTime, utcDay, el, cell, setError, banner, copyText, formatAmount, confirmDialog } from './console-dom.js';
 import { state, api, busy, can, keyStatus } from './console-state.js';
+import { loadAlerts } from './console-alerts.js';
 import { renderUsageKeyOptions } from './console-usage.js';
 
 const DAY_MS = 86_400_000;
@@ -33,6 +34,7 @@ export async function loadKeys() {
   state.keys = list.data.slice().sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0));
   renderKeys();
   renderUsageKeyOptions();
+  loadAlerts(); // they name keys: read once the keys are
 }
 
 function renderKeys() {

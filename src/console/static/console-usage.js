@@ -4,6 +4,7 @@
  */
 import { $, formatNumber, formatAmount, utcDay, el, barChart } from './console-dom.js';
 import { API, state, api, busy, keyStatus } from './console-state.js';
+import { loadAlerts } from './console-alerts.js';
 
 const USAGE_DAYS = 30;
 const DAY_MS = 86_400_000;
@@ -40,6 +41,7 @@ export async function loadUsage() {
   if (!usage) return;
   state.usage = { days, keyId, data: usage.data, currency: usage.currency, budget: usage.budget };
   renderUsage();
+  loadAlerts();
 }
 
 /** Spend against the budget (the chosen key's, else the account's), this UTC day and month. */

@@ -13,6 +13,7 @@ import { loadKeys, hideSecret, wireKeys } from './console-keys.js';
 import { loadMembers, hideInvite, wireMembers } from './console-members.js';
 import { loadUsage, wireUsage } from './console-usage.js';
 import { loadAudit, wireAudit } from './console-audit.js';
+import { hideAlerts } from './console-alerts.js';
 
 /** Everything shown of the signed-in person's account is removed. */
 function forget() {
@@ -22,6 +23,7 @@ function forget() {
   state.usage = null;
   hideSecret();
   hideInvite();
+  hideAlerts();
   for (const id of ['keys-body', 'members-body', 'usage-body', 'usage-by-key-body', 'audit-body', 'tokens-chart', 'requests-chart', 'account-switcher', 'account-name', 'who', 'secret-title', 'confirm-title', 'confirm-text', 'edit-title']) {
     $(id).replaceChildren();
   }
@@ -45,7 +47,7 @@ async function enterConsole(session) {
   forget();
   applySession(session);
   if (!session.account) return;
-  // The keys are read whatever the tab: the other tabs name keys by them.
+  // The keys are read whatever the tab: the other tabs (and the alerts, read with them) name keys by them.
   if (state.tab !== 'keys') await loadKeys();
   selectTab(state.tab, false);
 }

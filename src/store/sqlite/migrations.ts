@@ -223,6 +223,28 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
       end;
     `,
   },
+  {
+    // Thresholds of quotas and budgets crossed, one row per threshold per period: the replica that
+    // claims it sends it (a claim unsent past its lease may be taken over), the console shows it.
+    version: 7,
+    sql: `
+      create table chatgate_alerts (
+        id text primary key,
+        account_id text not null,
+        key_id text,
+        kind text not null,
+        period text not null,
+        period_start text not null,
+        threshold real not null,
+        spent real not null,
+        lim real not null,
+        at text not null,
+        claimed_until text not null,
+        sent_at text
+      );
+      create index chatgate_alerts_account_at on chatgate_alerts (account_id, at);
+    `,
+  },
 ];
 
 /** Applies the migrations this file lacks; true when it made the schema (a new database). */

@@ -7,12 +7,14 @@
  * of them reaches the others' caches within POLL_MS (changes.ts). One contract with PostgreSQL.
  */
 import { randomUUID } from 'node:crypto';
-import { AccountNameTaken, type AccountChanges, type AccountRecord, type AuditEvent, type IdentityRecord, type KeyAuthRecord, type KeyChanges, type KeyRecord, type KeyUse, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type Store, type UsageDay } from '../types';
+import { AccountNameTaken, type AccountChanges, type AccountRecord, type AlertRecord, type AuditEvent, type IdentityRecord, type KeyAuthRecord, type KeyChanges, type KeyRecord, type KeyUse, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type Store, type UsageDay } from '../types';
+import { SqliteAlerts } from './alerts';
 import { ChangeFeed, type ChangeListener } from './changes';
+import { SqliteSessions } from './sessions';
 import { SqliteDatabase } from './database';
 import * as rows from './rows';
 import * as statements from './statements';
-import type { AccountRow, AuditRow, IdentityRow, KeyRow, MemberRow, PersonRow, SessionRow, TokenRow } from './rows';
+import type { AccountRow, AuditRow, IdentityRow, KeyRow, MemberRow, PersonRow } from './rows';
 
 /** Daily usage is kept this long; quota counters of days and months before it are dropped. */
 const USAGE_DAYS_KEPT = 400;
@@ -24,11 +26,15 @@ export class SqliteKeyStore implements Store {
   readonly sql: SqliteDatabase;
   private readonly feed: ChangeFeed;
   private readonly prunedAt = new Map<string, number>();
+  private readonly sessions: SqliteSessions;
+  private readonly alerts: SqliteAlerts;
 
   /** Opens (and creates, and migrates) the file. `busyTimeoutMs`: how long a writer waits for another's lock. */
   constructor(file: string, busyTimeoutMs = 1000) {
     this.sql = new SqliteDatabase(file, busyTimeoutMs);
     this.feed = new ChangeFeed(this.sql.db);
+    this.sessions = new SqliteSessions(this.sql);
+    this.alerts = new SqliteAlerts(this.sql);
   }
 
   /** Whether this open made the file's schema: a new store. */
@@ -206,57 +212,35 @@ export class SqliteKeyStore implements Store {
     return this.sql.read(() => this.sql.all<MemberRow>('select * from chatgate_members where email = ? order by added_at, account_id', email).map(rows.toMember));
   }
 
-  async createSession(record: SessionRecord): Promise<void> {
-    await this.sql.write(() => {
-      this.sql.run('delete from chatgate_sessions where expires_at < ?', new Date().toISOString()); // ended ones go as new ones come
-      this.sql.run(rows.insertSql('insert', 'chatgate_sessions', statements.SESSION_COLUMNS), rows.sessionParams(record));
-    });
+  createSession(record: SessionRecord): Promise<void> {
+    return this.sessions.createSession(record);
   }
-
   findSession(digest: string): Promise<SessionRecord | undefined> {
-    return this.sql.read(() => {
-      const row = this.sql.get<SessionRow>('select * from chatgate_sessions where digest = ?', digest);
-      return row && rows.toSession(row);
-    });
+    return this.sessions.findSession(digest);
   }
-
-  async updateSession(digest: string, changes: { lastSeenAt?: string; accountId?: string | null }): Promise<void> {
-    await this.sql.write(() =>
-      this.sql.run(
-        'update chatgate_sessions set last_seen_at = coalesce(?, last_seen_at), account_id = case when ? then ? else account_id end where digest = ?',
-        rows.maybeInstant(changes.lastSeenAt),
-        changes.accountId !== undefined ? 1 : 0,
-        changes.accountId ?? null,
-        digest,
-      ),
-    );
+  updateSession(digest: string, changes: { lastSeenAt?: string; accountId?: string | null }): Promise<void> {
+    return this.sessions.updateSession(digest, changes);
   }
-
-  async deleteSession(digest: string): Promise<void> {
-    await this.sql.write(() => this.sql.run('delete from chatgate_sessions where digest = ?', digest));
+  deleteSession(digest: string): Promise<void> {
+    return this.sessions.deleteSession(digest);
   }
-
   deleteSessionsOf(email: string, exceptDigest?: string): Promise<number> {
-    return this.sql.write(() => this.sql.run('delete from chatgate_sessions where email = ? and digest is not ?', email, exceptDigest ?? null).changes);
+    return this.sessions.deleteSessionsOf(email, exceptDigest);
   }
-
-  async createToken(token: OneTimeToken): Promise<void> {
-    // One step: expired tokens and, for a set-password link, the person's older links go as it comes.
-    await this.sql.write(() => {
-      this.sql.run('delete from chatgate_tokens where expires_at < ?', new Date().toISOString());
-      if (token.kind === 'password' && token.email !== null) this.sql.run("delete from chatgate_tokens where kind = 'password' and email = ?", token.email);
-      this.sql.run(rows.insertSql('insert', 'chatgate_tokens', statements.TOKEN_COLUMNS), rows.tokenParams(token));
-    });
+  createToken(token: OneTimeToken): Promise<void> {
+    return this.sessions.createToken(token);
   }
-
   takeToken(digest: string, kind: OneTimeToken['kind'], now: Date): Promise<OneTimeToken | undefined> {
-    // Deleted as it is read: of two uses at once, one gets it; a set-password link takes its siblings with it.
-    return this.sql.write(() => {
-      const row = this.sql.get<TokenRow>('delete from chatgate_tokens where digest = ? and kind = ? returning *', digest, kind);
-      if (!row) return undefined;
-      if (row.kind === 'password' && row.email !== null) this.sql.run("delete from chatgate_tokens where kind = 'password' and email = ?", row.email);
-      return row.expires_at > now.toISOString() ? rows.toToken(row) : undefined;
-    });
+    return this.sessions.takeToken(digest, kind, now);
+  }
+  claimAlert(alert: AlertRecord, leaseMs: number, now: Date): Promise<boolean> {
+    return this.alerts.claim(alert, leaseMs, now);
+  }
+  alertSent(id: string, at: Date): Promise<void> {
+    return this.alerts.sent(id, at);
+  }
+  listAlerts(accountId: string, since: Date): Promise<AlertRecord[]> {
+    return this.alerts.list(accountId, since);
   }
 
   bumpCounters(counters: ReadonlyArray<{ name: string; expiresAt: Date }>, now: Date): Promise<number[]> {

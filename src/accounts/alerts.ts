@@ -1,0 +1,169 @@
+/**
+ * Budget and quota alerts. Each replica's quota trackers tell it when a counter's use reaches a
+ * threshold of its limit (`alerts.thresholds`, shares such as 0.5, 0.8, 1; quota-crossings.ts); the
+ * store decides which replica sends it: the first to claim the alert's id (one per threshold per
+ * period of a key's or an account's quota or budget), a claim unsent past its lease being free to
+ * take over. The claimer POSTs it to `alerts.webhookUrl` as JSON (a `text` that reads well in Slack
+ * or Teams among the fields), retried with backoff within the lease, each attempt under its own
+ * deadline, redirects refused; then marks it sent and audits `alert.sent` (or `alert.failed`). With
+ * no webhook the alert is still kept (the console shows the account's) and audited.
+ *
+ * The webhook's URL is a secret of the operator's (Slack's and Teams' carry their token in it): it is
+ * in no log line, audit entry or error.
+ */
+import type { Logger } from '../telemetry/log';
+import type { AccountStore, AlertRecord, KeyStore } from '../store/types';
+import type { Auditor } from './audit';
+import type { Crossing } from './quota-scopes';
+
+export interface AlertSettings {
+  webhookUrl: string | undefined;
+  /** Each attempt's deadline. */
+  timeoutMs: number;
+  /** The price table's currency: what budgets count in. */
+  currency: string;
+}
+
+/** How long a claim holds before another replica may take an unsent alert over. */
+const LEASE_MS = 60_000;
+/** Waits before the attempts after the first (ms): five tries within about 15 s. */
+const BACKOFF_MS = [1000, 2000, 4000, 8000];
+const NANOS = 1e9;
+
+type Kind = AlertRecord['kind'];
+type Store = Pick<AccountStore, 'claimAlert' | 'alertSent' | 'getAccount'> & Pick<KeyStore, 'get'>;
+
+export class Alerts {
+  private settings: AlertSettings;
+  private stopped = false;
+  private readonly pending = new Set<Promise<void>>();
+
+  constructor(
+    private readonly store: Store,
+    private readonly auditor: Auditor,
+    settings: AlertSettings,
+    private readonly log: Logger,
+    private readonly now: () => Date = () => new Date(),
+    private readonly sleep: (ms: number) => Promise<void> = (ms) => new Promise((resolve) => setTimeout(resolve, ms).unref()),
+  ) {
+    this.settings = settings;
+  }
+
+  /** A reload's settings: for the alerts crossed from now on. */
+  configure(settings: AlertSettings): void {
+    this.settings = settings;
+  }
+
+  /** A tracker's crossing (tokens or a budget in nano-units): claimed, then sent by whichever replica claims it. */
+  crossed(kind: Kind, crossing: Crossing): void {
+    if (this.stopped) return;
+    const work = this.handle(kind, crossing).catch((err: unknown) => this.log.warn({ err: (err as Error)?.message ?? String(err) }, 'could not handle a quota or budget alert'));
+    this.pending.add(work);
+    void work.finally(() => this.pending.delete(work));
+  }
+
+  /** Waits (at most `deadlineMs`) for the alerts under way; no new ones are taken. */
+  async stop(deadlineMs = 2000): Promise<void> {
+    this.stopped = true;
+    await Promise.race([Promise.allSettled([...this.pending]), new Promise((resolve) => setTimeout(resolve, deadlineMs).unref())]);
+  }
+
+  private async handle(kind: Kind, crossing: Crossing): Promise<void> {
+    const at = this.now();
+    const unit = kind === 'budget' ? NANOS : 1;
+    const scope = crossing.scope.startsWith('budget:') ? crossing.scope.slice('budget:'.length) : crossing.scope;
+    const alert: AlertRecord = {
+      id: `${kind}:${scope}:${crossing.threshold}`,
+      accountId: crossing.accountId,
+      keyId: crossing.keyId ?? null,
+      kind,
+      period: crossing.period,
+      periodStart: crossing.periodStart,
+      threshold: crossing.threshold,
+      spent: crossing.used / unit,
+      limit: crossing.limit / unit,
+      at: at.toISOString(),
+      sentAt: null,
+    };
+    if (!(await this.claim(alert))) return; // sent, or another replica's to send
+    const account = await this.store.getAccount(alert.accountId);
+    const key = alert.keyId ? await this.store.get(alert.keyId) : undefined;
+    const payload = alertPayload(alert, account?.name ?? alert.accountId, key?.name, this.settings.currency);
+    const url = this.settings.webhookUrl;
+    const delivered = url ? await this.deliver(url, payload) : undefined;
+    if (delivered !== false) await this.store.alertSent(alert.id, this.now());
+    const details = { threshold: alert.threshold, kind, period: alert.period, periodStart: alert.periodStart, spent: payload.spent, limit: payload.budget, delivery: delivered === undefined ? 'no webhook' : delivered ? 'webhook' : 'failed' };
+    await this.auditor.record({ accountId: alert.accountId, actor: 'chatgate', action: delivered === false ? 'alert.failed' : 'alert.sent', target: alert.keyId ?? alert.accountId, client: undefined, details });
+  }
+
+  /** The claim, tried again (with backoff) while the store does not answer. */
+  private async claim(alert: AlertRecord): Promise<boolean> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.store.claimAlert(alert, LEASE_MS, this.now());
+      } catch (err) {
+        if (attempt >= BACKOFF_MS.length || this.stopped) throw err;
+        await this.sleep(BACKOFF_MS[attempt]!);
+      }
+    }
+  }
+
+  /** POSTs the alert; true on a 2xx, false once every attempt failed. Never logs the URL. */
+  private async deliver(url: string, payload: AlertPayload): Promise<boolean> {
+    const body = JSON.stringify(payload);
+    for (let attempt = 0; ; attempt++) {
+      let problem: string;
+      try {
+        const answer = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body, redirect: 'error', signal: AbortSignal.timeout(this.settings.timeoutMs) });
+        await answer.body?.cancel().catch(() => undefined);
+        if (answer.ok) return true;
+        problem = `answered ${answer.status}`;
+      } catch (err) {
+        problem = (err as Error)?.name === 'TimeoutError' ? `no answer within ${this.settings.timeoutMs} ms` : 'could not be reached';
+      }
+      if (attempt >= BACKOFF_MS.length || this.stopped) {
+        this.log.warn({ alert: payload.event, threshold: payload.threshold, attempts: attempt + 1 }, `the alert webhook ${problem}: the alert was not delivered`);
+        return false;
+      }
+      await this.sleep(BACKOFF_MS[attempt]!);
+    }
+  }
+}
+
+export interface AlertPayload {
+  event: 'budget.threshold' | 'quota.threshold';
+  accountId: string;
+  accountName: string;
+  keyId?: string;
+  keyName?: string;
+  threshold: number;
+  period: 'day' | 'month';
+  periodStart: string;
+  spent: number;
+  budget: number;
+  currency: string;
+  text: string;
+}
+
+/** Pure: what is POSTed. `budget` is the limit (tokens for a quota, whose `currency` is `tokens`). */
+export function alertPayload(alert: AlertRecord, accountName: string, keyName: string | undefined, currency: string): AlertPayload {
+  const money = alert.kind === 'budget';
+  const unit = money ? currency : 'tokens';
+  const amount = (n: number) => (money ? n.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 }) : Math.round(n).toLocaleString('en-US'));
+  const whose = keyName !== undefined ? `Key “${keyName}” of account “${accountName}”` : `Account “${accountName}”`;
+  const what = `${alert.period === 'day' ? 'daily' : 'monthly'} ${money ? 'budget' : 'token quota'}`;
+  const text = `${whose} has used ${Math.round(alert.threshold * 100)}% of its ${what}: ${amount(alert.spent)} of ${amount(alert.limit)} ${unit} (${alert.periodStart}, UTC).`;
+  return {
+    event: money ? 'budget.threshold' : 'quota.threshold',
+    accountId: alert.accountId,
+    accountName,
+    ...(alert.keyId ? { keyId: alert.keyId, ...(keyName !== undefined ? { keyName } : {}) } : {}),
+    threshold: alert.threshold,
+    period: alert.period,
+    periodStart: alert.periodStart,
+    spent: money ? Math.round(alert.spent * 100) / 100 : Math.round(alert.spent),
+    budget: alert.limit,
+    currency: unit,
+    text,
+  };
+}

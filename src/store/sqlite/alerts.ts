@@ -1,0 +1,60 @@
+/**
+ * The embedded store's alerts: a threshold of a quota or budget crossed in one period, one row each.
+ * A claim is one write: the row made, or an unsent one whose claim's lease ran out taken over; so of
+ * two processes claiming at once, one gets it.
+ */
+import type { AlertRecord } from '../types';
+import type { SqliteDatabase } from './database';
+
+interface AlertRow {
+  id: string;
+  account_id: string;
+  key_id: string | null;
+  kind: 'tokens' | 'budget';
+  period: 'day' | 'month';
+  period_start: string;
+  threshold: number;
+  spent: number;
+  lim: number;
+  at: string;
+  sent_at: string | null;
+}
+
+const toAlert = (row: AlertRow): AlertRecord => ({
+  id: row.id,
+  accountId: row.account_id,
+  keyId: row.key_id,
+  kind: row.kind,
+  period: row.period,
+  periodStart: row.period_start,
+  threshold: row.threshold,
+  spent: row.spent,
+  limit: row.lim,
+  at: row.at,
+  sentAt: row.sent_at,
+});
+
+export class SqliteAlerts {
+  constructor(private readonly sql: SqliteDatabase) {}
+
+  claim(alert: AlertRecord, leaseMs: number, now: Date): Promise<boolean> {
+    const until = new Date(now.getTime() + leaseMs).toISOString();
+    return this.sql.write(
+      () =>
+        this.sql.run(
+          `insert into chatgate_alerts (id, account_id, key_id, kind, period, period_start, threshold, spent, lim, at, claimed_until)
+           values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+           on conflict (id) do update set claimed_until = excluded.claimed_until where sent_at is null and claimed_until < ?`,
+          alert.id, alert.accountId, alert.keyId, alert.kind, alert.period, alert.periodStart, alert.threshold, alert.spent, alert.limit, new Date(alert.at).toISOString(), until, now.toISOString(),
+        ).changes > 0,
+    );
+  }
+
+  async sent(id: string, at: Date): Promise<void> {
+    await this.sql.write(() => this.sql.run('update chatgate_alerts set sent_at = coalesce(sent_at, ?) where id = ?', at.toISOString(), id));
+  }
+
+  list(accountId: string, since: Date): Promise<AlertRecord[]> {
+    return this.sql.read(() => this.sql.all<AlertRow>('select * from chatgate_alerts where account_id = ? and at >= ? order by at desc, id', accountId, since.toISOString()).map(toAlert));
+  }
+}

@@ -1,0 +1,77 @@
+/**
+ * Quota alerts end to end, on two gateway replicas sharing one PostgreSQL, with a webhook receiver
+ * of the test's own on loopback: an account's daily token quota spent through both replicas gives
+ * one POST per threshold (0.5, 0.8, 1), no more however many syncs see it, each soon after its
+ * crossing; the admin API lists them; the audit trail has one `alert.sent` each.
+ */
+import http from 'node:http';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
+import { bearer, chatBody, request } from '../helpers/http';
+import { listenOnLoopback } from '../helpers/net';
+import { createTestDatabase, type TestDatabase } from '../helpers/postgres';
+import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+
+const TOKEN = 'alerts-replicas-admin-token-0123456789';
+const QUOTA = 2000;
+let worker: WorkerProcess;
+let database: TestDatabase;
+let dir: string;
+let replicas: GatewayProcess[] = [];
+const received: Array<{ at: number; body: Record<string, unknown> }> = [];
+const receiver = http.createServer((req, res) => {
+  let text = '';
+  req.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
+  req.on('end', () => {
+    received.push({ at: Date.now(), body: JSON.parse(text) as Record<string, unknown> });
+    res.end();
+  });
+});
+
+beforeAll(async () => {
+  dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-alerts-'));
+  const [receiverUrl] = await Promise.all([listenOnLoopback(receiver), (async () => ([worker, database] = await Promise.all([startWorker(), createTestDatabase()])))()]);
+  const settings = {
+    admin: { host: '127.0.0.1', port: 0, token: TOKEN },
+    providers: { mock: { workers: [worker.url] } },
+    keyStore: { type: 'postgres', url: database.url },
+    quota: { syncMs: 200 },
+    alerts: { webhookUrl: `${receiverUrl}/hook` },
+  };
+  replicas = await Promise.all(['a', 'b'].map((name) => startGatewayProcess(dir, name, settings)));
+});
+afterAll(async () => {
+  await Promise.all(replicas.map((replica) => stopProcess(replica.child)));
+  await worker?.stop();
+  await database?.drop();
+  receiver.closeAllConnections();
+  await new Promise((resolve) => receiver.close(resolve));
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const admin = (method: string, apiPath: string, body?: unknown) =>
+  request(replicas[0]!.adminUrl, { method, path: `/admin/api${apiPath}`, headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+
+test("an account's daily quota spent through two replicas: one POST per threshold, soon after it, listed and audited once each", async () => {
+  const account = (await admin('POST', '/accounts', { name: 'Alerted team', quota: { tokensPerDay: QUOTA } })).json<{ id: string }>().id;
+  const key = (await admin('POST', '/keys', { name: 'spender', account })).json<{ key: string }>().key;
+  let spentAt = 0;
+  for (let i = 0; i < 60; i++) {
+    const answer = await request(replicas[i % 2]!.url, { ca: replicas[i % 2]!.ca, headers: { ...bearer(key), 'x-mock-tokens': '100' }, body: chatBody({ max_tokens: 100 }) });
+    if (answer.status === 429) break;
+    expect(answer.status).toBe(200);
+    spentAt = Date.now();
+  }
+  await eventually(() => (received.length >= 3 ? true : undefined), 20_000);
+  await new Promise((resolve) => setTimeout(resolve, 1500)); // several more syncs on each replica see the same counter
+  expect(received.map((entry) => entry.body.threshold as number).sort((x, y) => x - y)).toEqual([0.5, 0.8, 1]); // two crossed in one sync go out together, in either order
+  for (const { body } of received) expect(body).toMatchObject({ event: 'quota.threshold', accountId: account, accountName: 'Alerted team', period: 'day', budget: QUOTA, currency: 'tokens', text: expect.stringContaining('Account “Alerted team” has used') });
+  expect(received.at(-1)!.at - spentAt).toBeLessThan(15_000);
+  const listed = (await admin('GET', `/accounts/${account}/alerts`)).json<{ data: Array<{ threshold: number; sentAt: string | null }> }>().data;
+  expect(listed.map((alert) => alert.threshold).sort((x, y) => x - y)).toEqual([0.5, 0.8, 1]);
+  expect(listed.every((alert) => alert.sentAt !== null)).toBe(true);
+  const audit = (await admin('GET', `/accounts/${account}/audit`)).json<{ data: Array<{ action: string }> }>().data;
+  expect(audit.filter((event) => event.action === 'alert.sent')).toHaveLength(3);
+});

@@ -1,0 +1,95 @@
+/**
+ * Alert claims in both SQL stores and the memory fake, through two handles (two replicas): of many
+ * claims at once exactly one wins; a sent alert is never claimed again; an unsent one is free again
+ * once its claim's lease ran out; an account lists its own alerts only, newest first.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { PostgresKeyStore } from '../../src/store/postgres';
+import { SqliteKeyStore } from '../../src/store/sqlite/store';
+import type { AccountStore, AlertRecord } from '../../src/store/types';
+import { MemoryAccountStore } from '../fakes/memory-account-store';
+import { createTestDatabase } from '../helpers/postgres';
+
+type Pair = { store: AccountStore; other: AccountStore; close: () => Promise<void> };
+
+const backends: Array<[string, () => Promise<Pair>]> = [
+  [
+    'sqlite',
+    async () => {
+      const dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-alerts-'));
+      const file = path.join(dir, 'chatgate.db');
+      const [store, other] = [new SqliteKeyStore(file), new SqliteKeyStore(file)];
+      return { store, other, close: async () => (await Promise.all([store.close(), other.close()]), rmSync(dir, { recursive: true, force: true })) };
+    },
+  ],
+  [
+    'postgres',
+    async () => {
+      const database = await createTestDatabase();
+      const [store, other] = await Promise.all([PostgresKeyStore.open(database.url), PostgresKeyStore.open(database.url)]);
+      return { store, other, close: async () => (await Promise.all([store.close(), other.close()]), await database.drop()) };
+    },
+  ],
+  [
+    'memory fake',
+    async () => {
+      const store = new MemoryAccountStore();
+      return { store, other: store, close: async () => undefined };
+    },
+  ],
+];
+
+const alert = (id: string, accountId = 'acc_1', at = '2026-11-29T10:00:00.000Z'): AlertRecord => ({
+  id,
+  accountId,
+  keyId: null,
+  kind: 'budget',
+  period: 'day',
+  periodStart: at.slice(0, 10),
+  threshold: 0.8,
+  spent: 40.5,
+  limit: 50,
+  at,
+  sentAt: null,
+});
+
+describe.each(backends)('%s', (_kind, open) => {
+  let pair: Pair;
+  beforeAll(async () => {
+    pair = await open();
+  });
+  afterAll(() => pair?.close());
+
+  test('of twenty claims at once through two handles, exactly one wins', async () => {
+    const now = new Date('2026-11-29T10:00:01Z');
+    const claims = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 ? pair.other : pair.store).claimAlert(alert('budget:account:acc_1:d:2026-11-29:0.8'), 60_000, now)));
+    expect(claims.filter(Boolean)).toHaveLength(1);
+  });
+
+  test('a claim whose lease ran out is free again while unsent; a sent alert never is', async () => {
+    const start = new Date('2026-11-29T11:00:00Z');
+    const later = (ms: number) => new Date(start.getTime() + ms);
+    const id = 'tokens:key:key_9:d:2026-11-29:0.5';
+    expect(await pair.store.claimAlert(alert(id), 60_000, start)).toBe(true);
+    expect(await pair.other.claimAlert(alert(id), 60_000, later(59_000))).toBe(false); // the lease holds
+    expect(await pair.other.claimAlert(alert(id), 60_000, later(61_000))).toBe(true); // taken over
+    await pair.other.alertSent(id, later(62_000));
+    expect(await pair.store.claimAlert(alert(id), 60_000, later(10 * 60_000))).toBe(false); // sent: never again
+  });
+
+  test('an account lists its own alerts, newest first, with what was sent', async () => {
+    await pair.store.claimAlert(alert('tokens:account:acc_2:m:2026-11:0.5', 'acc_2', '2026-11-29T09:00:00.000Z'), 60_000, new Date());
+    await pair.store.claimAlert(alert('tokens:account:acc_2:m:2026-11:1', 'acc_2', '2026-11-29T12:00:00.000Z'), 60_000, new Date());
+    await pair.store.claimAlert(alert('tokens:account:acc_3:m:2026-11:1', 'acc_3', '2026-11-29T12:00:00.000Z'), 60_000, new Date());
+    await pair.other.alertSent('tokens:account:acc_2:m:2026-11:1', new Date('2026-11-29T12:00:01Z'));
+    const listed = await pair.other.listAlerts('acc_2', new Date('2026-11-01T00:00:00Z'));
+    expect(listed.map((a) => [a.id, a.sentAt])).toEqual([
+      ['tokens:account:acc_2:m:2026-11:1', '2026-11-29T12:00:01.000Z'],
+      ['tokens:account:acc_2:m:2026-11:0.5', null],
+    ]);
+    expect(listed[0]).toMatchObject({ accountId: 'acc_2', keyId: null, kind: 'budget', period: 'day', threshold: 0.8, spent: 40.5, limit: 50, at: '2026-11-29T12:00:00.000Z' });
+    expect(await pair.store.listAlerts('acc_2', new Date('2026-11-29T10:00:00Z'))).toHaveLength(1);
+  });
+});
