@@ -62,6 +62,26 @@ export class Alerts {
     void work.finally(() => this.pending.delete(work));
   }
 
+  /**
+   * A leaked key was revoked (leak-reports.ts; by one replica only, the one whose revocation it was):
+   * its account's owners are told through the webhook, tried as a threshold's alert is. The console
+   * shows it from the audit trail (key.leaked).
+   */
+  keyLeaked(key: { id: string; name: string; accountId: string }, where: { reporter: string; url?: string }): void {
+    const url = this.settings.webhookUrl;
+    if (this.stopped || !url) return;
+    const work = (async () => {
+      const account = await this.store.getAccount(key.accountId);
+      const accountName = account?.name ?? key.accountId;
+      const found = where.url ? ` in ${where.url}` : '';
+      const text = `Key “${key.name}” of account “${accountName}” was found in public${found} (reported by ${where.reporter === 'github' ? "GitHub's secret scanning" : 'a scanner'}) and is revoked: programs using it need a new key.`;
+      const payload = { event: 'key.leaked', accountId: key.accountId, accountName, keyId: key.id, keyName: key.name, reporter: where.reporter, ...(where.url ? { url: where.url } : {}), text };
+      await this.deliver(url, payload);
+    })().catch((err: unknown) => this.log.warn({ err: (err as Error)?.message ?? String(err) }, 'could not tell of a leaked key'));
+    this.pending.add(work);
+    void work.finally(() => this.pending.delete(work));
+  }
+
   /** Waits (at most `deadlineMs`) for the alerts under way; no new ones are taken. */
   async stop(deadlineMs = 2000): Promise<void> {
     this.stopped = true;
@@ -109,7 +129,7 @@ export class Alerts {
   }
 
   /** POSTs the alert; true on a 2xx, false once every attempt failed. Never logs the URL. */
-  private async deliver(url: string, payload: AlertPayload): Promise<boolean> {
+  private async deliver(url: string, payload: { event: string; threshold?: number }): Promise<boolean> {
     const body = JSON.stringify(payload);
     for (let attempt = 0; ; attempt++) {
       let problem: string;

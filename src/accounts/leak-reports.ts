@@ -46,6 +46,9 @@ export interface LeakVerdict {
 }
 
 export class LeakReports {
+  /** Told of each key a report revoked (once, by the replica whose revocation it was): the owners are (alerts.ts). */
+  onRevoked: ((key: { id: string; name: string; accountId: string }, where: LeakSource) => void) | undefined;
+
   constructor(
     private readonly store: Pick<Store, 'findByDigest' | 'revoke'>,
     private readonly auditor: Auditor,
@@ -70,6 +73,7 @@ export class LeakReports {
     if (where.url) details.url = where.url.slice(0, 2048);
     if (where.source) details.source = where.source.slice(0, 100);
     await this.auditor.record({ accountId: found.accountId, actor: where.reporter === 'github' ? 'github-secret-scanning' : 'admin-token', action: 'key.leaked', target: found.id, client, details });
+    this.onRevoked?.({ id: found.id, name: found.name, accountId: found.accountId }, where);
     return { label: 'true_positive', keyId: found.id, revoked: true };
   }
 }

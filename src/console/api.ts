@@ -187,7 +187,12 @@ export function consoleApi({ accounts, sessions, oidc, platformLimits, currency 
     const today = new Date().toISOString().slice(0, 10);
     const alerts = await store.listAlerts(accountId, new Date(`${today.slice(0, 7)}-01T00:00:00Z`));
     const current = alerts.filter((alert) => alert.periodStart === today || alert.periodStart === today.slice(0, 7));
-    res.json({ object: 'list', currency: currency(), data: current.map(({ id: _id, accountId: _account, sentAt: _sent, ...shown }) => shown) });
+    // Keys revoked as leaked in the last 7 days (the audit trail's key.leaked), with where they were found.
+    const weekAgo = new Date(Date.now() - 7 * 86_400_000).toISOString();
+    const leaks = (await store.listAudit(accountId, 500))
+      .filter((event) => event.action === 'key.leaked' && event.at >= weekAgo)
+      .map((event) => ({ keyId: event.target, at: event.at, ...(typeof event.details?.url === 'string' ? { url: event.details.url } : {}) }));
+    res.json({ object: 'list', currency: currency(), data: current.map(({ id: _id, accountId: _account, sentAt: _sent, ...shown }) => shown), leaks });
   });
 
   api.get('/usage', async (req, res) => {

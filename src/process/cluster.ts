@@ -8,6 +8,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import path from 'node:path';
 import { AggregatorRegistry } from 'prom-client';
+import { Alerts } from '../accounts/alerts';
 import { createAdminApp } from '../admin/app';
 import { judgeReadiness, PING_DEADLINE_MS, within, type Readiness } from '../admin/readiness';
 import type { Config } from '../config';
@@ -93,9 +94,13 @@ export async function startPrimary(config: Config, log: Logger, out: NodeJS.Writ
     });
   };
   const metrics = createMetrics();
+  // The admin API's leak reports (POST /admin/api/keys/leaked) tell the owners from here.
+  const people = accountParts(config, log, keyStore);
+  const leakAlerts = new Alerts(keyStore, people.auditor, { webhookUrl: config.alerts.webhookUrl, timeoutMs: config.alerts.timeoutMs, currency: config.prices.currency }, log);
+  people.accounts.leaks.onRevoked = (key, where) => leakAlerts.keyLeaked(key, where);
   const admin = await openAdminListener(
     config,
-    createAdminApp({ metrics, log, accounts: accountParts(config, log, keyStore).accounts, currency: () => config.prices.currency, adminToken: config.admin.token, allowedHosts: config.admin.allowedHosts, exposition: () => aggregator.clusterMetrics(), readiness }),
+    createAdminApp({ metrics, log, accounts: people.accounts, currency: () => config.prices.currency, adminToken: config.admin.token, allowedHosts: config.admin.allowedHosts, exposition: () => aggregator.clusterMetrics(), readiness }),
     { clientErrorRefused: (code) => metrics.errors.series({ code }).inc() },
   );
 
@@ -136,6 +141,7 @@ export async function startPrimary(config: Config, log: Logger, out: NodeJS.Writ
         ),
       );
       await admin.close();
+      await leakAlerts.stop();
       await mockWorker?.stop();
       await keyStore.close();
       log.info('stopped');

@@ -2,7 +2,8 @@
  * The alerts banner in the console, in headless Chromium at desktop and phone sizes, against a real
  * gateway and mock worker: once an account's daily token quota and a key's daily budget pass their
  * thresholds, a signed-in owner sees one line per limit (its highest threshold reached) above the
- * tabs, naming the key by its name; no console error, no sideways scrolling on the phone.
+ * tabs, naming the key by its name; once the key is reported leaked, that comes first; no console
+ * error, no sideways scrolling on the phone.
  */
 import { chromium, type Browser } from 'playwright-core';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
@@ -67,6 +68,11 @@ for (const [size, viewport] of [['desktop', { width: 1280, height: 800 }], ['pho
         const widths = await page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, inner: window.innerWidth }));
         expect(widths.scroll).toBeLessThanOrEqual(widths.inner);
       }
+      // The key leaks: reported, revoked, and said first.
+      await admin('POST', '/keys/leaked', { keys: [key] });
+      await page.reload();
+      await page.locator('[data-testid="alert-item"][data-kind="leak"]').waitFor();
+      expect((await page.getByTestId('alert-item').allTextContents())[0]).toMatch(new RegExp(`^Key “spender-${size}” was found in public on \\d{4}-\\d{2}-\\d{2} and is revoked`));
       await page.getByTestId('sign-out').click();
       await page.getByTestId('signin-view').waitFor();
       await expect(page.getByTestId('alerts-banner').isVisible()).resolves.toBe(false);

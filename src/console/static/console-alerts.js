@@ -1,7 +1,7 @@
 /*
- * The account's quota and budget alerts of the current UTC day and month (GET /console/api/alerts),
- * shown above the tabs: the highest threshold reached of each limit, newest first. The same alert is
- * POSTed to the platform's webhook, when it has one (docs/configuration.md, alerts).
+ * The account's alerts (GET /console/api/alerts), shown above the tabs: keys revoked as leaked in the
+ * last 7 days first, then the highest threshold reached of each quota and budget of the current UTC
+ * day and month. The same are POSTed to the platform's webhook, when it has one (docs/configuration.md).
  */
 import { $, el, formatAmount, formatNumber } from './console-dom.js';
 import { state, api } from './console-state.js';
@@ -14,7 +14,7 @@ export async function loadAlerts() {
   } catch {
     return; // the banner is a courtesy: the usage tab says the same
   }
-  showAlerts(list.data, list.currency);
+  showAlerts(list.data, list.currency, list.leaks || []);
 }
 
 export function hideAlerts() {
@@ -22,7 +22,7 @@ export function hideAlerts() {
   $('alerts-banner').hidden = true;
 }
 
-function showAlerts(alerts, currency) {
+function showAlerts(alerts, currency, leaks) {
   // One line per limit: its highest threshold reached (the list is newest first, so keep the highest).
   const byLimit = new Map();
   for (const alert of alerts) {
@@ -31,7 +31,10 @@ function showAlerts(alerts, currency) {
     if (!seen || alert.threshold > seen.threshold) byLimit.set(limit, alert);
   }
   const names = new Map(state.keys.map((key) => [key.id, key.name]));
-  const items = [...byLimit.values()].map((alert) => el('li', { text: alertText(alert, alert.keyId ? names.get(alert.keyId) || alert.keyId : null, currency), attrs: { 'data-testid': 'alert-item' } }));
+  const items = [
+    ...leaks.map((leak) => el('li', { text: `Key “${names.get(leak.keyId) || leak.keyId}” was found in public${leak.url ? ` (${leak.url})` : ''} on ${leak.at.slice(0, 10)} and is revoked: programs using it need a new key.`, attrs: { 'data-testid': 'alert-item', 'data-kind': 'leak' } })),
+    ...[...byLimit.values()].map((alert) => el('li', { text: alertText(alert, alert.keyId ? names.get(alert.keyId) || alert.keyId : null, currency), attrs: { 'data-testid': 'alert-item' } })),
+  ];
   $('alerts-list').replaceChildren(...items);
   $('alerts-banner').hidden = items.length === 0;
 }
