@@ -107,8 +107,9 @@ export class GuardedKeyStore implements Store {
   findAccountByName(name: string): Promise<AccountRecord | undefined> {
     return this.call(() => this.inner.findAccountByName(name));
   }
-  listAccounts(): Promise<AccountRecord[]> {
-    return this.call(() => this.inner.listAccounts());
+  listAccounts(ids?: readonly string[]): Promise<AccountRecord[]> {
+    if (ids?.length === 0) return Promise.resolve([]);
+    return this.call(() => this.inner.listAccounts(ids));
   }
   updateAccount(id: string, changes: AccountChanges): Promise<AccountRecord | undefined> {
     return this.call(() => this.inner.updateAccount(id, changes));

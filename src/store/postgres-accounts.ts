@@ -60,8 +60,11 @@ export class PostgresAccountStore {
     return rows[0] && toAccount(rows[0]);
   }
 
-  async listAccounts(): Promise<AccountRecord[]> {
-    const { rows } = await this.query<AccountRow>('select * from chatgate_accounts order by created_at, id');
+  async listAccounts(ids?: readonly string[]): Promise<AccountRecord[]> {
+    const { rows } =
+      ids === undefined
+        ? await this.query<AccountRow>('select * from chatgate_accounts order by created_at, id')
+        : await this.query<AccountRow>('select * from chatgate_accounts where id = any($1::text[]) order by created_at, id', [ids]);
     return rows.map(toAccount);
   }
 

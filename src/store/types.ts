@@ -260,7 +260,8 @@ export interface AccountStore {
   createAccount(record: AccountRecord): Promise<void>;
   getAccount(id: string): Promise<AccountRecord | undefined>;
   findAccountByName(name: string): Promise<AccountRecord | undefined>;
-  listAccounts(): Promise<AccountRecord[]>;
+  /** Every account; or those with these ids (one read, however many: the quota syncs ask for the accounts in use). */
+  listAccounts(ids?: readonly string[]): Promise<AccountRecord[]>;
   updateAccount(id: string, changes: AccountChanges): Promise<AccountRecord | undefined>;
 
   getPerson(email: string): Promise<PersonRecord | undefined>;

@@ -139,8 +139,9 @@ export class FileKeyStore implements Store {
     return (await this.read()).accounts.find((a) => a.name === name);
   }
 
-  async listAccounts(): Promise<AccountRecord[]> {
-    return (await this.read()).accounts;
+  async listAccounts(ids?: readonly string[]): Promise<AccountRecord[]> {
+    const accounts = (await this.read()).accounts;
+    return ids === undefined ? accounts : accounts.filter((account) => ids.includes(account.id));
   }
 
   updateAccount(id: string, changes: AccountChanges): Promise<AccountRecord | undefined> {

@@ -29,8 +29,8 @@ export class MemoryAccountStore implements AccountStore {
   async findAccountByName(name: string) {
     return copy([...this.accounts.values()].find((a) => a.name === name));
   }
-  async listAccounts() {
-    return [...this.accounts.values()].map(copy);
+  async listAccounts(ids?: readonly string[]) {
+    return [...this.accounts.values()].filter((account) => ids === undefined || ids.includes(account.id)).map(copy);
   }
   async updateAccount(id: string, changes: AccountChanges) {
     const account = this.accounts.get(id);

@@ -84,6 +84,18 @@ describe.each(backends)('%s account store: identities, links, sessions, counters
   });
   afterAll(() => backend?.cleanup());
 
+  test('listAccounts with ids: those accounts only (unknown ids ignored), one read however many', async () => {
+    const made = [];
+    for (const name of ['ids-a', 'ids-b', 'ids-c']) {
+      const record = { id: `acc_${name}`, name, createdAt: new Date().toISOString(), quota: { tokensPerDay: null, tokensPerMonth: null }, budget: { perDay: null, perMonth: null } };
+      await store.createAccount(record);
+      made.push(record.id);
+    }
+    expect((await other.listAccounts([made[0]!, made[2]!, 'acc_nobody'])).map((account) => account.id).sort()).toEqual([made[0], made[2]].sort());
+    expect(await other.listAccounts([])).toEqual([]);
+    expect((await other.listAccounts()).map((account) => account.id)).toEqual(expect.arrayContaining(made));
+  });
+
   test('an identity is found by issuer and subject only, and one person has one identity per issuer', async () => {
     const issuer = 'https://idp.test';
     expect(await store.bindIdentity({ issuer, subject: 'sub-1', email: 'kim@x.test', createdAt: NOW.toISOString() })).toBe(true);

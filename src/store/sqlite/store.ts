@@ -132,8 +132,13 @@ export class SqliteKeyStore implements Store {
     return this.sql.read(() => this.account('select * from chatgate_accounts where name = ?', name));
   }
 
-  listAccounts(): Promise<AccountRecord[]> {
-    return this.sql.read(() => this.sql.all<AccountRow>('select * from chatgate_accounts order by created_at, id').map(rows.toAccount));
+  listAccounts(ids?: readonly string[]): Promise<AccountRecord[]> {
+    return this.sql.read(() =>
+      (ids === undefined
+        ? this.sql.all<AccountRow>('select * from chatgate_accounts order by created_at, id')
+        : this.sql.all<AccountRow>('select * from chatgate_accounts where id in (select value from json_each(?)) order by created_at, id', JSON.stringify(ids))
+      ).map(rows.toAccount),
+    );
   }
 
   async updateAccount(id: string, changes: AccountChanges): Promise<AccountRecord | undefined> {
