@@ -60,7 +60,7 @@ test("with the thread, the serving connection's commits leave the log whole; the
     await eventually(() => (statSync(file).size >= 3000 * 4096 ? true : undefined), 5_000);
     expect(failures).toEqual([]);
   } finally {
-    serving.close();
+    await serving.close();
   }
 });
 
@@ -75,7 +75,7 @@ test('a thread that ends gives the connection its automatic checkpoints back, an
     expect(autocheckpoint(serving)).toBe(1000);
     await expectCommitsCheckpoint(serving, file);
   } finally {
-    serving.close();
+    await serving.close();
   }
 });
 
@@ -102,4 +102,16 @@ test("openKeyStore gives a serving process's SQLite store the thread, and the CL
     await cli.close();
     await serving.close();
   }
+});
+
+test('close settles once the thread has ended (nothing of the process touches the file after it), and the log is folded in', async () => {
+  const { file, serving } = servingDatabase();
+  await writePages(serving);
+  const thread = (serving as unknown as { checkpoints: { worker: Worker } }).checkpoints.worker;
+  let exited = false;
+  thread.once('exit', () => (exited = true));
+  await serving.close();
+  expect(exited).toBe(true);
+  expect(() => statSync(`${file}-wal`)).toThrow(/ENOENT/);
+  expect(statSync(file).size).toBeGreaterThanOrEqual(3000 * 4096);
 });

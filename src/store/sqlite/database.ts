@@ -87,12 +87,17 @@ export class SqliteDatabase {
     this.checkpoints ??= new BackgroundCheckpoints(this.db, this.file, failed);
   }
 
-  /** Closes the connection; the checkpoint thread's own connection closes after it (the last one to close checkpoints). */
-  close(): void {
-    void this.checkpoints?.stop();
+  /**
+   * Closes the connection; the checkpoint thread's own connection closes after it (the last one to
+   * close checkpoints). The promise settles once the thread has ended too: nothing of this process
+   * touches the file after it (a caller that then removes the directory finds it quiet).
+   */
+  close(): Promise<void> {
+    const threadEnded = this.checkpoints?.stop() ?? Promise.resolve();
     openDatabases.delete(this);
     this.statements.clear();
     if (this.db.open) this.db.close();
+    return threadEnded;
   }
 }
 
@@ -102,7 +107,7 @@ let closingAtExit = false;
 function closeAll(): void {
   for (const database of [...openDatabases]) {
     try {
-      database.close();
+      void database.close(); // at exit: the thread ends with the process
     } catch {
       // exiting: nothing more to do for it
     }

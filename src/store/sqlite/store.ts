@@ -335,7 +335,7 @@ export class SqliteKeyStore implements Store {
 
   async close(): Promise<void> {
     this.feed.close();
-    this.sql.close();
+    await this.sql.close(); // and its checkpoint thread: nothing touches the file after this
   }
 
   /** A change to keys, then the change log read at once, so this process's caches hear of it before the call returns. */
