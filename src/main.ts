@@ -173,6 +173,7 @@ async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, 
   const oidcRoutes = oidc ? createOidcRoutes(oidc, { accounts: people.accounts, sessions: people.sessions, store: keyStore, publicOrigin, allowedHosts: [...config.console.allowedHosts, config.listen.host], log }) : undefined;
   const alerts = new Alerts(keyStore, people.auditor, alertSettings(config), log);
   people.accounts.leaks.onRevoked = (key, where) => alerts.keyLeaked(key, where);
+  alerts.watchExpiries(config.alerts.expiringCheckMs);
   /** A tracker of token quotas (TOKENS) or of budgets (BUDGET), each with counters of its own. */
   const tracker = async (measure: Measure, accountLimits: (account: AccountRecord) => Quota) => {
     const made = new QuotaTracker(await openQuotaCounters(config, keyStore, rateLimitStore, metrics, log), {

@@ -31,7 +31,8 @@ const BACKOFF_MS = [1000, 2000, 4000, 8000];
 const NANOS = 1e9;
 
 type Kind = AlertRecord['kind'];
-type Store = Pick<AccountStore, 'claimAlert' | 'alertSent' | 'getAccount'> & Pick<KeyStore, 'get'>;
+type Store = Pick<AccountStore, 'claimAlert' | 'alertSent' | 'getAccount'> & Pick<KeyStore, 'get' | 'listExpiring'>;
+const WEEK_MS = 7 * 86_400_000;
 
 export class Alerts {
   private settings: AlertSettings;
@@ -82,9 +83,41 @@ export class Alerts {
     void work.finally(() => this.pending.delete(work));
   }
 
+  private expiryTimer: NodeJS.Timeout | undefined;
+
+  /**
+   * Every `everyMs` (and once soon after the start), the live keys that expire within a week: one
+   * `key.expiring` alert each (for that expiry), from the replica that claims it, to the webhook.
+   */
+  watchExpiries(everyMs: number): void {
+    clearInterval(this.expiryTimer);
+    const scan = () => void this.scanExpiries().catch((err: unknown) => this.log.warn({ err: (err as Error)?.message ?? String(err) }, 'could not look for keys that expire soon'));
+    this.expiryTimer = setInterval(scan, everyMs).unref();
+    setTimeout(scan, Math.min(everyMs, 5000)).unref();
+  }
+
+  private async scanExpiries(): Promise<void> {
+    if (this.stopped) return;
+    const now = this.now();
+    for (const key of await this.store.listExpiring(now, new Date(now.getTime() + WEEK_MS))) {
+      if (this.stopped) return;
+      const expiresAt = key.expiresAt!;
+      const alert: AlertRecord = { id: `key.expiring:${key.id}:${expiresAt}`, accountId: key.accountId, keyId: key.id, kind: 'key.expiring', period: 'day', periodStart: expiresAt.slice(0, 10), threshold: 1, spent: 0, limit: 0, at: now.toISOString(), sentAt: null };
+      if (!(await this.claim(alert))) continue;
+      const accountName = (await this.store.getAccount(key.accountId))?.name ?? key.accountId;
+      const text = `Key “${key.name}” of account “${accountName}” expires on ${expiresAt.slice(0, 16).replace('T', ' ')} UTC: rotate it, or give it a later expiry, before programs using it stop working.`;
+      const url = this.settings.webhookUrl;
+      const payload = { event: 'key.expiring', accountId: key.accountId, accountName, keyId: key.id, keyName: key.name, expiresAt, text };
+      const delivered = url ? await this.deliver(url, payload) : undefined;
+      if (delivered !== false) await this.store.alertSent(alert.id, this.now());
+      await this.auditor.record({ accountId: key.accountId, actor: 'chatgate', action: delivered === false ? 'alert.failed' : 'alert.sent', target: key.id, client: undefined, details: { event: 'key.expiring', expiresAt, delivery: delivered === undefined ? 'no webhook' : delivered ? 'webhook' : 'failed' } });
+    }
+  }
+
   /** Waits (at most `deadlineMs`) for the alerts under way; no new ones are taken. */
   async stop(deadlineMs = 2000): Promise<void> {
     this.stopped = true;
+    clearInterval(this.expiryTimer);
     await Promise.race([Promise.allSettled([...this.pending]), new Promise((resolve) => setTimeout(resolve, deadlineMs).unref())]);
   }
 
@@ -129,7 +162,7 @@ export class Alerts {
   }
 
   /** POSTs the alert; true on a 2xx, false once every attempt failed. Never logs the URL. */
-  private async deliver(url: string, payload: { event: string; threshold?: number }): Promise<boolean> {
+  private async deliver(url: string, payload: object & { event: string; threshold?: number }): Promise<boolean> {
     const body = JSON.stringify(payload);
     for (let attempt = 0; ; attempt++) {
       let problem: string;

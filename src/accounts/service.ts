@@ -9,10 +9,11 @@ import { sha256Hex } from '../common/sha256';
 import { issueKey, rotateKey } from '../auth/issue';
 import { requiredName, type KeyFields } from '../auth/key-fields';
 import { errors } from '../errors';
-import { AccountNameTaken, NO_BUDGET, NO_QUOTA, type AccountRecord, type Budget, type KeyRecord, type MembershipRecord, type PersonRecord, type Quota, type Role, type Store } from '../store/types';
+import { AccountNameTaken, NO_BUDGET, NO_QUOTA, type AccountRecord, type Budget, type KeyPolicy, type KeyRecord, type MembershipRecord, type PersonRecord, type Quota, type Role, type Store } from '../store/types';
 import { actorName, type Actor } from './roles';
 import type { Auditor } from './audit';
 import { LeakReports } from './leak-reports';
+import { expiryUnderPolicy } from './key-policy';
 import { isNfkcStable, normalizeEmail } from './emails';
 import { hashPassword, passwordProblem } from './passwords';
 
@@ -31,8 +32,8 @@ export class Accounts {
     this.leaks = new LeakReports(store, auditor, now);
   }
 
-  async createAccount(name: unknown, by: Actor, client: string | undefined, quota: Partial<Quota> = {}, budget: Partial<Budget> = {}): Promise<AccountRecord> {
-    const record: AccountRecord = { id: `acc_${randomBytes(9).toString('base64url')}`, name: requiredName(name), createdAt: this.now().toISOString(), quota: { ...NO_QUOTA, ...quota }, budget: { ...NO_BUDGET, ...budget } };
+  async createAccount(name: unknown, by: Actor, client: string | undefined, quota: Partial<Quota> = {}, budget: Partial<Budget> = {}, keyPolicy?: KeyPolicy | null): Promise<AccountRecord> {
+    const record: AccountRecord = { id: `acc_${randomBytes(9).toString('base64url')}`, name: requiredName(name), createdAt: this.now().toISOString(), quota: { ...NO_QUOTA, ...quota }, budget: { ...NO_BUDGET, ...budget }, ...(keyPolicy ? { keyPolicy } : {}) };
     try {
       await this.store.createAccount(record);
     } catch (err) {
@@ -49,12 +50,12 @@ export class Accounts {
     return account;
   }
 
-  async updateAccount(id: string, changes: { name?: unknown; quota?: Partial<Quota>; budget?: Partial<Budget> }, by: Actor, client: string | undefined): Promise<AccountRecord> {
+  async updateAccount(id: string, changes: { name?: unknown; quota?: Partial<Quota>; budget?: Partial<Budget>; keyPolicy?: KeyPolicy | null }, by: Actor, client: string | undefined): Promise<AccountRecord> {
     const before = await this.account(id);
     const name = changes.name === undefined ? undefined : requiredName(changes.name);
     let after: AccountRecord | undefined;
     try {
-      after = await this.store.updateAccount(id, { name, quota: changes.quota, budget: changes.budget });
+      after = await this.store.updateAccount(id, { name, quota: changes.quota, budget: changes.budget, keyPolicy: changes.keyPolicy });
     } catch (err) {
       if (err instanceof AccountNameTaken) throw errors.accountNameTaken(err.accountName);
       throw err;
@@ -66,6 +67,9 @@ export class Accounts {
     }
     if (changes.budget && JSON.stringify(after.budget) !== JSON.stringify(before.budget)) {
       await this.auditor.record({ accountId: id, actor: actorName(by), action: 'budget.changed', target: id, client, details: { from: before.budget, to: after.budget } });
+    }
+    if (changes.keyPolicy !== undefined && JSON.stringify(after.keyPolicy ?? null) !== JSON.stringify(before.keyPolicy ?? null)) {
+      await this.auditor.record({ accountId: id, actor: actorName(by), action: 'key_policy.changed', target: id, client, details: { from: before.keyPolicy ?? null, to: after.keyPolicy ?? null } });
     }
     return after;
   }
@@ -226,13 +230,14 @@ export class Accounts {
   }
 
   async createKey(accountId: string, fields: KeyFields, by: Actor, client: string | undefined): Promise<{ key: string; record: KeyRecord }> {
-    await this.account(accountId);
+    const account = await this.account(accountId);
+    const expiresAt = expiryUnderPolicy(account.keyPolicy, fields.expiresAt, this.now(), true);
     const issued = await issueKey(this.store, {
       name: fields.name!,
       models: fields.models ?? [],
       endpoints: fields.endpoints ?? [],
       allowedIps: fields.allowedIps ?? [],
-      expiresAt: fields.expiresAt ? new Date(fields.expiresAt) : null,
+      expiresAt: expiresAt ? new Date(expiresAt) : null,
       rateLimit: fields.rateLimit,
       quota: fields.quota,
       budget: fields.budget,
@@ -251,6 +256,7 @@ export class Accounts {
   }
 
   async editKey(record: KeyRecord, fields: KeyFields, by: Actor, client: string | undefined): Promise<KeyRecord> {
+    if (fields.expiresAt !== undefined) expiryUnderPolicy((await this.account(record.accountId)).keyPolicy, fields.expiresAt, new Date(record.createdAt), false);
     const updated = await this.store.update(record.id, fields);
     if (!updated) throw errors.keyNotFound(record.id);
     const changed = Object.keys(fields).filter((field) => fields[field as keyof KeyFields] !== undefined);

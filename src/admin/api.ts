@@ -10,15 +10,26 @@ import { budget, KEY_FIELDS, keyFields, noFields, objectBody, onlyFields, quota,
 import { passwordPath, type Accounts } from '../accounts/service';
 import type { Actor } from '../accounts/roles';
 import { normalizeEmail } from '../accounts/emails';
+import { keyPolicyField } from '../accounts/key-policy';
 import { dateRange, usageRow } from '../accounts/usage';
 import { errors } from '../errors';
 import { defaultAccountId } from '../store/default-account';
-import type { MembershipRecord } from '../store/types';
+import type { AccountRecord, MembershipRecord } from '../store/types';
 
 const ADMIN: Actor = { kind: 'admin-token' };
 const client = (req: Request) => req.socket.remoteAddress;
 
 /** The router behind the admin token guard (app.ts puts the guard in front of it). */
+/** An account as the admin API shows it: `keyPolicy` null when it has none. */
+const accountView = (account: AccountRecord) => ({ ...account, keyPolicy: account.keyPolicy ?? null });
+
+function expiringWithin(value: unknown): number | undefined {
+  if (value === undefined) return undefined;
+  const days = typeof value === 'string' && /^\d{1,4}$/.test(value) ? Number(value) : NaN;
+  if (!(days >= 1 && days <= 3650)) throw errors.invalidBody('expiringWithinDays', "'expiringWithinDays' must be a whole number of days from 1 to 3650.");
+  return days;
+}
+
 export function adminApi(accounts: Accounts, currency: () => string = () => 'USD'): Router {
   const store = accounts.store;
   const api = express.Router();
@@ -26,7 +37,12 @@ export function adminApi(accounts: Accounts, currency: () => string = () => 'USD
 
   api.get('/keys', async (req, res) => {
     const account = typeof req.query.account === 'string' ? req.query.account : undefined;
-    res.json({ object: 'list', data: (await store.list(account)).map(publicView) });
+    // ?expiringWithinDays=7: the live keys that expire within that many days, soonest first.
+    const within = expiringWithin(req.query.expiringWithinDays);
+    const now = Date.now();
+    const keys = await store.list(account);
+    const shown = within === undefined ? keys : keys.filter((key) => !key.revokedAt && key.expiresAt !== null && Date.parse(key.expiresAt) > now && Date.parse(key.expiresAt) <= now + within * 86_400_000).sort((a, b) => (a.expiresAt! < b.expiresAt! ? -1 : 1));
+    res.json({ object: 'list', data: shown.map((key) => publicView(key)) });
   });
 
   api.post('/keys', async (req, res) => {
@@ -75,21 +91,21 @@ export function adminApi(accounts: Accounts, currency: () => string = () => 'USD
   });
 
   api.post('/accounts', async (req, res) => {
-    const body = onlyFields(objectBody(req.body), ['name', 'quota', 'budget']);
-    res.status(201).json(await accounts.createAccount(body.name, ADMIN, client(req), quota(body.quota, 'quota'), budget(body.budget, 'budget')));
+    const body = onlyFields(objectBody(req.body), ['name', 'quota', 'budget', 'keyPolicy']);
+    res.status(201).json(accountView(await accounts.createAccount(body.name, ADMIN, client(req), quota(body.quota, 'quota'), budget(body.budget, 'budget'), keyPolicyField(body.keyPolicy))));
   });
 
   api.get('/accounts', async (_req, res) => {
-    res.json({ object: 'list', data: await store.listAccounts() });
+    res.json({ object: 'list', data: (await store.listAccounts()).map(accountView) });
   });
 
   api.get('/accounts/:id', async (req, res) => {
-    res.json(await accounts.account(req.params.id));
+    res.json(accountView(await accounts.account(req.params.id)));
   });
 
   api.patch('/accounts/:id', async (req, res) => {
-    const body = onlyFields(objectBody(req.body), ['name', 'quota', 'budget']);
-    res.json(await accounts.updateAccount(req.params.id, { name: body.name, quota: quota(body.quota, 'quota'), budget: budget(body.budget, 'budget') }, ADMIN, client(req)));
+    const body = onlyFields(objectBody(req.body), ['name', 'quota', 'budget', 'keyPolicy']);
+    res.json(accountView(await accounts.updateAccount(req.params.id, { name: body.name, quota: quota(body.quota, 'quota'), budget: budget(body.budget, 'budget'), keyPolicy: keyPolicyField(body.keyPolicy) }, ADMIN, client(req))));
   });
 
   api.get('/accounts/:id/members', async (req, res) => {

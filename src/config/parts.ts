@@ -227,5 +227,7 @@ export const alerts = z
       .default([0.5, 0.8, 1]),
     /** Each POST's deadline. */
     timeoutMs: z.number().int().min(100).max(60_000).default(5000),
+    /** How often each replica looks for keys that expire within a week (a key.expiring alert each). */
+    expiringCheckMs: z.number().int().min(1000).max(86_400_000).default(600_000),
   })
   .prefault({});

@@ -186,7 +186,8 @@ export function consoleApi({ accounts, sessions, oidc, platformLimits, currency 
     const { accountId } = may(res, 'usage.read');
     const today = new Date().toISOString().slice(0, 10);
     const alerts = await store.listAlerts(accountId, new Date(`${today.slice(0, 7)}-01T00:00:00Z`));
-    const current = alerts.filter((alert) => alert.periodStart === today || alert.periodStart === today.slice(0, 7));
+    // Keys that expire soon are said on their rows (the Keys tab), not here.
+    const current = alerts.filter((alert) => alert.kind !== 'key.expiring' && (alert.periodStart === today || alert.periodStart === today.slice(0, 7)));
     // Keys revoked as leaked in the last 7 days (the audit trail's key.leaked), with where they were found.
     const weekAgo = new Date(Date.now() - 7 * 86_400_000).toISOString();
     const leaks = (await store.listAudit(accountId, 500))

@@ -190,6 +190,9 @@ export class GuardedKeyStore implements Store {
     if (scopes.length === 0) return Promise.resolve(new Map());
     return this.call(() => this.inner.quotaUsage(scopes));
   }
+  listExpiring(from: Date, to: Date): Promise<KeyRecord[]> {
+    return this.call(() => this.inner.listExpiring(from, to));
+  }
   claimAlert(alert: AlertRecord, leaseMs: number, now: Date): Promise<boolean> {
     return this.call(() => this.inner.claimAlert(alert, leaseMs, now));
   }

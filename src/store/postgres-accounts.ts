@@ -35,7 +35,7 @@ export class PostgresAccountStore {
 
   async createAccount(record: AccountRecord): Promise<void> {
     try {
-      await this.query('insert into chatgate_accounts (id, name, created_at, tokens_per_day, tokens_per_month, budget_day_nanos, budget_month_nanos) values ($1, $2, $3, $4, $5, $6, $7)', [
+      await this.query('insert into chatgate_accounts (id, name, created_at, tokens_per_day, tokens_per_month, budget_day_nanos, budget_month_nanos, key_max_lifetime_days) values ($1, $2, $3, $4, $5, $6, $7, $8)', [
         record.id,
         record.name,
         record.createdAt,
@@ -43,6 +43,7 @@ export class PostgresAccountStore {
         record.quota.tokensPerMonth,
         nanosOf(record.budget.perDay),
         nanosOf(record.budget.perMonth),
+        record.keyPolicy?.maxLifetimeDays ?? null,
       ]);
     } catch (err) {
       if ((err as { code?: string; constraint?: string }).code === '23505' && (err as { constraint?: string }).constraint === 'chatgate_accounts_name_key') throw new AccountNameTaken(record.name);

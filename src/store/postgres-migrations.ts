@@ -313,6 +313,15 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
       create index chatgate_alerts_account_at on chatgate_alerts (account_id, at);
     `,
   },
+  {
+    // An account's key policy: the longest its keys may live, in days from their creation (null: no
+    // limit); keys that expire soon are found by their expiry (key.expiring alerts).
+    version: 14,
+    sql: `
+      alter table chatgate_accounts add column key_max_lifetime_days integer;
+      create index chatgate_keys_expires_at on chatgate_keys (expires_at) where expires_at is not null;
+    `,
+  },
 ];
 
 /** Applies the migrations not applied yet, in one transaction under the advisory lock (replicas starting together apply each once). */

@@ -71,6 +71,7 @@ export interface AccountRow {
   tokens_per_month: string | null;
   budget_day_nanos: string | null;
   budget_month_nanos: string | null;
+  key_max_lifetime_days: number | null;
 }
 export interface PersonRow {
   email: string;
@@ -125,6 +126,7 @@ export const toAccount = (row: AccountRow): AccountRecord => ({
   createdAt: row.created_at.toISOString(),
   quota: { tokensPerDay: nullableNumber(row.tokens_per_day), tokensPerMonth: nullableNumber(row.tokens_per_month) },
   budget: budgetOf(row),
+  ...(row.key_max_lifetime_days !== null && row.key_max_lifetime_days !== undefined ? { keyPolicy: { maxLifetimeDays: row.key_max_lifetime_days } } : {}),
 });
 export const toPerson = (row: PersonRow): PersonRecord => ({
   email: row.email,

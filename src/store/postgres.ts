@@ -88,6 +88,14 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
     return this.one(`${WITH_USAGE} from chatgate_keys k left join chatgate_key_usage u on u.key_id = k.id where k.id = $1`, [id]);
   }
 
+  async listExpiring(from: Date, to: Date): Promise<KeyRecord[]> {
+    const { rows } = await this.query<KeyRow>(
+      `${WITH_USAGE} from chatgate_keys k left join chatgate_key_usage u on u.key_id = k.id where k.expires_at > $1 and k.expires_at <= $2 and k.revoked_at is null order by k.expires_at, k.id`,
+      [from, to],
+    );
+    return rows.map(toRecord);
+  }
+
   async list(accountId?: string): Promise<KeyRecord[]> {
     const from = 'from chatgate_keys k left join chatgate_key_usage u on u.key_id = k.id';
     const { rows } =

@@ -115,6 +115,8 @@ export interface KeyStore {
   get(id: string): Promise<KeyRecord | undefined>;
   /** Every key, or those of one account. */
   list(accountId?: string): Promise<KeyRecord[]>;
+  /** The live (unrevoked) keys whose expiry is after `from` and at or before `to`, soonest first: an indexed read. */
+  listExpiring(from: Date, to: Date): Promise<KeyRecord[]>;
   /** Whether the store holds any key at all (revoked and expired ones count): one `limit 1` read, never a list. */
   hasKeys(): Promise<boolean>;
   insert(record: KeyRecord): Promise<void>;
@@ -158,12 +160,20 @@ export interface AccountRecord {
   quota: Quota;
   /** Money all the account's keys together may spend per UTC day and month; null: no budget. */
   budget: Budget;
+  /** The longest a key of the account may live (days from its creation); absent: no limit. */
+  keyPolicy?: KeyPolicy;
+}
+
+export interface KeyPolicy {
+  maxLifetimeDays: number;
 }
 
 export interface AccountChanges {
   name?: string;
   quota?: Partial<Quota>;
   budget?: Partial<Budget>;
+  /** null: no policy any more. */
+  keyPolicy?: KeyPolicy | null;
 }
 
 /** A person who signs in to the console, by email (lower case). */
@@ -351,7 +361,8 @@ export interface AlertRecord {
   accountId: string;
   /** The key whose own quota or budget it is; null: the account's. */
   keyId: string | null;
-  kind: 'tokens' | 'budget';
+  /** A threshold of a token quota or a budget; or a key that expires within a week (`key.expiring`). */
+  kind: 'tokens' | 'budget' | 'key.expiring';
   period: 'day' | 'month';
   /** The UTC day (YYYY-MM-DD) or month (YYYY-MM). */
   periodStart: string;

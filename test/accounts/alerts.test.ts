@@ -162,7 +162,7 @@ test('with no webhook the alert is kept (for the console) and audited', async ()
 test('config: thresholds ascending in (0, 1], an http(s) webhook, no unknown field; a bad URL is not echoed', async () => {
   const { parseConfig } = await import('../../src/config');
   const minimal = { providers: { mock: { workers: ['http://127.0.0.1:9'] } } };
-  expect(parseConfig(minimal).alerts).toEqual({ thresholds: [0.5, 0.8, 1], timeoutMs: 5000 });
+  expect(parseConfig(minimal).alerts).toEqual({ thresholds: [0.5, 0.8, 1], timeoutMs: 5000, expiringCheckMs: 600_000 });
   expect(parseConfig({ ...minimal, alerts: { webhookUrl: 'https://hooks.example.com/x', thresholds: [0.9] } }).alerts.thresholds).toEqual([0.9]);
   for (const thresholds of [[], [0], [1.5], [0.8, 0.5], [0.5, 0.5], Array(11).fill(0.5)]) {
     expect(() => parseConfig({ ...minimal, alerts: { thresholds } })).toThrow(/alerts\.thresholds/);
@@ -176,4 +176,23 @@ test('config: thresholds ascending in (0, 1], an http(s) webhook, no unknown fie
   }
   expect(message).toMatch(/alerts\.webhookUrl/);
   expect(message).not.toContain('TOPSECRET');
+});
+
+test('keys that expire within a week: one key.expiring POST each, however many replicas look and however often', async () => {
+  const { issueKey } = await import('../../src/auth/issue');
+  const { store, make } = setup(receiver.url);
+  const id = await account(store, 'expiring');
+  const soon = await issueKey(store, { name: 'expires in three days', accountId: id, expiresAt: new Date(Date.now() + 3 * 86_400_000) });
+  await issueKey(store, { name: 'expires in ten days', accountId: id, expiresAt: new Date(Date.now() + 10 * 86_400_000) });
+  const revoked = await issueKey(store, { name: 'revoked, expiring', accountId: id, expiresAt: new Date(Date.now() + 2 * 86_400_000) });
+  await store.revoke(revoked.record.id, new Date());
+  const [a, b] = [make(), make()];
+  a.watchExpiries(50);
+  b.watchExpiries(50);
+  await eventually(() => (receiver.bodies.length > 0 ? true : undefined));
+  await new Promise((resolve) => setTimeout(resolve, 300)); // several more looks by each
+  await Promise.all([a.stop(), b.stop()]);
+  expect(receiver.bodies).toHaveLength(1);
+  expect(receiver.bodies[0]).toMatchObject({ event: 'key.expiring', accountId: id, accountName: 'expiring', keyId: soon.record.id, keyName: 'expires in three days', expiresAt: soon.record.expiresAt });
+  expect(String(receiver.bodies[0]!.text)).toMatch(/^Key “expires in three days” of account “expiring” expires on \d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC: rotate it/);
 });

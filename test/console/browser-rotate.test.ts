@@ -3,7 +3,8 @@
  * sizes, against a real gateway and mock worker: the rotate dialog asks how long the current secret
  * keeps working; with "in 1 hour" the new secret is shown with the old one's end, both work, and the
  * key's row says until when the old one does; a second rotation "at once" stops both earlier
- * secrets. No console error, no CSP violation, no sideways scrolling on the phone.
+ * secrets. A key that expires within a week says so on its row. No console error, no CSP violation,
+ * no sideways scrolling on the phone.
  */
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
@@ -43,6 +44,8 @@ for (const [size, viewport] of [['desktop', { width: 1280, height: 800 }], ['pho
     const account = (await admin<{ id: string }>('POST', '/accounts', { name: `Rotation ${size}` })).id;
     await admin('POST', `/accounts/${account}/members`, { email: owner, role: 'owner', password: PASSWORD });
     const { key: first } = await admin<{ key: string }>('POST', '/keys', { name: `rotated-${size}`, account });
+    // And a key that expires in three and a half days: the Keys tab says so.
+    await admin('POST', '/keys', { name: `expiring-${size}`, account, expiresAt: new Date(Date.now() + 3.5 * 86_400_000).toISOString() });
     let win: ConsoleWindow | undefined;
     try {
       win = await openConsoleWindow(browser, gw.url, viewport);
@@ -53,6 +56,8 @@ for (const [size, viewport] of [['desktop', { width: 1280, height: 800 }], ['pho
       await page.getByTestId('signin-submit').click();
       const row = page.locator(`[data-testid="key-row"][data-key-name="rotated-${size}"]`);
       await row.waitFor();
+      await expect(page.locator(`[data-testid="key-row"][data-key-name="expiring-${size}"]`).getByTestId('key-expiring').textContent()).resolves.toBe('expires in 3 days');
+      await expect(row.getByTestId('key-expiring').count()).resolves.toBe(0); // no expiry: nothing to say
 
       await row.getByTestId('key-rotate').click();
       const dialog = page.getByTestId('confirm-dialog');

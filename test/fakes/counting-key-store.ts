@@ -34,6 +34,11 @@ export class CountingKeyStore extends MemoryAccountStore implements Store {
   async list(accountId?: string): Promise<KeyRecord[]> {
     return [...this.records.values()].filter((record) => accountId === undefined || record.accountId === accountId).map((record) => structuredClone(record));
   }
+  async listExpiring(from: Date, to: Date): Promise<KeyRecord[]> {
+    return (await this.list())
+      .filter((k) => !k.revokedAt && k.expiresAt !== null && Date.parse(k.expiresAt) > from.getTime() && Date.parse(k.expiresAt) <= to.getTime())
+      .sort((a, b) => Date.parse(a.expiresAt!) - Date.parse(b.expiresAt!) || (a.id < b.id ? -1 : 1));
+  }
   async hasKeys(): Promise<boolean> {
     return this.records.size > 0;
   }

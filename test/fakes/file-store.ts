@@ -71,6 +71,12 @@ export class FileKeyStore implements Store {
     return (await this.read()).keys.filter((k) => accountId === undefined || k.accountId === accountId);
   }
 
+  async listExpiring(from: Date, to: Date): Promise<KeyRecord[]> {
+    return (await this.list())
+      .filter((k) => !k.revokedAt && k.expiresAt !== null && Date.parse(k.expiresAt) > from.getTime() && Date.parse(k.expiresAt) <= to.getTime())
+      .sort((a, b) => Date.parse(a.expiresAt!) - Date.parse(b.expiresAt!) || (a.id < b.id ? -1 : 1));
+  }
+
   async hasKeys(): Promise<boolean> {
     return (await this.read()).keys.length > 0;
   }
@@ -150,6 +156,8 @@ export class FileKeyStore implements Store {
       if (!existing) return { data, result: undefined };
       if (changes.name !== undefined && data.accounts.some((a) => a.name === changes.name && a.id !== id)) throw new AccountNameTaken(changes.name);
       const updated: AccountRecord = { ...existing, ...definedFields({ name: changes.name }), quota: { ...existing.quota, ...definedFields(changes.quota) }, budget: { ...existing.budget, ...definedFields(changes.budget) } };
+      if (changes.keyPolicy === null) delete updated.keyPolicy;
+      else if (changes.keyPolicy !== undefined) updated.keyPolicy = { ...changes.keyPolicy };
       return { data: { ...data, accounts: data.accounts.map((a) => (a.id === id ? updated : a)) }, result: updated };
     });
   }

@@ -37,6 +37,9 @@ export class MemoryAccountStore implements AccountStore {
     if (!account) return undefined;
     if (changes.name !== undefined) account.name = changes.name;
     account.quota = { ...account.quota, ...changes.quota };
+    account.budget = { ...account.budget, ...changes.budget };
+    if (changes.keyPolicy === null) delete account.keyPolicy;
+    else if (changes.keyPolicy !== undefined) account.keyPolicy = { ...changes.keyPolicy };
     return copy(account);
   }
   async getPerson(email: string) {

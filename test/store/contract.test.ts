@@ -117,6 +117,17 @@ describe.each(backends)('%s key store', (kind, makeBackend) => {
     expect((await store.findByDigest(digestKey(rotated!.key)))?.id).toBe(record.id);
   });
 
+  test('listExpiring: the live keys whose expiry is in the window, soonest first', async () => {
+    const at = (days: number) => new Date(Date.parse('2041-03-01T00:00:00Z') + days * 86_400_000);
+    const { record: late } = await issueKey(store, { name: 'window late', expiresAt: at(5) });
+    const { record: early } = await issueKey(store, { name: 'window early', expiresAt: at(2) });
+    await issueKey(store, { name: 'window after', expiresAt: at(9) });
+    const { record: gone } = await issueKey(store, { name: 'window revoked', expiresAt: at(3) });
+    await store.revoke(gone.id, new Date());
+    expect((await other.listExpiring(at(0), at(7))).map((key) => key.id)).toEqual([early.id, late.id]);
+    expect(await other.listExpiring(at(5), at(6))).toEqual([]); // after `from`, at or before `to`
+  });
+
   test('recordUse keeps the latest time per key and adds up the usage', async () => {
     const { record } = await issueKey(store, { name: 'epsilon' });
     const use = (at: string, requests: number, promptTokens: number, completionTokens: number) => [
@@ -246,7 +257,7 @@ describe('PostgreSQL migrations', () => {
       const { rows } = await client.query('select version from chatgate_schema_migrations');
       const index = await client.query("select indexdef from pg_indexes where tablename = 'chatgate_keys' and indexname = 'chatgate_keys_digest'");
       await client.end();
-      expect(rows.map((r) => r.version).sort((a, b) => a - b)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
+      expect(rows.map((r) => r.version).sort((a, b) => a - b)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]);
       expect(index.rows[0]?.indexdef).toMatch(/UNIQUE INDEX .* USING btree \(digest\)/);
     } finally {
       await database.drop();

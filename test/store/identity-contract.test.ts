@@ -96,6 +96,15 @@ describe.each(backends)('%s account store: identities, links, sessions, counters
     expect((await other.listAccounts()).map((account) => account.id)).toEqual(expect.arrayContaining(made));
   });
 
+  test('an account keeps its key policy: set at creation, changed, cleared', async () => {
+    const record = { id: 'acc_policy', name: 'policy kept', createdAt: new Date().toISOString(), quota: { tokensPerDay: null, tokensPerMonth: null }, budget: { perDay: null, perMonth: null }, keyPolicy: { maxLifetimeDays: 90 } };
+    await store.createAccount(record);
+    expect((await other.getAccount('acc_policy'))?.keyPolicy).toEqual({ maxLifetimeDays: 90 });
+    expect((await other.updateAccount('acc_policy', { keyPolicy: { maxLifetimeDays: 30 } }))?.keyPolicy).toEqual({ maxLifetimeDays: 30 });
+    expect((await other.updateAccount('acc_policy', { name: 'policy renamed' }))?.keyPolicy).toEqual({ maxLifetimeDays: 30 });
+    expect((await store.updateAccount('acc_policy', { keyPolicy: null }))?.keyPolicy).toBeUndefined();
+  });
+
   test('an identity is found by issuer and subject only, and one person has one identity per issuer', async () => {
     const issuer = 'https://idp.test';
     expect(await store.bindIdentity({ issuer, subject: 'sub-1', email: 'kim@x.test', createdAt: NOW.toISOString() })).toBe(true);

@@ -49,7 +49,15 @@ function renderKeys() {
       cell('Key', el('code', { className: 'prefix', text: `${key.prefix}…`, attrs: { 'data-testid': 'key-prefix' } })),
       cell('Created', el('span', {}, el('span', { text: formatDate(key.createdAt), attrs: { title: key.createdAt } }), el('span', { className: 'sub', text: `by ${key.createdBy}`, attrs: { 'data-testid': 'key-created-by' } }))),
       cell('Last used', key.lastUsedAt ? el('span', { text: formatDateTime(key.lastUsedAt), attrs: { title: key.lastUsedAt, 'data-testid': 'key-last-used' } }) : el('span', { className: 'muted', text: 'never', attrs: { 'data-testid': 'key-last-used' } })),
-      cell('Expires', key.expiresAt ? el('span', { text: `${formatDate(key.expiresAt, true)} (UTC)`, attrs: { title: key.expiresAt, 'data-testid': 'key-expires' } }) : el('span', { className: 'muted', text: 'never', attrs: { 'data-testid': 'key-expires' } })),
+      cell(
+        'Expires',
+        el(
+          'span',
+          {},
+          key.expiresAt ? el('span', { text: `${formatDate(key.expiresAt, true)} (UTC)`, attrs: { title: key.expiresAt, 'data-testid': 'key-expires' } }) : el('span', { className: 'muted', text: 'never', attrs: { 'data-testid': 'key-expires' } }),
+          status === 'active' && expiresSoon(key) ? el('span', { className: 'sub expiring', text: expiresSoon(key), attrs: { 'data-testid': 'key-expiring' } }) : null,
+        ),
+      ),
       cell(
         'Status',
         el(
@@ -76,6 +84,17 @@ function renderKeys() {
   }
   $('keys-empty').hidden = state.keys.length > 0;
   $('keys-table').hidden = state.keys.length === 0;
+}
+
+const WEEK_MS = 7 * DAY_MS;
+
+/** "expires in 3 days" for a key that expires within a week (rotate it, or give it a later expiry); else ''. */
+function expiresSoon(key) {
+  if (!key.expiresAt) return '';
+  const left = Date.parse(key.expiresAt) - Date.now();
+  if (left <= 0 || left > WEEK_MS) return '';
+  const days = Math.floor(left / DAY_MS);
+  return days === 0 ? 'expires within a day' : `expires in ${days} day${days === 1 ? '' : 's'}`;
 }
 
 function keyActions(key, status, allowed) {

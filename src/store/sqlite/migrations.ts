@@ -245,6 +245,15 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
       create index chatgate_alerts_account_at on chatgate_alerts (account_id, at);
     `,
   },
+  {
+    // An account's key policy: the longest its keys may live, in days from their creation (null: no
+    // limit); keys that expire soon are found by their expiry (key.expiring alerts).
+    version: 8,
+    sql: `
+      alter table chatgate_accounts add column key_max_lifetime_days integer;
+      create index chatgate_keys_expires_at on chatgate_keys (expires_at) where expires_at is not null;
+    `,
+  },
 ];
 
 /** Applies the migrations this file lacks; true when it made the schema (a new database). */

@@ -42,6 +42,7 @@ export interface AccountRow {
   tokens_per_month: number | null;
   budget_day_nanos: number | null;
   budget_month_nanos: number | null;
+  key_max_lifetime_days: number | null;
 }
 export interface PersonRow {
   email: string;
@@ -161,6 +162,7 @@ export const accountParams = (a: AccountRecord) => ({
   tokens_per_month: a.quota.tokensPerMonth,
   budget_day_nanos: nanosOf(a.budget.perDay),
   budget_month_nanos: nanosOf(a.budget.perMonth),
+  key_max_lifetime_days: a.keyPolicy?.maxLifetimeDays ?? null,
 });
 export const toAccount = (row: AccountRow): AccountRecord => ({
   id: row.id,
@@ -168,6 +170,7 @@ export const toAccount = (row: AccountRow): AccountRecord => ({
   createdAt: row.created_at,
   quota: { tokensPerDay: row.tokens_per_day, tokensPerMonth: row.tokens_per_month },
   budget: budgetOf(row),
+  ...(row.key_max_lifetime_days !== null && row.key_max_lifetime_days !== undefined ? { keyPolicy: { maxLifetimeDays: row.key_max_lifetime_days } } : {}),
 });
 
 /**

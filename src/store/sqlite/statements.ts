@@ -24,6 +24,7 @@ export const ACCOUNT_UPDATES: ReadonlyArray<[column: string, pick: (c: AccountCh
   ['tokens_per_month', (c) => c.quota?.tokensPerMonth],
   ['budget_day_nanos', (c) => (c.budget?.perDay === undefined ? undefined : nanosOf(c.budget.perDay))],
   ['budget_month_nanos', (c) => (c.budget?.perMonth === undefined ? undefined : nanosOf(c.budget.perMonth))],
+  ['key_max_lifetime_days', (c) => (c.keyPolicy === undefined ? undefined : (c.keyPolicy?.maxLifetimeDays ?? null))],
 ];
 
 /**
@@ -58,7 +59,7 @@ export const BUMP_COUNTER = `insert into chatgate_counters as c (name, count, ex
     expires_at = case when c.expires_at > @now then c.expires_at else excluded.expires_at end
   returning count`;
 
-export const ACCOUNT_COLUMNS = ['id', 'name', 'created_at', 'tokens_per_day', 'tokens_per_month', 'budget_day_nanos', 'budget_month_nanos'];
+export const ACCOUNT_COLUMNS = ['id', 'name', 'created_at', 'tokens_per_day', 'tokens_per_month', 'budget_day_nanos', 'budget_month_nanos', 'key_max_lifetime_days'];
 export const IDENTITY_COLUMNS = ['issuer', 'subject', 'email', 'created_at'];
 export const MEMBER_COLUMNS = ['account_id', 'email', 'role', 'added_at', 'added_by'];
 export const SESSION_COLUMNS = ['digest', 'email', 'account_id', 'via', 'created_at', 'last_seen_at', 'expires_at'];

@@ -66,6 +66,12 @@ export class SqliteKeyStore implements Store {
   }
 
   /** Whether the store holds any key, without reading them (start-up's emptiness check). */
+  listExpiring(from: Date, to: Date): Promise<KeyRecord[]> {
+    return this.sql.read(() =>
+      this.sql.all<KeyRow>(`${rows.KEY_SELECT} where k.expires_at > ? and k.expires_at <= ? and k.revoked_at is null order by k.expires_at, k.id`, rows.instant(from), rows.instant(to)).map(rows.toKey),
+    );
+  }
+
   hasKeys(): Promise<boolean> {
     return this.sql.read(() => this.sql.get('select 1 from chatgate_keys limit 1') !== undefined);
   }
