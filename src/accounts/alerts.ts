@@ -24,20 +24,26 @@ export interface AlertSettings {
   currency: string;
 }
 
-/** How long a claim holds before another replica may take an unsent alert over. */
-const LEASE_MS = 60_000;
 /** Waits before the attempts after the first (ms): five tries within about 15 s. */
 const BACKOFF_MS = [1000, 2000, 4000, 8000];
+/**
+ * How long a claim holds before another replica may take an unsent alert over: longer than every
+ * try of a delivery together (five deadlines and the waits between), so that none is sent twice.
+ */
+const leaseFor = (timeoutMs: number) => Math.max(60_000, 5 * timeoutMs + 15_000 + 10_000);
 const NANOS = 1e9;
 
 type Kind = AlertRecord['kind'];
-type Store = Pick<AccountStore, 'claimAlert' | 'alertSent' | 'getAccount'> & Pick<KeyStore, 'get' | 'listExpiring'>;
+type Store = Pick<AccountStore, 'claimAlert' | 'alertSent' | 'getAccount' | 'listUnsentAlerts'> & Pick<KeyStore, 'get' | 'listExpiring'>;
 const WEEK_MS = 7 * 86_400_000;
 
 export class Alerts {
   private settings: AlertSettings;
   private stopped = false;
   private readonly pending = new Set<Promise<void>>();
+  /** Aborts the POSTs under way when the process stops. */
+  private readonly stopping = new AbortController();
+  private scanning = false;
 
   constructor(
     private readonly store: Store,
@@ -58,9 +64,13 @@ export class Alerts {
   /** A tracker's crossing (tokens or a budget in nano-units): claimed, then sent by whichever replica claims it. */
   crossed(kind: Kind, crossing: Crossing): void {
     if (this.stopped) return;
-    const work = this.handle(kind, crossing).catch((err: unknown) => this.log.warn({ err: (err as Error)?.message ?? String(err) }, 'could not handle a quota or budget alert'));
-    this.pending.add(work);
-    void work.finally(() => this.pending.delete(work));
+    this.track(this.handle(kind, crossing), 'could not handle a quota or budget alert');
+  }
+
+  private track(work: Promise<void>, failure: string): void {
+    const tracked = work.catch((err: unknown) => this.log.warn({ err: (err as Error)?.message ?? String(err) }, failure));
+    this.pending.add(tracked);
+    void tracked.finally(() => this.pending.delete(tracked));
   }
 
   /**
@@ -71,16 +81,17 @@ export class Alerts {
   keyLeaked(key: { id: string; name: string; accountId: string }, where: { reporter: string; url?: string }): void {
     const url = this.settings.webhookUrl;
     if (this.stopped || !url) return;
-    const work = (async () => {
-      const account = await this.store.getAccount(key.accountId);
-      const accountName = account?.name ?? key.accountId;
-      const found = where.url ? ` in ${where.url}` : '';
-      const text = `Key “${key.name}” of account “${accountName}” was found in public${found} (reported by ${where.reporter === 'github' ? "GitHub's secret scanning" : 'a scanner'}) and is revoked: programs using it need a new key.`;
-      const payload = { event: 'key.leaked', accountId: key.accountId, accountName, keyId: key.id, keyName: key.name, reporter: where.reporter, ...(where.url ? { url: where.url } : {}), text };
-      await this.deliver(url, payload);
-    })().catch((err: unknown) => this.log.warn({ err: (err as Error)?.message ?? String(err) }, 'could not tell of a leaked key'));
-    this.pending.add(work);
-    void work.finally(() => this.pending.delete(work));
+    this.track(
+      (async () => {
+        const account = await this.store.getAccount(key.accountId);
+        const accountName = account?.name ?? key.accountId;
+        const found = where.url ? ` in ${plain(where.url)}` : '';
+        const text = `Key “${plain(key.name)}” of account “${plain(accountName)}” was found in public${found} (reported by ${where.reporter === 'github' ? "GitHub's secret scanning" : 'a scanner'}) and is revoked: programs using it need a new key.`;
+        const payload = { event: 'key.leaked', accountId: key.accountId, accountName, keyId: key.id, keyName: key.name, reporter: where.reporter, ...(where.url ? { url: where.url } : {}), text };
+        await this.deliver(url, payload);
+      })(),
+      'could not tell of a leaked key',
+    );
   }
 
   private expiryTimer: NodeJS.Timeout | undefined;
@@ -91,7 +102,17 @@ export class Alerts {
    */
   watchExpiries(everyMs: number): void {
     clearInterval(this.expiryTimer);
-    const scan = () => void this.scanExpiries().catch((err: unknown) => this.log.warn({ err: (err as Error)?.message ?? String(err) }, 'could not look for keys that expire soon'));
+    const scan = () => {
+      if (this.scanning || this.stopped) return; // a scan still under way (a slow webhook): this one is skipped
+      this.scanning = true;
+      this.track(
+        (async () => {
+          await this.sweepUnsent();
+          await this.scanExpiries();
+        })().finally(() => (this.scanning = false)),
+        'could not look for alerts to send',
+      );
+    };
     this.expiryTimer = setInterval(scan, everyMs).unref();
     setTimeout(scan, Math.min(everyMs, 5000)).unref();
   }
@@ -105,7 +126,7 @@ export class Alerts {
       const alert: AlertRecord = { id: `key.expiring:${key.id}:${expiresAt}`, accountId: key.accountId, keyId: key.id, kind: 'key.expiring', period: 'day', periodStart: expiresAt.slice(0, 10), threshold: 1, spent: 0, limit: 0, at: now.toISOString(), sentAt: null };
       if (!(await this.claim(alert))) continue;
       const accountName = (await this.store.getAccount(key.accountId))?.name ?? key.accountId;
-      const text = `Key “${key.name}” of account “${accountName}” expires on ${expiresAt.slice(0, 16).replace('T', ' ')} UTC: rotate it, or give it a later expiry, before programs using it stop working.`;
+      const text = `Key “${plain(key.name)}” of account “${plain(accountName)}” expires on ${expiresAt.slice(0, 16).replace('T', ' ')} UTC: rotate it, or give it a later expiry, before programs using it stop working.`;
       const url = this.settings.webhookUrl;
       const payload = { event: 'key.expiring', accountId: key.accountId, accountName, keyId: key.id, keyName: key.name, expiresAt, text };
       const delivered = url ? await this.deliver(url, payload) : undefined;
@@ -114,10 +135,35 @@ export class Alerts {
     }
   }
 
-  /** Waits (at most `deadlineMs`) for the alerts under way; no new ones are taken. */
+  /**
+   * Threshold alerts whose delivery failed (the webhook away longer than the tries, or the process
+   * stopped during them) and whose claim's lease has run out: claimed and sent again, while their
+   * period lasts. Every replica looks, each expiringCheckMs; the claim keeps each to one sender.
+   */
+  private async sweepUnsent(): Promise<void> {
+    const url = this.settings.webhookUrl;
+    if (!url) return;
+    const now = this.now();
+    const today = now.toISOString().slice(0, 10);
+    for (const alert of await this.store.listUnsentAlerts(now)) {
+      if (this.stopped) return;
+      if (alert.kind === 'key.expiring' || (alert.periodStart !== today && alert.periodStart !== today.slice(0, 7))) continue;
+      if (!(await this.claim({ ...alert, at: alert.at }))) continue;
+      const account = await this.store.getAccount(alert.accountId);
+      const key = alert.keyId ? await this.store.get(alert.keyId) : undefined;
+      const payload = alertPayload(alert, account?.name ?? alert.accountId, key?.name, this.settings.currency);
+      if (await this.deliver(url, payload)) {
+        await this.store.alertSent(alert.id, this.now());
+        await this.auditor.record({ accountId: alert.accountId, actor: 'chatgate', action: 'alert.sent', target: alert.keyId ?? alert.accountId, client: undefined, details: { threshold: alert.threshold, kind: alert.kind, period: alert.period, periodStart: alert.periodStart, delivery: 'webhook, again' } });
+      }
+    }
+  }
+
+  /** Waits (at most `deadlineMs`) for the alerts under way, then cuts the POSTs still trying; no new ones are taken. */
   async stop(deadlineMs = 2000): Promise<void> {
     this.stopped = true;
     clearInterval(this.expiryTimer);
+    setTimeout(() => this.stopping.abort(), deadlineMs).unref();
     await Promise.race([Promise.allSettled([...this.pending]), new Promise((resolve) => setTimeout(resolve, deadlineMs).unref())]);
   }
 
@@ -153,7 +199,7 @@ export class Alerts {
   private async claim(alert: AlertRecord): Promise<boolean> {
     for (let attempt = 0; ; attempt++) {
       try {
-        return await this.store.claimAlert(alert, LEASE_MS, this.now());
+        return await this.store.claimAlert(alert, leaseFor(this.settings.timeoutMs), this.now());
       } catch (err) {
         if (attempt >= BACKOFF_MS.length || this.stopped) throw err;
         await this.sleep(BACKOFF_MS[attempt]!);
@@ -167,7 +213,7 @@ export class Alerts {
     for (let attempt = 0; ; attempt++) {
       let problem: string;
       try {
-        const answer = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body, redirect: 'error', signal: AbortSignal.timeout(this.settings.timeoutMs) });
+        const answer = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body, redirect: 'error', signal: AbortSignal.any([AbortSignal.timeout(this.settings.timeoutMs), this.stopping.signal]) });
         await answer.body?.cancel().catch(() => undefined);
         if (answer.ok) return true;
         problem = `answered ${answer.status}`;
@@ -203,7 +249,7 @@ export function alertPayload(alert: AlertRecord, accountName: string, keyName: s
   const money = alert.kind === 'budget';
   const unit = money ? currency : 'tokens';
   const amount = (n: number) => (money ? n.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 }) : Math.round(n).toLocaleString('en-US'));
-  const whose = keyName !== undefined ? `Key “${keyName}” of account “${accountName}”` : `Account “${accountName}”`;
+  const whose = keyName !== undefined ? `Key “${plain(keyName)}” of account “${plain(accountName)}”` : `Account “${plain(accountName)}”`;
   const what = `${alert.period === 'day' ? 'daily' : 'monthly'} ${money ? 'budget' : 'token quota'}`;
   const text = `${whose} has used ${Math.round(alert.threshold * 100)}% of its ${what}: ${amount(alert.spent)} of ${amount(alert.limit)} ${unit} (${alert.periodStart}, UTC).`;
   return {
@@ -219,4 +265,14 @@ export function alertPayload(alert: AlertRecord, accountName: string, keyName: s
     currency: unit,
     text,
   };
+}
+
+/**
+ * Text for a chat webhook, whose `text` Slack and Teams read as markup: names and URLs (chosen by
+ * whoever made the key or the account) have their `&`, `<` and `>` escaped, so that none can ping a
+ * channel (`<!channel>`) or dress a link up (`<https://evil|https://chatgate>`). The raw values stay
+ * in their own fields.
+ */
+export function plain(text: string): string {
+  return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 }

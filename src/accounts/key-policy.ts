@@ -13,15 +13,19 @@ export const MAX_LIFETIME_DAYS = 3650;
 
 /**
  * The expiry a key made at `createdAt` gets under the policy: `requested` (ISO, or null/undefined for
- * none) when it is within the policy, the longest allowed when none was asked for on creation.
+ * none) when it is within the policy, the longest allowed when none was asked for on creation. An
+ * edit (`current`: the key's expiry now) may always bring an expiry closer, and may give a key made
+ * before the policy (no expiry, or one past its creation's bound) one within the policy from now.
  */
-export function expiryUnderPolicy(policy: KeyPolicy | undefined, requested: string | null | undefined, createdAt: Date, creating: boolean): string | null | undefined {
+export function expiryUnderPolicy(policy: KeyPolicy | undefined, requested: string | null | undefined, createdAt: Date, creating: boolean, current: string | null = null, now = new Date()): string | null | undefined {
   if (!policy) return requested;
-  const latest = new Date(createdAt.getTime() + policy.maxLifetimeDays * DAY_MS);
-  const allowed = `at most ${policy.maxLifetimeDays} days after the key was made (${latest.toISOString()}), the account's key policy`;
+  const span = policy.maxLifetimeDays * DAY_MS;
+  const bound = createdAt.getTime() + span;
+  const latest = new Date(creating ? bound : Math.max(bound, current === null ? now.getTime() + span : Date.parse(current)));
+  const allowed = `no later than ${latest.toISOString()} (the account's key policy: ${policy.maxLifetimeDays} days)`;
   if (requested === null || (requested === undefined && creating)) {
     if (creating) return latest.toISOString();
-    throw errors.invalidBody('expiresAt', `'expiresAt' cannot be removed: keys of this account expire ${allowed}.`);
+    throw errors.invalidBody('expiresAt', `'expiresAt' cannot be removed: keys of this account expire, ${allowed}.`);
   }
   if (requested === undefined) return undefined;
   if (Date.parse(requested) > latest.getTime()) throw errors.invalidBody('expiresAt', `'expiresAt' must be ${allowed}.`);

@@ -231,7 +231,8 @@ export class Accounts {
 
   async createKey(accountId: string, fields: KeyFields, by: Actor, client: string | undefined): Promise<{ key: string; record: KeyRecord }> {
     const account = await this.account(accountId);
-    const expiresAt = expiryUnderPolicy(account.keyPolicy, fields.expiresAt, this.now(), true);
+    const now = this.now(); // the key's creation, which its policy's bound counts from
+    const expiresAt = expiryUnderPolicy(account.keyPolicy, fields.expiresAt, now, true);
     const issued = await issueKey(this.store, {
       name: fields.name!,
       models: fields.models ?? [],
@@ -243,7 +244,7 @@ export class Accounts {
       budget: fields.budget,
       accountId,
       createdBy: actorName(by),
-    });
+    }, now);
     await this.auditor.record({ accountId, actor: actorName(by), action: 'key.created', target: issued.record.id, client, details: { name: issued.record.name } });
     return issued;
   }
@@ -256,7 +257,7 @@ export class Accounts {
   }
 
   async editKey(record: KeyRecord, fields: KeyFields, by: Actor, client: string | undefined): Promise<KeyRecord> {
-    if (fields.expiresAt !== undefined) expiryUnderPolicy((await this.account(record.accountId)).keyPolicy, fields.expiresAt, new Date(record.createdAt), false);
+    if (fields.expiresAt !== undefined) expiryUnderPolicy((await this.account(record.accountId)).keyPolicy, fields.expiresAt, new Date(record.createdAt), false, record.expiresAt, this.now());
     const updated = await this.store.update(record.id, fields);
     if (!updated) throw errors.keyNotFound(record.id);
     const changed = Object.keys(fields).filter((field) => fields[field as keyof KeyFields] !== undefined);

@@ -183,14 +183,15 @@ export function consoleApi({ accounts, sessions, oidc, platformLimits, currency 
 
   // The account's quota and budget alerts of the current UTC day and month (its keys' too), newest first.
   api.get('/alerts', async (_req, res) => {
-    const { accountId } = may(res, 'usage.read');
+    const { accountId, signedIn } = may(res, 'usage.read');
+    const owners = allowed(actorOf(signedIn), signedIn.role, 'audit.read'); // leak reports (where a key was found) are the owners'
     const today = new Date().toISOString().slice(0, 10);
     const alerts = await store.listAlerts(accountId, new Date(`${today.slice(0, 7)}-01T00:00:00Z`));
     // Keys that expire soon are said on their rows (the Keys tab), not here.
     const current = alerts.filter((alert) => alert.kind !== 'key.expiring' && (alert.periodStart === today || alert.periodStart === today.slice(0, 7)));
     // Keys revoked as leaked in the last 7 days (the audit trail's key.leaked), with where they were found.
     const weekAgo = new Date(Date.now() - 7 * 86_400_000).toISOString();
-    const leaks = (await store.listAudit(accountId, 500))
+    const leaks = !owners ? [] : (await store.listAudit(accountId, 500))
       .filter((event) => event.action === 'key.leaked' && event.at >= weekAgo)
       .map((event) => ({ keyId: event.target, at: event.at, ...(typeof event.details?.url === 'string' ? { url: event.details.url } : {}) }));
     res.json({ object: 'list', currency: currency(), data: current.map(({ id: _id, accountId: _account, sentAt: _sent, ...shown }) => shown), leaks });

@@ -118,7 +118,9 @@ export async function startPrimary(config: Config, log: Logger, out: NodeJS.Writ
     },
     async reload() {
       // Checked here once, so a bad file is refused with one log line; each serving process then reloads.
-      if (!configFile || !reloadConfig(configFile, config, log)) return false;
+      const next = configFile ? reloadConfig(configFile, config, log) : undefined;
+      if (!next) return false;
+      leakAlerts.configure({ webhookUrl: next.alerts.webhookUrl, timeoutMs: next.alerts.timeoutMs, currency: next.prices.currency });
       for (const worker of workers) worker.process.kill('SIGHUP');
       return true;
     },

@@ -202,6 +202,9 @@ export class GuardedKeyStore implements Store {
   listAlerts(accountId: string, since: Date): Promise<AlertRecord[]> {
     return this.call(() => this.inner.listAlerts(accountId, since));
   }
+  listUnsentAlerts(now: Date): Promise<AlertRecord[]> {
+    return this.call(() => this.inner.listUnsentAlerts(now));
+  }
   onChange(listener: (digests: string[] | undefined) => void): void {
     this.inner.onChange(listener);
   }

@@ -25,6 +25,21 @@ import { ACCOUNT_UPDATES } from './sqlite/statements';
 /** Expired counters are deleted at most this often by each process. */
 const PRUNE_COUNTERS_EVERY_MS = 60_000;
 
+interface AlertRow {
+  id: string;
+  account_id: string;
+  key_id: string | null;
+  kind: AlertRecord['kind'];
+  period: AlertRecord['period'];
+  period_start: string;
+  threshold: number;
+  spent: number;
+  lim: number;
+  at: Date;
+  sent_at: Date | null;
+}
+const toAlert = (row: AlertRow): AlertRecord => ({ id: row.id, accountId: row.account_id, keyId: row.key_id, kind: row.kind, period: row.period, periodStart: row.period_start, threshold: row.threshold, spent: row.spent, limit: row.lim, at: row.at.toISOString(), sentAt: row.sent_at?.toISOString() ?? null });
+
 export class PostgresAccountStore {
   private countersPrunedAt = 0;
 
@@ -294,11 +309,13 @@ export class PostgresAccountStore {
   }
 
   async listAlerts(accountId: string, since: Date): Promise<AlertRecord[]> {
-    const { rows } = await this.query<{ id: string; account_id: string; key_id: string | null; kind: AlertRecord['kind']; period: AlertRecord['period']; period_start: string; threshold: number; spent: number; lim: number; at: Date; sent_at: Date | null }>(
-      'select * from chatgate_alerts where account_id = $1 and at >= $2 order by at desc, id',
-      [accountId, since],
-    );
-    return rows.map((row) => ({ id: row.id, accountId: row.account_id, keyId: row.key_id, kind: row.kind, period: row.period, periodStart: row.period_start, threshold: row.threshold, spent: row.spent, limit: row.lim, at: row.at.toISOString(), sentAt: row.sent_at?.toISOString() ?? null }));
+    const { rows } = await this.query<AlertRow>('select * from chatgate_alerts where account_id = $1 and at >= $2 order by at desc, id', [accountId, since]);
+    return rows.map(toAlert);
+  }
+
+  async listUnsentAlerts(now: Date): Promise<AlertRecord[]> {
+    const { rows } = await this.query<AlertRow>('select * from chatgate_alerts where sent_at is null and claimed_until < $1 order by at, id limit 100', [now]);
+    return rows.map(toAlert);
   }
 
   async quotaUsage(scopes: readonly string[]): Promise<Map<string, number>> {

@@ -352,6 +352,8 @@ export interface AccountStore {
   alertSent(id: string, at: Date): Promise<void>;
   /** An account's alerts (of its keys too) made at or after `since`, the newest first. */
   listAlerts(accountId: string, since: Date): Promise<AlertRecord[]>;
+  /** Alerts not sent whose claim's lease ended before `now` (a delivery that failed): at most 100, the oldest first. */
+  listUnsentAlerts(now: Date): Promise<AlertRecord[]>;
 }
 
 /** A threshold of a quota or budget crossed in one period: what is sent, and shown in the console. */

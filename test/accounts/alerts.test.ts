@@ -196,3 +196,31 @@ test('keys that expire within a week: one key.expiring POST each, however many r
   expect(receiver.bodies[0]).toMatchObject({ event: 'key.expiring', accountId: id, accountName: 'expiring', keyId: soon.record.id, keyName: 'expires in three days', expiresAt: soon.record.expiresAt });
   expect(String(receiver.bodies[0]!.text)).toMatch(/^Key “expires in three days” of account “expiring” expires on \d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC: rotate it/);
 });
+
+test("names chosen by users cannot ping a channel or dress up a link in the webhook's text; their own fields keep them", async () => {
+  const record: AlertRecord = { id: 'x', accountId: 'acc_1', keyId: 'key_1', kind: 'tokens', period: 'day', periodStart: '2026-11-29', threshold: 0.5, spent: 50, limit: 100, at: '', sentAt: null };
+  const hostile = '<!channel> Re-authenticate at <https://evil.example|https://chatgate.corp> & now';
+  const payload = alertPayload(record, hostile, hostile, 'USD');
+  expect(payload.text).not.toMatch(/[<>]/);
+  expect(payload.text).toContain('&lt;!channel&gt; Re-authenticate at &lt;https://evil.example|https://chatgate.corp&gt; &amp; now');
+  expect([payload.accountName, payload.keyName]).toEqual([hostile, hostile]);
+});
+
+test('an alert whose every try failed is sent again once its lease has run out and the webhook answers', async () => {
+  const store = new CountingKeyStore();
+  const lines: string[] = [];
+  const log = createLogger('info', new Writable({ write: (chunk, _enc, done) => (lines.push(String(chunk)), done()) }) as never);
+  const clock = { at: Date.now() };
+  const alerts = new Alerts(store, new Auditor(store, log), { webhookUrl: receiver.url, timeoutMs: 1000, currency: 'EUR' }, log, () => new Date(clock.at), () => new Promise((resolve) => setTimeout(resolve, 5)));
+  const id = await account(store, 'retried later');
+  receiver.answers = [500, 500, 500, 500, 500];
+  alerts.crossed('budget', crossing(id, 0.8));
+  await eventually(async () => ((await store.listAudit(id, 10)).some((event) => event.action === 'alert.failed') ? true : undefined));
+  expect(receiver.bodies).toHaveLength(5);
+  alerts.watchExpiries(60_000); // its first look (a sweep first) comes within 5 s: not yet, the lease holds
+  clock.at += 10 * 60_000; // ten minutes on: the lease is over
+  await eventually(async () => ((await store.listAlerts(id, new Date(0)))[0]?.sentAt ? true : undefined), 10_000);
+  await alerts.stop();
+  expect(receiver.bodies).toHaveLength(6);
+  expect(receiver.bodies.at(-1)).toMatchObject({ event: 'budget.threshold', threshold: 0.8 });
+});

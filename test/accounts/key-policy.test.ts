@@ -78,3 +78,16 @@ test('keys expiring within a week are listed, soonest first; a revoked one and a
   expect(listed.map((key) => key.id)).toEqual([sooner, later]);
   for (const bad of ['0', '-1', '1.5', 'week', '3651']) expect(refusal(await admin('GET', `/keys?expiringWithinDays=${bad}`))).toEqual({ status: 400, param: 'expiringWithinDays' });
 });
+
+test('keys made before the policy: an edit may give them an expiry within the policy from now, or bring one closer; never a later one', async () => {
+  const account = (await admin('POST', '/accounts', { name: 'policy after keys' })).json<{ id: string }>().id;
+  const forever = (await admin('POST', '/keys', { name: 'made without expiry', account })).json<{ id: string; expiresAt: string | null }>();
+  expect(forever.expiresAt).toBeNull();
+  const far = (await admin('POST', '/keys', { name: 'made with a far expiry', account, expiresAt: inDays(300) })).json<{ id: string }>().id;
+  await admin('PATCH', `/accounts/${account}`, { keyPolicy: { maxLifetimeDays: 30 } });
+  expect(refusal(await admin('PATCH', `/keys/${forever.id}`, { expiresAt: inDays(40) }))).toEqual({ status: 400, param: 'expiresAt' });
+  expect((await admin('PATCH', `/keys/${forever.id}`, { expiresAt: inDays(20) })).status).toBe(200); // brought under the policy
+  expect((await admin('PATCH', `/keys/${far}`, { expiresAt: inDays(200) })).status).toBe(200); // closer than it was
+  expect(refusal(await admin('PATCH', `/keys/${far}`, { expiresAt: inDays(250) }))).toEqual({ status: 400, param: 'expiresAt' }); // later again: no
+  expect(refusal(await admin('PATCH', `/keys/${far}`, { expiresAt: null }))).toEqual({ status: 400, param: 'expiresAt' });
+});

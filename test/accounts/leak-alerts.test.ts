@@ -63,4 +63,11 @@ test("a key revoked as leaked: one key.leaked POST naming it and its account, ne
   const cookie = String(signedIn.headers['set-cookie']).split(';')[0]!;
   const alerts = await request(gw.url, { ca: gw.ca, method: 'GET', path: '/console/api/alerts', headers: { cookie, origin } });
   expect(alerts.json<{ leaks: Array<{ keyId: string }> }>().leaks).toEqual([{ keyId: id, at: expect.any(String) }]);
+  // A member sees the account's usage alerts, not its leak reports (where a key was found is the owners').
+  await admin('POST', `/accounts/${account}/members`, { email: 'leaky-member@example.com', role: 'member', password: 'a leaky member password' });
+  const member = await request(gw.url, { ca: gw.ca, path: '/console/api/session', headers: { origin, 'content-type': 'application/json' }, body: JSON.stringify({ email: 'leaky-member@example.com', password: 'a leaky member password' }) });
+  const memberCookie = String(member.headers['set-cookie']).split(';')[0]!;
+  const theirs = await request(gw.url, { ca: gw.ca, method: 'GET', path: '/console/api/alerts', headers: { cookie: memberCookie, origin } });
+  expect(theirs.status).toBe(200);
+  expect(theirs.json<{ leaks: unknown[] }>().leaks).toEqual([]);
 });

@@ -316,6 +316,9 @@ export class FileKeyStore implements Store {
   listAlerts(accountId: string, since: Date): Promise<AlertRecord[]> {
     return this.alertsHere.listAlerts(accountId, since);
   }
+  listUnsentAlerts(now: Date): Promise<AlertRecord[]> {
+    return this.alertsHere.listUnsentAlerts(now);
+  }
 
   async quotaUsage(scopes: readonly string[]): Promise<Map<string, number>> {
     const counters = (await this.read()).quotaUsage;

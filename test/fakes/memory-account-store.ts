@@ -164,6 +164,12 @@ export class MemoryAccountStore implements AccountStore {
     const held = this.alerts.get(id);
     if (held && held.sentAt === null) held.sentAt = at.toISOString();
   }
+  async listUnsentAlerts(now: Date) {
+    return [...this.alerts.values()]
+      .filter((alert) => alert.sentAt === null && alert.claimedUntil < now.getTime())
+      .map(({ claimedUntil: _claimedUntil, ...alert }) => ({ ...alert }))
+      .slice(0, 100);
+  }
   async listAlerts(accountId: string, since: Date) {
     return [...this.alerts.values()]
       .filter((alert) => alert.accountId === accountId && Date.parse(alert.at) >= since.getTime())

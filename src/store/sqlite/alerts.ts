@@ -54,6 +54,10 @@ export class SqliteAlerts {
     await this.sql.write(() => this.sql.run('update chatgate_alerts set sent_at = coalesce(sent_at, ?) where id = ?', at.toISOString(), id));
   }
 
+  unsent(now: Date): Promise<AlertRecord[]> {
+    return this.sql.read(() => this.sql.all<AlertRow>('select * from chatgate_alerts where sent_at is null and claimed_until < ? order by at, id limit 100', now.toISOString()).map(toAlert));
+  }
+
   list(accountId: string, since: Date): Promise<AlertRecord[]> {
     return this.sql.read(() => this.sql.all<AlertRow>('select * from chatgate_alerts where account_id = ? and at >= ? order by at desc, id', accountId, since.toISOString()).map(toAlert));
   }

@@ -253,6 +253,9 @@ export class SqliteKeyStore implements Store {
   listAlerts(accountId: string, since: Date): Promise<AlertRecord[]> {
     return this.alerts.list(accountId, since);
   }
+  listUnsentAlerts(now: Date): Promise<AlertRecord[]> {
+    return this.alerts.unsent(now);
+  }
 
   bumpCounters(counters: ReadonlyArray<{ name: string; expiresAt: Date }>, now: Date): Promise<number[]> {
     if (counters.length === 0) return Promise.resolve([]);
