@@ -1,10 +1,9 @@
 /**
- * The embedded store, the default: one SQLite file (default ./data/chatgate.db) holding keys by
- * digest, accounts, people and their identities, members, console sessions, one-time tokens,
- * counters, daily usage, quota counters and the audit trail, each in its table with the indexes its
- * lookups use; a key create is one insert, whatever the number of keys. The gateway, the CLI and
- * `server.processes` siblings share the file (database.ts; checkpoints.ts); a key change made by any
- * of them reaches the others' caches within POLL_MS (changes.ts). One contract with PostgreSQL.
+ * The embedded store, the default: one SQLite file (default ./data/chatgate.db) holding keys by digest, accounts, people and
+ * their identities, members, console sessions and one-time tokens (sessions.ts), counters, daily usage, quota counters,
+ * alerts (alerts.ts) and the audit trail, each in its table with the indexes its lookups use; a key create is one insert,
+ * whatever the number of keys. The gateway, the CLI and `server.processes` siblings share the file (database.ts;
+ * checkpoints.ts); a key change made by any of them reaches the others' caches within POLL_MS (changes.ts).
  */
 import { randomUUID } from 'node:crypto';
 import { AccountNameTaken, type AccountChanges, type AccountRecord, type AlertRecord, type AuditEvent, type IdentityRecord, type KeyAuthRecord, type KeyChanges, type KeyRecord, type KeyUse, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type Store, type UsageDay } from '../types';
@@ -67,9 +66,7 @@ export class SqliteKeyStore implements Store {
 
   /** Whether the store holds any key, without reading them (start-up's emptiness check). */
   listExpiring(from: Date, to: Date): Promise<KeyRecord[]> {
-    return this.sql.read(() =>
-      this.sql.all<KeyRow>(`${rows.KEY_SELECT} where k.expires_at > ? and k.expires_at <= ? and k.revoked_at is null order by k.expires_at, k.id`, rows.instant(from), rows.instant(to)).map(rows.toKey),
-    );
+    return this.sql.read(() => this.sql.all<KeyRow>(`${rows.KEY_SELECT} where k.expires_at > ? and k.expires_at <= ? and k.revoked_at is null order by k.expires_at, k.id`, rows.instant(from), rows.instant(to)).map(rows.toKey));
   }
 
   hasKeys(): Promise<boolean> {
@@ -344,7 +341,7 @@ export class SqliteKeyStore implements Store {
 
   async close(): Promise<void> {
     this.feed.close();
-    await this.sql.close(); // and its checkpoint thread: nothing touches the file after this
+    await this.sql.close(); // and its checkpoint thread: nothing of this store touches the file after it
   }
 
   /** A change to keys, then the change log read at once, so this process's caches hear of it before the call returns. */
