@@ -34,18 +34,13 @@
  * matches signs in only if they are known already (added by an account owner). Every refusal is logged
  * at warn and audited (`session.failed`, actor `oidc`), a binding is audited (`identity.bound`);
  * neither the code, the tokens nor the client secret are ever logged.
- *
- * openid-client is ESM only and this project is CommonJS: it is loaded, only when OIDC is configured,
- * with a real import() (TypeScript would turn a written one into require()). Only types come from it
- * at compile time.
+ * *
+ * The provider itself (discovery, the claims, the linking rule, failures told apart): oidc-provider.ts.
  */
 import { randomBytes } from 'node:crypto';
 import { isIP } from 'node:net';
-import { pathToFileURL } from 'node:url';
 import express, { type NextFunction, type Request, type Response, type Router } from 'express';
 import { LRUCache } from 'lru-cache';
-import type * as OpenIdClient from 'openid-client';
-import type { Config } from '../config';
 import { findContext } from '../context';
 import { errors, GatewayError } from '../errors';
 import type { Logger } from '../telemetry/log';
@@ -55,8 +50,10 @@ import { isNfkcStable, normalizeEmail } from './emails';
 import type { Actor } from './roles';
 import { tokenDigest, type Accounts } from './service';
 import { sessionCookie, type Sessions } from './sessions';
+import { claimsOf, describeClaim, IdentityProvider, linkRefusal, reasonOf, unreachable, type OidcSettings, type Said } from './oidc-provider';
 
-export type OidcSettings = NonNullable<Config['console']['oidc']>;
+export { claimValues, linkRefusal, type OidcSettings, type Said } from './oidc-provider';
+
 
 export interface OidcDeps {
   accounts: Accounts;
@@ -88,8 +85,6 @@ const COUNTED_ADDRESSES = 10_000;
 const REFUSED_PAGE = '/console/#sign-in-error=';
 /** Binds a sign-in under way to the browser that started it. */
 const BROWSER_COOKIE = 'chatgate_oidc';
-/** Each request to the provider (discovery, token, JWKS) gives up after this long. */
-const PROVIDER_TIMEOUT_SECONDS = 10;
 
 /** The refusals. */
 const refusals = {
@@ -104,23 +99,6 @@ const refusals = {
   /** The email is a person's here who is bound to another subject of this issuer. */
   otherSubject: () => errors.oidcIdentityConflict(),
 };
-
-/** What the provider says about the person: from the ID token and, for what it lacks, userinfo. */
-export interface Said {
-  issuer: string;
-  subject: string;
-  email: unknown;
-  /** As sent, next to the email it speaks of (both from the ID token, or both from userinfo). */
-  emailVerified: unknown;
-  /** The mapped claim's values. */
-  values: string[];
-}
-
-type Library = typeof OpenIdClient;
-interface Connected {
-  lib: Library;
-  config: OpenIdClient.Configuration;
-}
 
 /** GET /login (to the provider) and GET /callback (back from it), mounted at /console/api/oidc. */
 export function createOidcRoutes(settings: OidcSettings, deps: OidcDeps): Router {
@@ -252,7 +230,7 @@ export function createOidcRoutes(settings: OidcSettings, deps: OidcDeps): Router
       if (why) return refuse(why.reason, why.otherSubject ? refusals.otherSubject() : refusals.notSignedIn(), email);
     } else {
       if (said.emailVerified !== undefined && said.emailVerified !== true) {
-        return refuse(`the identity provider does not say this email is verified (email_verified is ${describe(said.emailVerified)})`, refusals.notSignedIn(), email);
+        return refuse(`the identity provider does not say this email is verified (email_verified is ${describeClaim(said.emailVerified)})`, refusals.notSignedIn(), email);
       }
       if (matched.length === 0) return refuse(`no mapping matches the '${settings.claim}' claim, and the person is not known here`, refusals.notMapped(), email);
       await store.putPerson({ email, admin: false, passwordHash: null, createdAt: new Date().toISOString() });
@@ -336,98 +314,6 @@ export function createOidcRoutes(settings: OidcSettings, deps: OidcDeps): Router
 
   return routes;
 }
-
-/**
- * The provider's metadata, discovered on first use and kept; a failed discovery is tried again on the
- * next sign-in. The client authenticates with client_secret_basic, unless the provider offers only
- * client_secret_post.
- */
-class IdentityProvider {
-  private connecting: Promise<Connected> | undefined;
-
-  constructor(
-    private readonly settings: OidcSettings,
-    private readonly clientSecret: string,
-    private readonly log: Logger,
-  ) {}
-
-  connected(): Promise<Connected> {
-    this.connecting ??= this.connect().catch((err: unknown) => {
-      this.connecting = undefined;
-      this.log.warn({ issuer: this.settings.issuer, reason: reasonOf(err) }, 'OIDC: the identity provider could not be discovered; trying again on the next sign-in');
-      throw refusals.unavailable();
-    });
-    return this.connecting;
-  }
-
-  private async connect(): Promise<Connected> {
-    const lib = await loadOpenIdClient();
-    const { issuer, clientId } = this.settings;
-    const discovered = await lib.discovery(new URL(issuer), clientId, this.clientSecret, undefined, { timeout: PROVIDER_TIMEOUT_SECONDS });
-    const metadata = discovered.serverMetadata();
-    const methods = metadata.token_endpoint_auth_methods_supported;
-    const basic = !methods || methods.includes('client_secret_basic') || !methods.includes('client_secret_post');
-    const config = new lib.Configuration(metadata, clientId, this.clientSecret, basic ? lib.ClientSecretBasic(this.clientSecret) : lib.ClientSecretPost(this.clientSecret));
-    config.timeout = PROVIDER_TIMEOUT_SECONDS;
-    lib.enableNonRepudiationChecks(config); // the ID token's signature is checked against the provider's JWKS
-    this.log.info({ issuer: metadata.issuer, clientAuth: basic ? 'client_secret_basic' : 'client_secret_post' }, 'OIDC: identity provider discovered');
-    return { lib, config };
-  }
-}
-
-/** import() as Node does it (TypeScript, compiling to CommonJS, would rewrite a written one into require()). */
-const importModule = new Function('specifier', 'return import(specifier)') as (specifier: string) => Promise<unknown>;
-
-/** openid-client, resolved from this file (not from the working directory) and imported once. */
-let openIdClient: Promise<Library> | undefined;
-function loadOpenIdClient(): Promise<Library> {
-  openIdClient ??= importModule(pathToFileURL(require.resolve('openid-client')).href) as Promise<Library>;
-  return openIdClient;
-}
-
-/**
- * What the provider says: the ID token's claims and, when it lacks the email or the mapped claim, the
- * userinfo endpoint's (with the access token; openid-client checks its `sub` is the ID token's). The
- * email and email_verified are taken together from where the email is.
- */
-async function claimsOf(lib: Library, config: OpenIdClient.Configuration, tokens: OpenIdClient.TokenEndpointResponse & OpenIdClient.TokenEndpointResponseHelpers, claim: string): Promise<Said> {
-  const idToken = tokens.claims()!;
-  let userinfo: Record<string, unknown> = {};
-  const lacking = idToken.email === undefined || claimOf(idToken, claim) === undefined;
-  if (lacking && config.serverMetadata().userinfo_endpoint && tokens.access_token) {
-    userinfo = await lib.fetchUserInfo(config, tokens.access_token, idToken.sub);
-  }
-  const emailFrom = idToken.email !== undefined ? idToken : userinfo;
-  return {
-    issuer: idToken.iss,
-    subject: idToken.sub,
-    email: emailFrom.email,
-    emailVerified: emailFrom.email_verified,
-    values: claimValues(claimOf(idToken, claim) !== undefined ? idToken : userinfo, claim),
-  };
-}
-
-/**
- * Pure: why a first sign-in may not be linked by its email to the person here who has it, or
- * undefined when it may. Only the boolean `email_verified: true` counts: a provider that sends a
- * string ("true", "no") or null does not follow the standard, and is not trusted to have checked the
- * mailbox. `otherSubject`: the person is bound to another subject of this issuer.
- */
-export function linkRefusal(said: Pick<Said, 'issuer' | 'emailVerified'>, identities: readonly IdentityRecord[]): { reason: string; otherSubject: boolean } | undefined {
-  if (said.emailVerified !== true) {
-    return { reason: `the identity provider does not say this email is verified (email_verified is ${describe(said.emailVerified)}, not true), and a person here has it`, otherSubject: false };
-  }
-  if (identities.some((identity) => identity.issuer === said.issuer)) {
-    return { reason: 'a person with this email is bound to another subject of this identity provider', otherSubject: true };
-  }
-  return undefined;
-}
-
-/** A claim's value as it is written in the log: its JSON, short (never a token: this is email_verified). */
-function describe(value: unknown): string {
-  return value === undefined ? 'missing' : String(JSON.stringify(value)).slice(0, 40);
-}
-
 /**
  * Pure: the origin the provider sends the browser back to: console.publicUrl's, or https:// and the
  * Host when it is a plain host[:port] whose name (any case, without a final dot) is allowed; else
@@ -440,20 +326,6 @@ export function redirectOrigin(publicOrigin: string | undefined, host: string | 
   const name = (match[1] ?? match[2]!).toLowerCase().replace(/\.$/, '');
   if ((match[2] !== undefined && isIP(name) !== 6) || Number(match[3] ?? 0) > 65535) return undefined;
   return allowed.has(name) ? `https://${host!.toLowerCase()}` : undefined;
-}
-
-/** The claim's value: at its name, or (a name with dots) reached into objects (realm_access.roles). */
-function claimOf(claims: Record<string, unknown>, name: string): unknown {
-  const value: unknown = claims[name];
-  if (value !== undefined || !name.includes('.')) return value;
-  return name.split('.').reduce<unknown>((at, part) => (at !== null && typeof at === 'object' && !Array.isArray(at) ? (at as Record<string, unknown>)[part] : undefined), claims);
-}
-
-/** The claim's values: a string, or the strings of a list; a name with dots may reach into objects (realm_access.roles). */
-export function claimValues(claims: Record<string, unknown>, name: string): string[] {
-  const value = claimOf(claims, name);
-  if (typeof value === 'string') return [value];
-  return Array.isArray(value) ? value.filter((item): item is string => typeof item === 'string') : [];
 }
 
 /** The browser's binding value from its Cookie header, if it has a sane one. */
@@ -472,28 +344,4 @@ function browserCookie(value: string, maxAgeSeconds: number): string {
 /** A browser navigating (Accept: text/html), as opposed to a script asking for JSON. */
 function wantsPage(req: Request): boolean {
   return /\btext\/html\b/.test(req.headers.accept ?? '');
-}
-
-/** Whether the provider could not be reached at all (no answer, or a timeout), as opposed to refusing. */
-function unreachable(err: unknown): boolean {
-  for (let at = err, depth = 0; at instanceof Error && depth < 5; at = at.cause, depth++) {
-    if (at.name === 'TimeoutError' || at.name === 'AbortError' || (at as { code?: unknown }).code === 'OAUTH_TIMEOUT') return true;
-    if (at instanceof TypeError && at.message === 'fetch failed') return true;
-  }
-  const response = err instanceof Error ? err.cause : undefined;
-  return response instanceof Response && response.status >= 500;
-}
-
-/**
- * Why an exchange failed, for the log and the audit trail: the messages of the error and its causes
- * (openid-client's are fixed texts), and the provider's error code; never the error's data, which
- * can hold the response or the token's claims.
- */
-function reasonOf(err: unknown): string {
-  const parts: string[] = [];
-  for (let at = err, depth = 0; at instanceof Error && depth < 4; at = at.cause, depth++) {
-    const { code, error, error_description: description } = at as { code?: unknown; error?: unknown; error_description?: unknown };
-    parts.push([at.message, typeof code === 'string' ? `(${code})` : '', typeof error === 'string' ? `${error}${typeof description === 'string' ? `: ${description}` : ''}` : ''].filter(Boolean).join(' '));
-  }
-  return parts.length > 0 ? parts.join(' <- ').slice(0, 500) : String(err).slice(0, 200);
 }
