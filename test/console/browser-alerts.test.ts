@@ -5,42 +5,18 @@
  * tabs, naming the key by its name; once the key is reported leaked, that comes first; no console
  * error, no sideways scrolling on the phone.
  */
-import { chromium, type Browser } from 'playwright-core';
-import { startTestGateway, type TestGateway } from '../helpers/gateway';
 import { openConsoleWindow, type ConsoleWindow } from '../helpers/console-window';
+import { consoleFixture, expectNoSidewaysScroll, signIn } from '../helpers/console-fixture';
 import { bearer, chatBody, request } from '../helpers/http';
-import { eventually, startWorker, type WorkerProcess } from '../helpers/processes';
+import { eventually } from '../helpers/processes';
 
-declare const document: { documentElement: { scrollWidth: number } };
-declare const window: { innerWidth: number };
-
-const TOKEN = 'admin-token-for-the-console-alerts-test';
 const PASSWORD = 'an alerted owner password';
-let worker: WorkerProcess;
-let gw: TestGateway;
-let browser: Browser;
 
-const admin = async <T>(method: string, apiPath: string, body?: unknown): Promise<T> => {
-  const answer = await request(gw.adminUrl, { method, path: `/admin/api${apiPath}`, headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
-  if (answer.status >= 300) throw new Error(`${method} ${apiPath}: ${answer.status} ${answer.body}`);
-  return answer.json<T>();
-};
-
-beforeAll(async () => {
-  [worker, browser] = await Promise.all([startWorker(), chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox', '--disable-gpu', '--no-first-run'] })]);
-  gw = await startTestGateway({
-    providers: { mock: { workers: [worker.url] } },
-    admin: { host: '127.0.0.1', port: 0, token: TOKEN },
-    auth: { createFirstKey: false },
-    quota: { syncMs: 100 },
-    prices: { currency: 'EUR', models: { 'mock/*': { inputPerMillion: 1000, outputPerMillion: 1000 } } },
-  });
-}, 30_000);
-afterAll(async () => {
-  await browser?.close();
-  await gw?.stop();
-  await worker?.stop();
+const f = consoleFixture({
+  quota: { syncMs: 100 },
+  prices: { currency: 'EUR', models: { 'mock/*': { inputPerMillion: 1000, outputPerMillion: 1000 } } },
 });
+const admin = f.admin;
 
 for (const [size, viewport] of [['desktop', { width: 1280, height: 800 }], ['phone', { width: 390, height: 844 }]] as const) {
   test(`${size}: the limits past a threshold are shown above the tabs, one line each`, async () => {
@@ -49,24 +25,20 @@ for (const [size, viewport] of [['desktop', { width: 1280, height: 800 }], ['pho
     await admin('POST', `/accounts/${account}/members`, { email: owner, role: 'owner', password: PASSWORD });
     // 1,000 EUR a million tokens: 0.001 EUR a token, so about 0.60 EUR of a 1.00 EUR budget.
     const { key } = await admin<{ key: string }>('POST', '/keys', { name: `spender-${size}`, account, budget: { perDay: 1 } });
-    for (let i = 0; i < 6; i++) expect((await request(gw.url, { ca: gw.ca, headers: { ...bearer(key), 'x-mock-tokens': '90' }, body: chatBody({ max_tokens: 90 }) })).status).toBe(200);
+    for (let i = 0; i < 6; i++) expect((await request(f.gw.url, { ca: f.gw.ca, headers: { ...bearer(key), 'x-mock-tokens': '90' }, body: chatBody({ max_tokens: 90 }) })).status).toBe(200);
     await eventually(async () => ((await admin<{ data: Array<{ threshold: number; keyId: string | null }> }>('GET', `/accounts/${account}/alerts`)).data.length >= 2 ? true : undefined), 10_000);
     let win: ConsoleWindow | undefined;
     try {
-      win = await openConsoleWindow(browser, gw.url, viewport);
+      win = await openConsoleWindow(f.browser, f.gw.url, viewport);
       const page = win.page;
-      await page.goto(`${gw.url}/console/`);
-      await page.getByTestId('signin-email').fill(owner);
-      await page.getByTestId('signin-password').fill(PASSWORD);
-      await page.getByTestId('signin-submit').click();
+      await signIn(page, f.gw.url, owner, PASSWORD);
       await page.getByTestId('alerts-banner').waitFor();
       const lines = await page.getByTestId('alert-item').allTextContents();
       expect(lines).toContainEqual(expect.stringMatching(/^This account has used 50% of its daily token quota: [\d,]+ tokens of 1,000 tokens \(\d{4}-\d{2}-\d{2}, UTC\)\.$/));
       expect(lines).toContainEqual(expect.stringMatching(new RegExp(`^Key “spender-${size}” has used 50% of its daily budget: 0\\.\\d\\d EUR of 1\\.00 EUR`)));
       expect(lines).toHaveLength(2);
       if (size === 'phone') {
-        const widths = await page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, inner: window.innerWidth }));
-        expect(widths.scroll).toBeLessThanOrEqual(widths.inner);
+        await expectNoSidewaysScroll(page);
       }
       // The key leaks: reported, revoked, and said first.
       await admin('POST', '/keys/leaked', { keys: [key] });

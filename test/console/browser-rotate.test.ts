@@ -6,37 +6,16 @@
  * secrets. A key that expires within a week says so on its row. No console error, no CSP violation,
  * no sideways scrolling on the phone.
  */
-import { chromium, type Browser, type Page } from 'playwright-core';
-import { startTestGateway, type TestGateway } from '../helpers/gateway';
+import type { Page } from 'playwright-core';
 import { openConsoleWindow, type ConsoleWindow } from '../helpers/console-window';
+import { consoleFixture, expectNoSidewaysScroll, signIn } from '../helpers/console-fixture';
 import { bearer, chatBody, request } from '../helpers/http';
-import { startWorker, type WorkerProcess } from '../helpers/processes';
 
-declare const document: { documentElement: { scrollWidth: number } };
-declare const window: { innerWidth: number };
-
-const TOKEN = 'admin-token-for-the-console-rotate-test';
 const PASSWORD = 'a rotating owner password';
-let worker: WorkerProcess;
-let gw: TestGateway;
-let browser: Browser;
+const chat = async (key: string) => (await request(f.gw.url, { ca: f.gw.ca, headers: bearer(key), body: chatBody() })).status;
 
-const admin = async <T>(method: string, apiPath: string, body?: unknown): Promise<T> => {
-  const answer = await request(gw.adminUrl, { method, path: `/admin/api${apiPath}`, headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
-  if (answer.status >= 300) throw new Error(`${method} ${apiPath}: ${answer.status} ${answer.body}`);
-  return answer.json<T>();
-};
-const chat = async (key: string) => (await request(gw.url, { ca: gw.ca, headers: bearer(key), body: chatBody() })).status;
-
-beforeAll(async () => {
-  [worker, browser] = await Promise.all([startWorker(), chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox', '--disable-gpu', '--no-first-run'] })]);
-  gw = await startTestGateway({ providers: { mock: { workers: [worker.url] } }, admin: { host: '127.0.0.1', port: 0, token: TOKEN }, auth: { createFirstKey: false } });
-}, 30_000);
-afterAll(async () => {
-  await browser?.close();
-  await gw?.stop();
-  await worker?.stop();
-});
+const f = consoleFixture();
+const admin = f.admin;
 
 for (const [size, viewport] of [['desktop', { width: 1280, height: 800 }], ['phone', { width: 390, height: 844 }]] as const) {
   test(`${size}: rotating with a grace keeps the old secret working until the time shown; rotating at once stops it`, async () => {
@@ -48,12 +27,9 @@ for (const [size, viewport] of [['desktop', { width: 1280, height: 800 }], ['pho
     await admin('POST', '/keys', { name: `expiring-${size}`, account, expiresAt: new Date(Date.now() + 3.5 * 86_400_000).toISOString() });
     let win: ConsoleWindow | undefined;
     try {
-      win = await openConsoleWindow(browser, gw.url, viewport);
+      win = await openConsoleWindow(f.browser, f.gw.url, viewport);
       const page: Page = win.page;
-      await page.goto(`${gw.url}/console/`);
-      await page.getByTestId('signin-email').fill(owner);
-      await page.getByTestId('signin-password').fill(PASSWORD);
-      await page.getByTestId('signin-submit').click();
+      await signIn(page, f.gw.url, owner, PASSWORD);
       const row = page.locator(`[data-testid="key-row"][data-key-name="rotated-${size}"]`);
       await row.waitFor();
       await expect(page.locator(`[data-testid="key-row"][data-key-name="expiring-${size}"]`).getByTestId('key-expiring').textContent()).resolves.toBe('expires in 3 days');
@@ -75,8 +51,7 @@ for (const [size, viewport] of [['desktop', { width: 1280, height: 800 }], ['pho
       expect(until - asked).toBeLessThanOrEqual(3_600_000 + 5000);
       expect([await chat(first), await chat(second)]).toEqual([200, 200]);
       if (size === 'phone') {
-        const widths = await page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, inner: window.innerWidth }));
-        expect(widths.scroll).toBeLessThanOrEqual(widths.inner);
+        await expectNoSidewaysScroll(page);
       }
       await page.getByTestId('secret-done').click();
       await expect(page.getByTestId('secret-grace').textContent()).resolves.toBe(''); // erased with the secret

@@ -3,35 +3,14 @@
  * claims at once exactly one wins; a sent alert is never claimed again; an unsent one is free again
  * once its claim's lease ran out; an account lists its own alerts only, newest first.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { PostgresKeyStore } from '../../src/store/postgres';
-import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import type { AccountStore, AlertRecord } from '../../src/store/types';
 import { MemoryAccountStore } from '../fakes/memory-account-store';
-import { createTestDatabase } from '../helpers/postgres';
+import { SQL_STORE_PAIRS } from '../helpers/store-pairs';
 
 type Pair = { store: AccountStore; other: AccountStore; close: () => Promise<void> };
 
 const backends: Array<[string, () => Promise<Pair>]> = [
-  [
-    'sqlite',
-    async () => {
-      const dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-alerts-'));
-      const file = path.join(dir, 'chatgate.db');
-      const [store, other] = [new SqliteKeyStore(file), new SqliteKeyStore(file)];
-      return { store, other, close: async () => (await Promise.all([store.close(), other.close()]), rmSync(dir, { recursive: true, force: true })) };
-    },
-  ],
-  [
-    'postgres',
-    async () => {
-      const database = await createTestDatabase();
-      const [store, other] = await Promise.all([PostgresKeyStore.open(database.url), PostgresKeyStore.open(database.url)]);
-      return { store, other, close: async () => (await Promise.all([store.close(), other.close()]), await database.drop()) };
-    },
-  ],
+  ...SQL_STORE_PAIRS,
   [
     'memory fake',
     async () => {

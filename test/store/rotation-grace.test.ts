@@ -4,38 +4,14 @@
  * (marked `previousKey`, with its end) while its grace lasts, a later rotation ends it at once, and
  * every change of the key announces it, so that no cache keeps it past a revocation.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { issueKey, rotateKey } from '../../src/auth/issue';
 import { digestKey } from '../../src/auth/keys';
-import { PostgresKeyStore } from '../../src/store/postgres';
 import { SqliteKeyStore } from '../../src/store/sqlite/store';
-import type { Store } from '../../src/store/types';
 import { eventually } from '../helpers/processes';
-import { createTestDatabase } from '../helpers/postgres';
+import { SQL_STORE_PAIRS, type StorePair } from '../helpers/store-pairs';
 
-type Pair = { store: Store; other: Store; close: () => Promise<void> };
-
-const backends: Array<[string, () => Promise<Pair>]> = [
-  [
-    'sqlite',
-    async () => {
-      const dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-grace-'));
-      const file = path.join(dir, 'chatgate.db');
-      const [store, other] = [new SqliteKeyStore(file), new SqliteKeyStore(file)];
-      return { store, other, close: async () => (await Promise.all([store.close(), other.close()]), rmSync(dir, { recursive: true, force: true })) };
-    },
-  ],
-  [
-    'postgres',
-    async () => {
-      const database = await createTestDatabase();
-      const [store, other] = await Promise.all([PostgresKeyStore.open(database.url), PostgresKeyStore.open(database.url)]);
-      return { store, other, close: async () => (await Promise.all([store.close(), other.close()]), await database.drop()) };
-    },
-  ],
-];
+type Pair = StorePair;
+const backends = SQL_STORE_PAIRS;
 
 describe.each(backends)('%s', (_kind, open) => {
   let pair: Pair;

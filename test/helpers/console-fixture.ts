@@ -1,0 +1,53 @@
+/// <reference lib="dom" />
+/**
+ * The setup of the console's shorter Chromium tests in one call: a mock worker, a gateway with an
+ * admin token (plus any settings given), headless Chromium; the admin API as a function; signing a
+ * person in through the page; and the phone's rule that nothing scrolls sideways.
+ */
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { startTestGateway, type TestGateway } from './gateway';
+import { request } from './http';
+import { startWorker, type WorkerProcess } from './processes';
+
+export interface ConsoleFixture {
+  gw: TestGateway;
+  browser: Browser;
+  /** A call to the admin API; throws on an answer of 300 or above. */
+  admin<T = unknown>(method: string, apiPath: string, body?: unknown): Promise<T>;
+}
+
+export function consoleFixture(settings: Record<string, unknown> = {}): ConsoleFixture {
+  const token = 'admin-token-for-a-console-browser-test';
+  let worker: WorkerProcess | undefined;
+  const fixture = {
+    async admin<T>(method: string, apiPath: string, body?: unknown): Promise<T> {
+      const answer = await request(fixture.gw.adminUrl, { method, path: `/admin/api${apiPath}`, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+      if (answer.status >= 300) throw new Error(`${method} ${apiPath}: ${answer.status} ${answer.body}`);
+      return answer.json<T>();
+    },
+  } as ConsoleFixture;
+  beforeAll(async () => {
+    [worker, fixture.browser] = await Promise.all([startWorker(), chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox', '--disable-gpu', '--no-first-run'] })]);
+    fixture.gw = await startTestGateway({ providers: { mock: { workers: [worker.url] } }, admin: { host: '127.0.0.1', port: 0, token }, auth: { createFirstKey: false }, ...settings });
+  }, 30_000);
+  afterAll(async () => {
+    await fixture.browser?.close();
+    await fixture.gw?.stop();
+    await worker?.stop();
+  });
+  return fixture;
+}
+
+/** Signs the person in through the page's form, from the console's address. */
+export async function signIn(page: Page, origin: string, email: string, password: string): Promise<void> {
+  await page.goto(`${origin}/console/`);
+  await page.getByTestId('signin-email').fill(email);
+  await page.getByTestId('signin-password').fill(password);
+  await page.getByTestId('signin-submit').click();
+}
+
+/** At a phone's width, the page must not scroll sideways. */
+export async function expectNoSidewaysScroll(page: Page): Promise<void> {
+  const widths = await page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, inner: window.innerWidth }));
+  expect(widths.scroll).toBeLessThanOrEqual(widths.inner);
+}
