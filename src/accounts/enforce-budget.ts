@@ -19,6 +19,7 @@ import type { RequestHandler } from 'express';
 import { estimatePromptTokens } from '../common/estimate';
 import { contextOf, required, type RequestContext } from '../context';
 import { errors } from '../errors';
+import { reserveNow } from './enforce-quota';
 import { NANOS } from './prices';
 import type { Measure, QuotaTracker } from './quota';
 
@@ -68,20 +69,14 @@ export function reserveBudget(tracker: QuotaTracker, cost: CostBound, options: B
       if (options.unpricedAllowed) return next();
       throw errors.modelNotPricedUnderBudget(request.model);
     }
-    const reservation = tracker.reserve(key, nanos);
-    if (reservation === undefined) return next();
-    if ('scope' in reservation) {
-      refused(reservation.scope, reservation.period);
-      throw errors.insufficientQuota(reservation.scope, reservation.period, reservation.retryAfterSeconds, 'budget');
-    }
-    const held = reservation;
-    context.budgetReservation = held;
-    res.once('close', () => {
-      // As a token reservation (enforce-quota.ts): no answer begun, the room goes back at once; else
-      // it holds until the drained answer's cost is charged.
-      if (context.firstByteAt === undefined && (res.writableFinished || context.sentAt === undefined)) held.release();
-      else setTimeout(() => held.release(), options.holdAfterCloseMs).unref();
+    reserveNow(tracker, key, nanos, res, options.holdAfterCloseMs, (reservation) => {
+      if (reservation === undefined) return next();
+      if ('scope' in reservation) {
+        refused(reservation.scope, reservation.period);
+        return next(errors.insufficientQuota(reservation.scope, reservation.period, reservation.retryAfterSeconds, 'budget'));
+      }
+      context.budgetReservation = reservation;
+      next();
     });
-    next();
   };
 }

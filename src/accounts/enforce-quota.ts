@@ -16,11 +16,11 @@
  * is left (written into its worker's body the same way) while at least one token an answer is left.
  * Both read and change the tracker's counts in memory: no I/O.
  */
-import type { NextFunction, RequestHandler } from 'express';
+import type { NextFunction, RequestHandler, Response } from 'express';
 import { estimatePromptTokens } from '../common/estimate';
 import { contextOf, required, type CallerKey } from '../context';
 import { errors } from '../errors';
-import type { QuotaTracker } from './quota';
+import type { QuotaRefusal, QuotaReservation, QuotaTracker } from './quota';
 
 /** `limit`: what the tracker counts, as the refusal names it (a budget's tracker: enforce-budget.ts). */
 export function enforceQuota(tracker: QuotaTracker, refused: (scope: 'key' | 'account', period: 'day' | 'month') => void, limit: 'tokens' | 'budget' = 'tokens'): RequestHandler {
@@ -75,33 +75,57 @@ export function reserveQuota(tracker: QuotaTracker, options: ReserveOptions, ref
     const request = required(context.modelRequest, 'modelRequest');
     const prompt = estimatePromptTokens(Buffer.byteLength(required(context.body, 'body')));
     let perOutput = request.maxOutputTokens ?? options.defaultReserveTokens;
-    let reservation = tracker.reserve(key, prompt + perOutput * request.outputs);
-    if (reservation !== undefined && 'scope' in reservation && options.capMaxTokens && perOutput > 0) {
+    const admitted = (reservation: QuotaReservation) => {
+      context.quotaReservation = reservation;
+      // A request that set no bound gets the one reserved, written into its worker's body (route.ts):
+      // else a worker generates to its context's end, far past what was reserved. So does one capped.
+      if ((request.maxOutputTokens === undefined || perOutput < request.maxOutputTokens) && perOutput > 0) context.reservedOutputBound = perOutput;
+      next();
+    };
+    const refuse = (refusal: QuotaRefusal) => {
+      refused(refusal.scope, refusal.period);
+      next(errors.insufficientQuota(refusal.scope, refusal.period, refusal.retryAfterSeconds));
+    };
+    reserveNow(tracker, key, prompt + perOutput * request.outputs, res, options.holdAfterCloseMs, (first) => {
+      if (first === undefined) return next();
+      if (!('scope' in first)) return admitted(first);
+      if (!options.capMaxTokens || perOutput <= 0) return refuse(first);
       // What is left, shared by the answers it asks for, once the prompt is counted: the bound it gets.
-      const capped = Math.floor((reservation.room - prompt) / request.outputs);
-      if (capped >= 1) {
-        const second = tracker.reserve(key, prompt + capped * request.outputs);
-        if (second === undefined || !('scope' in second)) [reservation, perOutput] = [second, capped];
-      }
-    }
-    if (reservation === undefined) return next();
-    if ('scope' in reservation) {
-      refused(reservation.scope, reservation.period);
-      throw errors.insufficientQuota(reservation.scope, reservation.period, reservation.retryAfterSeconds);
-    }
-    const held = reservation;
-    context.quotaReservation = held;
-    // A request that set no bound gets the one reserved, written into its worker's body (route.ts):
-    // else a worker generates to its context's end, far past what was reserved. So does one capped.
-    if ((request.maxOutputTokens === undefined || perOutput < request.maxOutputTokens) && perOutput > 0) context.reservedOutputBound = perOutput;
-    res.once('close', () => {
-      // No answer began and the gateway answered (refused by a later stage, no worker, a worker that
-      // failed), or the client left before a worker had the request: nothing is charged, so the room
-      // goes back at once. An answer under way, or a request a worker had when its client left, is
-      // still drained and charged (proxy.ts).
-      if (context.firstByteAt === undefined && (res.writableFinished || context.sentAt === undefined)) held.release();
-      else setTimeout(() => held.release(), options.holdAfterCloseMs).unref();
+      const capped = Math.floor((first.room - prompt) / request.outputs);
+      if (capped < 1) return refuse(first);
+      reserveNow(tracker, key, prompt + capped * request.outputs, res, options.holdAfterCloseMs, (second) => {
+        if (second !== undefined && 'scope' in second) return refuse(first);
+        perOutput = capped;
+        if (second === undefined) next();
+        else admitted(second);
+      });
     });
-    next();
   };
+}
+
+/**
+ * Reserves on the tracker and hands the outcome to `done`: at once, or, for a reservation past this
+ * replica's leases, once the shared counters have answered (a refusal then gives the room back). The
+ * room goes back when the exchange closes with no answer begun (refused by a later stage, no worker,
+ * a worker that failed, a client that left before a worker had the request: nothing is charged), else
+ * `holdAfterCloseMs` after it closed: an answer under way, or a request a worker had when its client
+ * left, is still drained and charged (proxy.ts). A client gone before the shared counters answered
+ * gets nothing (the room goes back, `done` is not called).
+ */
+export function reserveNow(tracker: QuotaTracker, key: CallerKey, amount: number, res: Response, holdAfterCloseMs: number, done: (outcome: QuotaReservation | (QuotaRefusal & { room: number }) | undefined) => void): void {
+  const reservation = tracker.reserve(key, amount);
+  if (reservation === undefined || 'scope' in reservation) return done(reservation);
+  const context = contextOf(res);
+  let closed = false;
+  res.once('close', () => {
+    closed = true;
+    if (context.firstByteAt === undefined && (res.writableFinished || context.sentAt === undefined)) reservation.release();
+    else setTimeout(() => reservation.release(), holdAfterCloseMs).unref();
+  });
+  if (!reservation.shared) return done(reservation);
+  void reservation.shared.then((refusal) => {
+    if (refusal) reservation.release();
+    if (closed) return reservation.release();
+    done(refusal ?? reservation);
+  });
 }

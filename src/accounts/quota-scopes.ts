@@ -13,6 +13,37 @@ export interface QuotaCounters {
   /** The counters' totals (0 for one never counted). */
   totals(scopes: readonly string[]): Promise<Map<string, number>>;
   close?(): Promise<void>;
+  /** Room the shared counters hold for this replica's requests (Redis: redis-quota-leases.ts); absent: replicas see each other's use at the syncs only. */
+  leases?: SharedLeases;
+}
+
+/** A counter's room held for this replica, beyond what the shared counter has of its use. */
+export interface SharedLeases {
+  /** What this replica may still hold in the scope without asking (its lease less its use not yet added); undefined: no leases now (Redis away). */
+  room(scope: string): number | undefined;
+  /** Grows this replica's leases by at least these needs, all or none (one round trip); throws when the counters cannot be asked. */
+  grow(asks: readonly LeaseAsk[]): Promise<LeaseAnswer>;
+  /** Gives so much of a lease back: at the next sync, or (`now`) at once. */
+  release(scope: string, amount: number, now?: boolean): void;
+  /** What the counter's replicas have used or leased, as last seen (the shared total and every lease); undefined: not seen. */
+  taken(scope: string): number | undefined;
+  /** What the other replicas held in the scope when last seen: counted as used while there are no leases (Redis away). */
+  others(scope: string): number;
+}
+
+export interface LeaseAsk {
+  scope: string;
+  /** The counter's limit, less what this replica counts beyond the shared counter (a quota set midway: the daily usage). */
+  limit: number;
+  /** What this replica holds beyond its lease. */
+  need: number;
+}
+
+/** What a grow found: per ask, what the shared counter holds; when one did not fit, which, and each ask's room (what no lease holds). */
+export interface LeaseAnswer {
+  short: number | undefined;
+  rooms: number[];
+  used: number[];
 }
 
 export interface QuotaEvents {
@@ -62,6 +93,13 @@ export type Period = 'day' | 'month';
 /** What a request reserved: released once its real use is charged, or it ended without any. Idempotent. */
 export interface QuotaReservation {
   release(): void;
+  /**
+   * Set when the reservation went past this replica's leases (see SharedLeases): settles once the
+   * shared counters have it (undefined: it holds), or with a refusal when their room is too small
+   * (the caller then releases it). Counters that cannot be asked settle it undefined: admitted on
+   * this replica's count alone.
+   */
+  shared?: Promise<(QuotaRefusal & { room: number }) | undefined>;
 }
 
 export interface QuotaRefusal {
@@ -132,6 +170,8 @@ export interface Counter {
   sending: number;
   /** Reserved by requests in flight on this replica. */
   reserved: number;
+  /** The sync (count) of its last reservation: a lease not needed for two syncs goes back (quota-leases.ts). */
+  reservedSync?: number;
   /**
    * Not used for IDLE_SYNCS syncs: no longer read back, but kept with its last total until its period
    * ends; used again, it counts from that total: a quota spent, then left idle, stays spent.
@@ -159,6 +199,11 @@ export interface Counter {
   sinceFloor: number;
   /** When the daily usage is next read (ms); undefined: never again (the shared counter holds it all). */
   floorDue: number | undefined;
+}
+
+/** What a counter counts as used: the larger of the shared total with this replica's use not in it, and the daily usage read with this replica's use since. */
+export function usedOf(counter: Counter): number {
+  return Math.max(counter.synced + counter.pending + counter.sending, counter.floor + counter.sinceFloor);
 }
 
 /** Use counted on a counter (and since its floor was read, while one is). */

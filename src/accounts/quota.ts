@@ -7,8 +7,10 @@
  * Admission reserves what a request may cost (its prompt estimate plus the output it allows, see
  * enforce-quota.ts) on this replica's counters until its real use is charged: a request whose
  * reservation does not fit beside what is used and what the requests in flight here reserved is
- * refused, so no burst through one replica (or one process) overshoots. Reservations are this
- * replica's own: replicas see each other's use at the syncs, not each other's requests in flight.
+ * refused, so no burst through one replica (or one process) overshoots. With Redis, reservations hold
+ * across replicas too: each admits on its own within the room Redis leased it, and asks for more in
+ * one atomic call when a request goes past it (quota-leases.ts, redis-quota-leases.ts). Without Redis
+ * (the store alone) replicas see each other's use at the syncs, not each other's requests in flight.
  *
  * One count across all replicas: each replica adds what its answers used to shared counters (the key
  * store; with Redis configured, Redis over the key store, see redis-quota.ts) and reads the totals
@@ -40,8 +42,9 @@
 import type { CallerKey } from '../context';
 import type { Quota } from '../store/types';
 import { tellCrossings } from './quota-crossings';
+import { askShared, giveBack, releaseIdle } from './quota-leases';
 import { readFloors } from './quota-floors';
-import { charged, limitOf, periodKind, periodOf, scopeName, secondsToNext, TOKENS, type Counter, type Measure, type Period, type QuotaCounters, type QuotaEvents, type QuotaOptions, type QuotaRefusal, type QuotaReservation } from './quota-scopes';
+import { charged, limitOf, periodKind, periodOf, scopeName, secondsToNext, TOKENS, usedOf, type Counter, type Measure, type Period, type QuotaCounters, type QuotaEvents, type QuotaOptions, type QuotaRefusal, type QuotaReservation } from './quota-scopes';
 
 export { scopeName, secondsToNext, TOKENS, type Measure, type Period, type QuotaCounters, type QuotaEvents, type QuotaOptions, type QuotaRefusal, type QuotaReservation } from './quota-scopes';
 
@@ -188,33 +191,43 @@ export class QuotaTracker {
     if (!this.limits(key)) return undefined;
     const at = this.now();
     const account = this.accountQuotas.get(key.accountId);
-    const counters: Counter[] = [];
+    const counters: Array<{ counter: Counter; scope: string; kind: 'key' | 'account'; period: Period }> = [];
     let refusal: QuotaRefusal | undefined;
     let room = Infinity;
-    for (const scope of ['key', 'account'] as const) {
+    for (const kind of ['key', 'account'] as const) {
       for (const period of PERIODS) {
-        const limit = scope === 'key' ? limitOf(this.measure.keyLimits(key), period) : account ? limitOf(account, period) : null;
+        const limit = kind === 'key' ? limitOf(this.measure.keyLimits(key), period) : account ? limitOf(account, period) : null;
         if (limit === null) continue;
-        const counter = scope === 'key' ? this.counter(this.scope('key', key.id, period, at), key.accountId, key.id) : this.counter(this.scope('account', key.accountId, period, at), key.accountId, undefined);
+        const scope = this.scope(kind, kind === 'key' ? key.id : key.accountId, period, at);
+        const counter = this.counter(scope, key.accountId, kind === 'key' ? key.id : undefined);
         counter.limit = limit;
-        const left = limit - this.used(counter) - counter.reserved;
+        // No leases now (Redis away): what the other replicas held for their requests when last seen is used as far as this replica knows.
+        const away = this.shared.leases && this.shared.leases.room(scope) === undefined ? this.shared.leases.others(scope) : 0;
+        const left = limit - this.used(counter) - counter.reserved - away;
         room = Math.min(room, left);
-        if (tokens > left) refusal ??= { scope, period, retryAfterSeconds: secondsToNext(period, at) };
-        counters.push(counter);
+        if (tokens > left) refusal ??= { scope: kind, period, retryAfterSeconds: secondsToNext(period, at) };
+        counters.push({ counter, scope, kind, period });
       }
     }
     if (refusal) return { ...refusal, room: Math.max(0, room) };
     if (counters.length === 0) return undefined;
-    for (const counter of counters) counter.reserved += tokens;
+    for (const { counter } of counters) {
+      counter.reserved += tokens;
+      counter.reservedSync = this.syncs;
+    }
     let held = true;
+    const shared = this.shared.leases;
     return {
-      release() {
+      release: () => {
         if (!held) return;
         held = false;
-        for (const counter of counters) counter.reserved -= tokens;
+        for (const { counter } of counters) counter.reserved -= tokens;
+        if (shared) giveBack(shared, counters);
       },
+      shared: askShared(this.shared.leases, counters, tokens, room, at, (err) => this.events.syncFailed?.(err)),
     };
   }
+
 
   /** An answer used these tokens: counted, this day and month, for the key and its account where they have a quota. */
   charge(key: CallerKey, tokens: number): void {
@@ -250,6 +263,7 @@ export class QuotaTracker {
   private async syncOnce(): Promise<void> {
     this.syncs++;
     await this.readAccountQuotas();
+    if (this.shared.leases) releaseIdle(this.shared.leases, this.counters, this.syncs);
     const amounts = new Map<string, number>();
     for (const [scope, counter] of this.counters) {
       if (counter.pending === 0) continue;
@@ -265,7 +279,9 @@ export class QuotaTracker {
       for (const [scope, total] of totals) {
         const counter = this.counters.get(scope);
         if (!counter) continue;
-        counter.synced = total;
+        // Never lower than what it knew: a count only grows within its period, and a total estimated
+        // while Redis is away may be older than what a lease's grow told this replica (quota-leases.ts).
+        counter.synced = Math.max(counter.synced, total);
         counter.sending = 0;
         counter.read = true;
       }
@@ -335,13 +351,14 @@ export class QuotaTracker {
     }
   }
 
+
   private limited(counter: Counter, limit: number): Counter {
     counter.limit = limit;
     return counter;
   }
 
   private used(counter: Counter): number {
-    return Math.max(counter.synced + counter.pending + counter.sending, counter.floor + counter.sinceFloor);
+    return usedOf(counter);
   }
 
   private counter(scope: string, accountId: string, keyId: string | undefined): Counter {

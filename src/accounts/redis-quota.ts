@@ -25,82 +25,9 @@
 import { randomBytes } from 'node:crypto';
 import Redis from 'ioredis';
 import type { QuotaCounters } from './quota';
-
-const DAY_SECONDS = 86_400;
-const PREFIX = 'chatgate:quota:';
-const counterKey = (scope: string) => `${PREFIX}${scope}`;
-const EPOCH_KEY = `${PREFIX}epoch`;
-const REPLICAS_KEY = `${PREFIX}replicas`;
-const batchKey = (id: string) => `${PREFIX}batch:${id}`;
-/** A batch's marker outlives any retry of it. */
-const BATCH_MARKER_MS = 10 * 60_000;
-/** Replicas that read their counters within this window count for the share. */
-const REPLICA_WINDOW_MS = 60_000;
-/** A counter lives a little past its period. */
-const ttlOf = (scope: string) => (scope.includes(':d:') ? 2 * DAY_SECONDS : 40 * DAY_SECONDS);
-
-/**
- * KEYS: epoch, batch marker, counters. ARGV: epoch, marker ms, then per counter its amount, ttl, and
- * 1 when it may be created (the store has none of it). Adds all or nothing.
- */
-const ADD = `
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {'reset'} end
-if redis.call('EXISTS', KEYS[2]) == 1 then return {'dup'} end
-local out = {'missing'}
-for i = 3, #KEYS do
-  if ARGV[(i - 3) * 3 + 5] ~= '1' and redis.call('EXISTS', KEYS[i]) == 0 then out[#out + 1] = tostring(i - 3) end
-end
-if #out > 1 then return out end
-for i = 3, #KEYS do
-  local a = (i - 3) * 3 + 3
-  redis.call('INCRBY', KEYS[i], ARGV[a])
-  redis.call('EXPIRE', KEYS[i], ARGV[a + 1])
-end
-redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
-return {'ok'}
-`;
-
-/** KEYS: epoch, replicas, counters. ARGV: epoch, replica id, window ms. Missing counters read ''. */
-const READ = `
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {'reset'} end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local window = tonumber(ARGV[3])
-redis.call('ZADD', KEYS[2], now, ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - window)
-redis.call('PEXPIRE', KEYS[2], 2 * window)
-local out = {'ok', tostring(redis.call('ZCARD', KEYS[2]))}
-for i = 3, #KEYS do out[#out + 1] = redis.call('GET', KEYS[i]) or '' end
-return out
-`;
-
-/** KEYS: counters. ARGV: value and ttl per counter. Each counter becomes the larger of itself and the value. */
-const SEED = `
-local out = {}
-for i = 1, #KEYS do
-  local value = tonumber(ARGV[i * 2 - 1])
-  local current = tonumber(redis.call('GET', KEYS[i]) or '-1')
-  if current < value then
-    redis.call('SET', KEYS[i], ARGV[i * 2 - 1], 'EX', ARGV[i * 2])
-    current = value
-  end
-  out[i] = tostring(current)
-end
-return out
-`;
-
-/** KEYS: epoch. ARGV: a new epoch, kept unless one is there already. Returns whether it was made, and the epoch. */
-const ADOPT = `
-local made = redis.call('SET', KEYS[1], ARGV[1], 'NX')
-return {made and '1' or '0', redis.call('GET', KEYS[1])}
-`;
-
-type ScriptedRedis = Redis & {
-  chatgateQuotaAdd(numberOfKeys: number, ...args: Array<string | number>): Promise<string[]>;
-  chatgateQuotaRead(numberOfKeys: number, ...args: Array<string | number>): Promise<string[]>;
-  chatgateQuotaSeed(numberOfKeys: number, ...args: Array<string | number>): Promise<string[]>;
-  chatgateQuotaAdopt(numberOfKeys: number, ...args: Array<string | number>): Promise<[string, string]>;
-};
+import type { LeaseAnswer, LeaseAsk, SharedLeases } from './quota-scopes';
+import { EpochLost, Leases } from './redis-quota-leases';
+import { BATCH_MARKER_MS, EPOCH_KEY, REPLICAS_KEY, REPLICA_WINDOW_MS, batchKey, counterKey, defineScripts, leaseKey, ttlOf, type ScriptedRedis } from './redis-quota-scripts';
 
 /** The store's quota counters (the truth). */
 export interface QuotaTruth {
@@ -123,9 +50,9 @@ export interface RedisQuotaOptions {
     reseeded?(counters: number): void;
   };
   now?: () => number;
+  /** A replica's leases count while it read its counters within this long (5 s by default): a vanished replica's room comes back after it. */
+  leaseWindowMs?: number;
 }
-
-class EpochLost extends Error {}
 
 export class RedisQuotaCounters implements QuotaCounters {
   private readonly redis: ScriptedRedis;
@@ -146,6 +73,10 @@ export class RedisQuotaCounters implements QuotaCounters {
   /** Replicas that read their counters in the last minute (this one included). */
   private replicas = 1;
   private lastStoreFlush: number;
+  /** When Redis last answered a read of this replica's counters (ms): leases count only shortly after one. */
+  private lastRead = -Infinity;
+  private readonly leaseWindowMs: number;
+  private readonly held: Leases;
 
   constructor(
     private readonly store: QuotaTruth,
@@ -161,12 +92,41 @@ export class RedisQuotaCounters implements QuotaCounters {
       retryStrategy: (attempt) => Math.min(attempt * 100, 2000),
     });
     redis.on('error', () => undefined); // surfaced by the failing commands
-    redis.defineCommand('chatgateQuotaAdd', { lua: ADD });
-    redis.defineCommand('chatgateQuotaRead', { lua: READ });
-    redis.defineCommand('chatgateQuotaSeed', { lua: SEED });
-    redis.defineCommand('chatgateQuotaAdopt', { lua: ADOPT });
-    this.redis = redis as ScriptedRedis;
+    this.redis = defineScripts(redis);
+    this.leaseWindowMs = options.leaseWindowMs ?? 5000;
+    this.held = new Leases(this.redis, this.replica, this.leaseWindowMs);
   }
+
+  /** Room held in Redis for this replica's requests (redis-quota-leases.ts). */
+  readonly leases: SharedLeases = {
+    room: (scope) => {
+      // Only while this replica's last read is well inside the lease window: a replica that has not
+      // read for longer may have had its leases dropped by another's grow.
+      if (this.epoch === undefined || !this.options.redisUp() || this.now() - this.lastRead > this.leaseWindowMs / 2) return undefined;
+      return this.held.of(scope) - (this.batch?.amounts.get(scope) ?? 0) - (this.redisOwed.get(scope) ?? 0);
+    },
+    grow: (asks: readonly LeaseAsk[]): Promise<LeaseAnswer> => {
+      const epoch = this.epoch;
+      if (epoch === undefined) return Promise.reject(new Error('redis epoch not known'));
+      return this.held.grow(epoch, asks).then(
+        (answer) => {
+          // Redis's totals, fresher than the last read: what this replica counts from should Redis go away.
+          asks.forEach((ask, i) => this.lastRedis.set(ask.scope, Math.max(this.lastRedis.get(ask.scope) ?? 0, answer.used[i] ?? 0)));
+          return answer;
+        },
+        (err: unknown) => {
+          if (err instanceof EpochLost) this.lost();
+          throw err;
+        },
+      );
+    },
+    release: (scope, amount, now) => {
+      this.held.release(scope, amount);
+      if (now && this.epoch !== undefined && this.options.redisUp()) void this.held.sendReleases(this.epoch).catch((err: unknown) => this.options.events?.failed?.(err));
+    },
+    taken: (scope) => this.held.takenOf(scope),
+    others: (scope) => this.held.othersOf(scope),
+  };
 
   /** Resolves once connected, or after `ms`: counters work (through the store) before that too. */
   connected(ms = 2000): Promise<void> {
@@ -210,7 +170,19 @@ export class RedisQuotaCounters implements QuotaCounters {
 
   async close(): Promise<void> {
     await this.flushStore().catch((err: unknown) => this.options.events?.failed?.(err));
+    // The room this replica held goes back to the others now, not after the lease window.
+    if (this.epoch !== undefined && this.options.redisUp()) {
+      this.held.releaseAll();
+      await this.held.sendReleases(this.epoch).catch((err: unknown) => this.options.events?.failed?.(err));
+    }
     this.redis.disconnect();
+  }
+
+  /** Redis lost what it held: the epoch is adopted (or made) again and every counter of this replica seeded, once. */
+  private lost(): void {
+    this.epoch = undefined;
+    this.reseed = true;
+    this.held.clear();
   }
 
   private async syncRedis(scopes: readonly string[]): Promise<Map<string, number>> {
@@ -228,12 +200,12 @@ export class RedisQuotaCounters implements QuotaCounters {
           if (round > 0) this.options.events?.reseeded?.(mine.size);
         }
         await this.push();
+        await this.held.sendReleases(this.epoch!);
         return await this.read(scopes);
       } catch (err) {
-        if (!(err instanceof EpochLost) || round > 0) throw err;
-        // Redis lost its counters: adopt (or make) the new epoch and seed every counter of this replica, once.
-        this.epoch = undefined;
-        this.reseed = true;
+        if (!(err instanceof EpochLost)) throw err;
+        this.lost();
+        if (round > 0) throw err;
       }
     }
   }
@@ -250,9 +222,11 @@ export class RedisQuotaCounters implements QuotaCounters {
     const fresh = new Set<string>();
     for (let attempt = 0; attempt < 2; attempt++) {
       const args = scopes.flatMap((scope) => [batch.amounts.get(scope)!, ttlOf(scope), fresh.has(scope) ? 1 : 0]);
-      const [outcome, ...missing] = await this.redis.chatgateQuotaAdd(scopes.length + 2, EPOCH_KEY, batchKey(batch.id), ...scopes.map(counterKey), this.epoch!, BATCH_MARKER_MS, ...args);
+      const [outcome, ...missing] = await this.redis.chatgateQuotaAdd(2 * scopes.length + 2, EPOCH_KEY, batchKey(batch.id), ...scopes.map(counterKey), ...scopes.map(leaseKey), this.epoch!, BATCH_MARKER_MS, this.replica, ...args);
       if (outcome === 'reset') throw new EpochLost();
       if (outcome === 'ok' || outcome === 'dup') {
+        // A 'dup' was applied by an earlier try whose answer was lost: its leases were lowered then.
+        this.held.added(batch.amounts);
         this.batch = undefined;
         return;
       }
@@ -264,8 +238,10 @@ export class RedisQuotaCounters implements QuotaCounters {
   }
 
   private async read(scopes: readonly string[]): Promise<Map<string, number>> {
-    const [outcome, replicas, ...values] = await this.redis.chatgateQuotaRead(scopes.length + 2, EPOCH_KEY, REPLICAS_KEY, ...scopes.map(counterKey), this.epoch!, this.replica, REPLICA_WINDOW_MS);
+    const mark = this.held.mark();
+    const [outcome, replicas, ...values] = await this.redis.chatgateQuotaRead(2 * scopes.length + 2, EPOCH_KEY, REPLICAS_KEY, ...scopes.map(counterKey), ...scopes.map(leaseKey), this.epoch!, this.replica, REPLICA_WINDOW_MS);
     if (outcome === 'reset') throw new EpochLost();
+    this.lastRead = this.now();
     this.replicas = Math.max(1, Number(replicas));
     const totals = new Map<string, number>();
     const missing: string[] = [];
@@ -279,6 +255,7 @@ export class RedisQuotaCounters implements QuotaCounters {
       const created = await this.redis.chatgateQuotaSeed(missing.length, ...missing.map(counterKey), ...missing.flatMap((scope) => [0, ttlOf(scope)]));
       missing.forEach((scope, i) => totals.set(scope, Number(created[i])));
     }
+    this.held.readBack(mark, scopes, totals, values.slice(scopes.length));
     this.lastRedis = totals;
     return totals;
   }
@@ -298,13 +275,16 @@ export class RedisQuotaCounters implements QuotaCounters {
    * store's total plus what this replica has not written there (it writes first, so usually nothing),
    * and the last total Redis gave plus what this replica used since. Either holds all of this
    * replica's use, which then owes Redis nothing; the second holds the others' use up to the last read
-   * even when they had not written it to the store yet.
+   * even when they had not written it to the store yet, and with it what they leased when last seen
+   * (their requests then in flight and their use not yet added: near a limit, where it matters, a
+   * lease is little more than that).
    */
   private async seed(scopes: readonly string[]): Promise<void> {
     if (scopes.length === 0) return;
     await this.flushStore().catch(() => undefined); // what is not written is added to the value below
     const stored = await this.store.quotaUsage(scopes);
-    const args = scopes.flatMap((scope) => [Math.max((stored.get(scope) ?? 0) + (this.storePending.get(scope) ?? 0), this.knownTotal(scope)), ttlOf(scope)]);
+    // What the other replicas leased when last seen counts too: their requests then in flight, their use not added yet.
+    const args = scopes.flatMap((scope) => [Math.max((stored.get(scope) ?? 0) + (this.storePending.get(scope) ?? 0), this.knownTotal(scope) + this.held.othersOf(scope)), ttlOf(scope)]);
     const merged = await this.redis.chatgateQuotaSeed(scopes.length, ...scopes.map(counterKey), ...args);
     scopes.forEach((scope, i) => {
       this.lastRedis.set(scope, Number(merged[i]));
