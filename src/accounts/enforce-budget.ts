@@ -62,7 +62,7 @@ export function reserveBudget(tracker: QuotaTracker, cost: CostBound, options: B
     if (!tracker.limits(key)) return next();
     const request = required(context.modelRequest, 'modelRequest');
     // The worker's bytes: routing handed the request's text over to them.
-    const prompt = estimatePromptTokens(required(context.target, 'target').body.byteLength);
+    const prompt = estimatePromptTokens(required(context.target, 'target').body);
     const perOutput = context.reservedOutputBound ?? request.maxOutputTokens ?? options.defaultReserveTokens;
     const nanos = cost(context, prompt, perOutput * request.outputs);
     if (nanos === undefined) {

@@ -2,7 +2,7 @@
  * The quota stages. Before the body is read (after the rate limit): a request whose key, or whose
  * account, has used (or has in flight) its tokens for the UTC day or month gets 429
  * insufficient_quota (OpenAI's type and code) with Retry-After until the period turns. After the
- * body is read: the request reserves what it may cost, its prompt estimate (one token per 4 bytes)
+ * body is read: the request reserves what it may cost, its prompt estimate (common/estimate.ts)
  * plus the output it allows (`max_tokens`, `max_completion_tokens`, `max_output_tokens`; when it sets
  * none, `quota.defaultReserveTokens`), and is refused the same way when that does not fit. The
  * reservation is released when the answer's real use is charged; when the exchange closes with no
@@ -73,7 +73,7 @@ export function reserveQuota(tracker: QuotaTracker, options: ReserveOptions, ref
     const key = required(context.key, 'key');
     if (!tracker.limits(key)) return next(); // no quota: nothing to reserve, and the body is not measured
     const request = required(context.modelRequest, 'modelRequest');
-    const prompt = estimatePromptTokens(Buffer.byteLength(required(context.body, 'body')));
+    const prompt = estimatePromptTokens(required(context.body, 'body'));
     let perOutput = request.maxOutputTokens ?? options.defaultReserveTokens;
     const admitted = (reservation: QuotaReservation) => {
       context.quotaReservation = reservation;

@@ -134,7 +134,7 @@ export function createAnswers(clock: AttemptClock, metrics: Metrics, events: Pro
 
   /** Charged when the answer reports no usage of its own (usage-meter.ts): read before the body goes, which it does here. */
   function estimateOf(attempt: Attempt) {
-    const estimate = { promptTokens: estimatePromptTokens(attempt.target.body.length), generates: attempt.target.endpoint !== 'embeddings' };
+    const estimate = { promptTokens: estimatePromptTokens(attempt.target.body), generates: attempt.target.endpoint !== 'embeddings' };
     attempt.target.body = RELEASED_BODY; // nothing is retried once a worker answers
     return estimate;
   }
@@ -201,7 +201,7 @@ export function createAnswers(clock: AttemptClock, metrics: Metrics, events: Pro
     const request = context.modelRequest;
     const perOutput = context.reservedOutputBound ?? request?.maxOutputTokens ?? 0;
     const generates = attempt.target.endpoint !== 'embeddings';
-    const usage = { promptTokens: estimatePromptTokens(attempt.target.body.length), completionTokens: generates ? perOutput * (request?.outputs ?? 1) : 0 };
+    const usage = { promptTokens: estimatePromptTokens(attempt.target.body), completionTokens: generates ? perOutput * (request?.outputs ?? 1) : 0 };
     attempt.target.body = RELEASED_BODY;
     context.usage = usage;
     events.usage(context, attempt.provider, usage);

@@ -43,7 +43,7 @@ class UsageReport {
 }
 
 /**
- * What an answer that reported no usage is charged: the prompt at one token per 4 bytes of the body
+ * What an answer that reported no usage is charged: the prompt estimate (common/estimate.ts) of the body
  * sent to the worker (`estimatePromptTokens`), and its output at one token per event of a stream (a
  * model's stream sends about one token an event) or per 4 bytes of a JSON answer; nothing for an
  * embeddings answer, which generates nothing.

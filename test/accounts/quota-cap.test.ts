@@ -19,7 +19,7 @@ const metered = async () => (await f.gw.issueKey({ name: 'capped', quota: { toke
 
 test('a bound past what is left is lowered to fit: served, its worker body carries the lowered bound, the quota is never passed', async () => {
   const key = await metered();
-  const prompt = estimatePromptTokens(Buffer.byteLength(chatBody({ max_tokens: 100_000 })));
+  const prompt = estimatePromptTokens(chatBody({ max_tokens: 100_000 }));
   const first = await send(key, { max_tokens: 100_000 });
   expect(first.status).toBe(200);
   const [body] = await workerBodies();
@@ -40,7 +40,7 @@ test('a bound that fits is left as the client sent it', async () => {
 
 test('max_completion_tokens alone is lowered in place (no max_tokens added); n shares what is left between its answers', async () => {
   const key = await metered();
-  const prompt = estimatePromptTokens(Buffer.byteLength(chatBody({ max_completion_tokens: 100_000, n: 4 })));
+  const prompt = estimatePromptTokens(chatBody({ max_completion_tokens: 100_000, n: 4 }));
   expect((await send(key, { max_completion_tokens: 100_000, n: 4 })).status).toBe(200);
   const [body] = await workerBodies();
   expect(body!.max_completion_tokens).toBe(Math.floor((QUOTA - prompt) / 4));
@@ -49,7 +49,7 @@ test('max_completion_tokens alone is lowered in place (no max_tokens added); n s
 
 test('two bounds that differ: each is lowered to what is left, none raised (the smaller one stays as it was)', async () => {
   const key = await metered();
-  const prompt = estimatePromptTokens(Buffer.byteLength(chatBody({ max_completion_tokens: 10, max_tokens: 100_000 })));
+  const prompt = estimatePromptTokens(chatBody({ max_completion_tokens: 10, max_tokens: 100_000 }));
   expect((await send(key, { max_completion_tokens: 10, max_tokens: 100_000 })).status).toBe(200);
   const [body] = await workerBodies();
   expect(body).toMatchObject({ max_completion_tokens: 10, max_tokens: QUOTA - prompt });

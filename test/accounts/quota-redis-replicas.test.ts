@@ -114,7 +114,7 @@ test('a daily quota spent through both replicas stays spent when Redis is killed
   });
   // Spent to within one request's reservation (its prompt estimate, about 25 tokens, and its max_tokens
   // of 20): past that a request no longer fits, so the refusals may begin a little under the quota.
-  const reservation = estimatePromptTokens(Buffer.byteLength(chatBody({ max_tokens: 20 }))) + 20;
+  const reservation = estimatePromptTokens(chatBody({ max_tokens: 20 })) + 20;
   expect(spent).toBeGreaterThan(QUOTA - reservation);
 
   const epoch = await inspect.get('chatgate:quota:epoch');

@@ -132,3 +132,17 @@ test('a request refused after it reserved (a model the key may not use) gives it
     expect({ i, status: refused.status, code: refused.json<Answer>().error?.code }).toEqual({ i, status: 403, code: 'model_not_allowed' });
   }
 });
+
+test('prompts written to tokenize densely ("a a a …") buy no smaller reservation: a burst of 20 against 3,000 tokens serves at most 10 % over', async () => {
+  const quota = 3000;
+  const created = await admin('POST', '/keys', { name: 'dense', quota: { tokensPerDay: quota } });
+  const key = created.json<{ key: string }>().key;
+  // 300 one-letter words: about 300 tokens (the worker counts words), 600 bytes (150 tokens by the byte rule alone).
+  const messages = [{ role: 'user', content: 'a '.repeat(300) }];
+  const burst = await Promise.all(Array.from({ length: 20 }, () => chat(key, { max_tokens: 5, messages })));
+  expect(burst.every((answer) => answer.status === 200 || answer.status === 429)).toBe(true);
+  const served = burst.filter((answer) => answer.status === 200);
+  const used = served.reduce((sum, answer) => sum + answer.json<Answer>().usage!.total_tokens, 0);
+  expect(served[0]!.json<Answer>().usage!.total_tokens).toBeGreaterThan(300); // the worker did count them densely
+  expect(used).toBeLessThanOrEqual(quota * 1.1);
+});

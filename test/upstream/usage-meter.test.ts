@@ -1,5 +1,5 @@
 import type { TokenUsage } from '../../src/context';
-import { estimatePromptTokens, JsonUsageMeter, SseUsageMeter, TopLevelUsageScanner, usageOf } from '../../src/upstream/usage-meter';
+import { JsonUsageMeter, SseUsageMeter, TopLevelUsageScanner, usageOf } from '../../src/upstream/usage-meter';
 
 /** The usage a JSON meter reports for these bytes, fed in chunks of `size`. */
 function jsonUsage(text: string | Buffer, size = Infinity): TokenUsage | undefined {
@@ -245,12 +245,6 @@ test('a stream whose client left: events are read for their usage and no longer 
   expect(meter.relay(Buffer.from(content('b') + usageChunk + 'data: [DONE]\n\n'))).toBe('');
   meter.end();
   expect(charged).toEqual([{ promptTokens: 7, completionTokens: 3 }]);
-});
-
-test('estimatePromptTokens: one token per 4 bytes of the body sent', () => {
-  expect(estimatePromptTokens(0)).toBe(0);
-  expect(estimatePromptTokens(1)).toBe(1);
-  expect(estimatePromptTokens(400)).toBe(100);
 });
 
 test('the scan agrees with JSON.parse on random answers: nesting, escapes, numbers and look-alikes, cut anywhere', () => {
