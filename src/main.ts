@@ -7,6 +7,7 @@
  * serves the admin listener with every process's metrics, and keeps N serving processes running;
  * each serving process (`role: worker`) runs the request path on the shared public ports.
  */
+import { randomBytes } from 'node:crypto';
 import cluster from 'node:cluster';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { AggregatorRegistry } from 'prom-client';
@@ -174,9 +175,11 @@ async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, 
   const alerts = new Alerts(keyStore, people.auditor, alertSettings(config), log);
   people.accounts.leaks.onRevoked = (key, where) => alerts.keyLeaked(key, where);
   alerts.watchExpiries(config.alerts.expiringCheckMs);
+  /** This process among the replicas that share Redis: one name for its token and budget counters. */
+  const replica = randomBytes(9).toString('base64url');
   /** A tracker of token quotas (TOKENS) or of budgets (BUDGET), each with counters of its own. */
   const tracker = async (measure: Measure, accountLimits: (account: AccountRecord) => Quota) => {
-    const made = new QuotaTracker(await openQuotaCounters(config, keyStore, rateLimitStore, metrics, log), {
+    const made = new QuotaTracker(await openQuotaCounters(config, keyStore, rateLimitStore, metrics, log, replica), {
       // One read for the accounts in use, each sync: not one per account (a thousand teams would be
       // two thousand queries a second on the database at the default syncMs), nor every account.
       accountQuota: async (ids) => new Map((await keyStore.listAccounts(ids)).map((account) => [account.id, accountLimits(account)] as const)),
@@ -351,7 +354,7 @@ function modelLabel(provider: Provider, modelName: string): string {
  * Quota counters where rate limits are shared: Redis, over the key store (the truth, reseeding Redis
  * when it comes back empty, and the count while it is away); else in the key store alone.
  */
-async function openQuotaCounters(config: Config, store: GuardedKeyStore, rateLimitStore: RateLimitStore, metrics: Metrics, log: Logger): Promise<QuotaCounters> {
+async function openQuotaCounters(config: Config, store: GuardedKeyStore, rateLimitStore: RateLimitStore, metrics: Metrics, log: Logger, replica: string): Promise<QuotaCounters> {
   if (config.rateLimit.store === 'redis' && config.rateLimit.url) {
     const { RedisQuotaCounters } = await import('./accounts/redis-quota'); // ioredis only where Redis is used
     return new RedisQuotaCounters(store, {
@@ -359,6 +362,7 @@ async function openQuotaCounters(config: Config, store: GuardedKeyStore, rateLim
       timeoutMs: config.rateLimit.timeoutMs,
       storeFlushMs: config.auth.lastUsedFlushMs,
       redisUp: () => rateLimitStore.reachable,
+      replica,
       events: {
         failed: () => metrics.quotaSyncErrors.inc(),
         reseeded: (counters) => log.warn({ counters }, 'quota counters lost by Redis (restarted empty?): seeded again from the key store'),

@@ -29,7 +29,10 @@ export function askShared(leases: SharedLeases | undefined, counters: readonly R
     if (holds <= lease) continue;
     // What this replica counts beyond the shared counter (the daily usage of a quota set midway) is not room either.
     const beyond = usedOf(counter) - (counter.synced + counter.pending + counter.sending);
-    asks.push({ scope, limit: counter.limit! - beyond, need: holds - lease, left: lease - (holds - tokens) });
+    // Grows under way ask for the requests before this one: it asks for the rest, and at least for
+    // its own part that no lease holds (should theirs be refused, it still holds what it takes).
+    const need = Math.max(holds - lease - leases.asking(scope), Math.min(tokens, holds - lease));
+    asks.push({ scope, limit: counter.limit! - beyond, need, left: lease - (holds - tokens) });
     short.push(entry);
   }
   if (asks.length === 0) return undefined;
@@ -70,11 +73,18 @@ export function giveBack(leases: SharedLeases, counters: ReadonlyArray<{ counter
   }
 }
 
-/** A lease this replica has not needed for two syncs goes back to the other replicas (at the sync). */
+/**
+ * At a sync: a lease this replica has not needed for two syncs goes back to the other replicas; near a
+ * limit, what it holds beyond its requests in flight and its use goes back even while a request is in
+ * flight (one long answer would otherwise keep it from the others).
+ */
 export function releaseIdle(leases: SharedLeases, counters: ReadonlyMap<string, Counter>, syncs: number): void {
   for (const [scope, counter] of counters) {
-    if (counter.reserved > 0 || syncs - (counter.reservedSync ?? -Infinity) < 2) continue;
-    const spare = (leases.room(scope) ?? 0) - counter.pending - counter.sending;
-    if (spare > 0) leases.release(scope, spare);
+    const spare = (leases.room(scope) ?? 0) - counter.pending - counter.sending - counter.reserved;
+    if (!(spare > 0)) continue;
+    const idle = counter.reserved === 0 && syncs - (counter.reservedSync ?? -Infinity) >= 2;
+    const taken = leases.taken(scope);
+    const tight = taken !== undefined && counter.limit !== undefined && counter.limit - taken < counter.limit / 4;
+    if (idle || tight) leases.release(scope, spare);
   }
 }

@@ -21,6 +21,8 @@ export interface QuotaCounters {
 export interface SharedLeases {
   /** What this replica may still hold in the scope without asking (its lease less its use not yet added); undefined: no leases now (Redis away). */
   room(scope: string): number | undefined;
+  /** What grows under way ask for in the scope (a request arriving meanwhile asks only for the rest). */
+  asking(scope: string): number;
   /** Grows this replica's leases by at least these needs, all or none (one round trip); throws when the counters cannot be asked. */
   grow(asks: readonly LeaseAsk[]): Promise<LeaseAnswer>;
   /** Gives so much of a lease back: at the next sync, or (`now`) at once. */

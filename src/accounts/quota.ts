@@ -211,17 +211,14 @@ export class QuotaTracker {
     }
     if (refusal) return { ...refusal, room: Math.max(0, room) };
     if (counters.length === 0) return undefined;
-    for (const { counter } of counters) {
-      counter.reserved += tokens;
-      counter.reservedSync = this.syncs;
-    }
+    for (const { counter } of counters) [counter.reserved, counter.reservedSync] = [counter.reserved + tokens, this.syncs];
     let held = true;
     const shared = this.shared.leases;
     return {
       release: () => {
-        if (!held) return;
+        if (held) for (const { counter } of counters) counter.reserved -= tokens;
         held = false;
-        for (const { counter } of counters) counter.reserved -= tokens;
+        // Also when called again: room a grow won after the client left goes back too.
         if (shared) giveBack(shared, counters);
       },
       shared: askShared(this.shared.leases, counters, tokens, room, at, (err) => this.events.syncFailed?.(err)),
@@ -279,9 +276,7 @@ export class QuotaTracker {
       for (const [scope, total] of totals) {
         const counter = this.counters.get(scope);
         if (!counter) continue;
-        // Never lower than what it knew: a count only grows within its period, and a total estimated
-        // while Redis is away may be older than what a lease's grow told this replica (quota-leases.ts).
-        counter.synced = Math.max(counter.synced, total);
+        counter.synced = total;
         counter.sending = 0;
         counter.read = true;
       }

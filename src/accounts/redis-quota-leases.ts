@@ -25,6 +25,7 @@ export class EpochLost extends Error {}
 export class Leases {
   private readonly leases = new Map<string, number>();
   private readonly releases = new Map<string, number>();
+  private readonly asked = new Map<string, number>();
   /** Per counter, what was used or leased (by any replica) at the last read or grow. */
   private readonly taken = new Map<string, number>();
   /** Per counter, what the other replicas leased at the last read or grow. */
@@ -44,14 +45,21 @@ export class Leases {
     return this.leases.get(scope) ?? 0;
   }
 
+  /** What grows under way ask for, per scope: a request arriving meanwhile asks only for what they do not. */
+  asking(scope: string): number {
+    return this.asked.get(scope) ?? 0;
+  }
+
   /** Grows the leases by these needs (one call, all or none). */
   async grow(epoch: string, asks: readonly LeaseAsk[]): Promise<LeaseAnswer> {
     this.inFlight++;
     this.started++;
+    for (const ask of asks) this.asked.set(ask.scope, this.asking(ask.scope) + ask.need);
     try {
       const args = asks.flatMap((ask) => [Math.floor(ask.limit), Math.ceil(ask.need), ttlOf(ask.scope)]);
       const [outcome, ...values] = await this.redis.chatgateQuotaGrow(2 + 2 * asks.length, EPOCH_KEY, REPLICAS_KEY, ...asks.map((ask) => counterKey(ask.scope)), ...asks.map((ask) => leaseKey(ask.scope)), epoch, this.replica, this.windowMs, ...args);
       if (outcome === 'reset') throw new EpochLost();
+      if (outcome === 'missing') throw new Error('a quota counter is not in redis (lost, or not seeded yet)');
       if (outcome === 'short') {
         const [index, ...rest] = values.map(Number);
         const rooms = asks.map((_, i) => rest[2 * i]!);
@@ -70,6 +78,11 @@ export class Leases {
       return { short: undefined, rooms: [], used: asks.map((_, i) => Number(values[3 * i + 1])) };
     } finally {
       this.inFlight--;
+      for (const ask of asks) {
+        const left = this.asking(ask.scope) - ask.need;
+        if (left > 0) this.asked.set(ask.scope, left);
+        else this.asked.delete(ask.scope);
+      }
     }
   }
 
@@ -123,17 +136,27 @@ export class Leases {
 
   /** The leases as Redis holds them, read at a sync (see mark). */
   readBack(mark: number | undefined, scopes: readonly string[], totals: ReadonlyMap<string, number>, values: readonly string[]): void {
+    const read = new Set(scopes);
+    // What is not read is of counters gone (a past period, long idle): forgotten.
+    for (const map of [this.taken, this.others]) for (const scope of map.keys()) if (!read.has(scope)) map.delete(scope);
+    for (const [scope, lease] of this.leases) if (!read.has(scope) && lease <= 0) this.leases.delete(scope);
+    // Raised to what Redis holds only when no grow or release was under way (its answer could come
+    // after and count twice); lowered always: a view at or under Redis's is the safe side.
+    const raise = mark !== undefined && mark === this.started && this.inFlight === 0;
     scopes.forEach((scope, i) => {
+      const mine = Number(values[i] ?? 0);
       const all = Number(values[scopes.length + i] ?? 0);
       this.taken.set(scope, (totals.get(scope) ?? 0) + all);
-      this.others.set(scope, all - Number(values[i] ?? 0));
-    });
-    if (mark === undefined || mark !== this.started || this.inFlight > 0) return;
-    scopes.forEach((scope, i) => {
-      const value = Number(values[i] ?? 0);
-      if (value > 0) this.leases.set(scope, value);
+      this.others.set(scope, all - mine);
+      const value = raise ? mine : Math.min(mine, this.of(scope));
+      if (value !== 0) this.leases.set(scope, value);
       else this.leases.delete(scope);
     });
+  }
+
+  /** This replica has not been seen for too long: another's grow may have dropped its leases, so it counts on none (Redis may hold more: the safe side). */
+  forgetLeases(): void {
+    this.leases.clear();
   }
 
   /** Redis lost what it held, or is away: no leases until it is read again. */

@@ -24,11 +24,29 @@ export const REPLICA_WINDOW_MS = 60_000;
 /** A counter (and its leases) lives a little past its period. */
 export const ttlOf = (scope: string) => (scope.includes(':d:') ? 2 * DAY_SECONDS : 40 * DAY_SECONDS);
 
-/** Lowers a replica's lease in hash `k` by `amount` (gone at 0). */
+/**
+ * Lowers a replica's lease in hash `k` by `amount` (gone at 0), in integer arithmetic (Lua's tostring
+ * writes 1e14 and up in exponent form, which HINCRBY then refuses: budgets count nano-units). And
+ * `int`: a whole number as text, never in exponent form.
+ */
 const LOWER = `
 local function lower(k, me, amount)
-  local left = tonumber(redis.call('HGET', k, me) or '0') - amount
-  if left > 0 then redis.call('HSET', k, me, tostring(left)) else redis.call('HDEL', k, me) end
+  if amount > 0 and redis.call('HINCRBY', k, me, -amount) <= 0 then redis.call('HDEL', k, me) end
+end
+local function int(x) return string.format('%.0f', x) end
+`;
+
+/** `live(replicas, k, me, now, window)`: the leases of replicas seen in the window (this one's too) summed; the others' dropped. */
+const LIVE = `
+local function live(replicas, k, me, now, window)
+  local leases = redis.call('HGETALL', k)
+  local held = 0
+  for j = 1, #leases, 2 do
+    local seen = now
+    if leases[j] ~= me then seen = tonumber(redis.call('ZSCORE', replicas, leases[j]) or '0') end
+    if seen >= now - window then held = held + tonumber(leases[j + 1]) else redis.call('HDEL', k, leases[j]) end
+  end
+  return held
 end
 `;
 
@@ -57,11 +75,11 @@ return {'ok'}
 `;
 
 /**
- * KEYS: epoch, replicas, n counters, their n leases. ARGV: epoch, replica id, window ms. Returns the
- * replicas seen in the window, then each counter ('' when missing), this replica's lease of each, and
- * all leases of each.
+ * KEYS: epoch, replicas, n counters, their n leases. ARGV: epoch, replica id, window ms, lease window
+ * ms. Returns the replicas seen in the window, then each counter ('' when missing), this replica's
+ * lease of each, and all live leases of each.
  */
-export const READ = `
+export const READ = `${LOWER}${LIVE}
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {'reset'} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -73,11 +91,7 @@ local n = (#KEYS - 2) / 2
 local out = {'ok', tostring(redis.call('ZCARD', KEYS[2]))}
 for i = 1, n do out[#out + 1] = redis.call('GET', KEYS[i + 2]) or '' end
 for i = 1, n do out[#out + 1] = redis.call('HGET', KEYS[i + 2 + n], ARGV[2]) or '0' end
-for i = 1, n do
-  local held = 0
-  for _, v in ipairs(redis.call('HVALS', KEYS[i + 2 + n])) do held = held + tonumber(v) end
-  out[#out + 1] = tostring(held)
-end
+for i = 1, n do out[#out + 1] = int(live(KEYS[2], KEYS[i + 2 + n], ARGV[2], now, tonumber(ARGV[4]))) end
 return out
 `;
 
@@ -111,33 +125,32 @@ return {made and '1' or '0', redis.call('GET', KEYS[1])}
  * each lease grows by its need and a share of what is left beyond it (the room's left part divided by
  * twice the live replicas, so that the next requests here need no round trip and the others still
  * find room; only while more than a quarter of the limit is left), and {'ok', then per counter its
- * grant, what is used, and what is used or leased now}. Leases of replicas not seen in the window are dropped.
+ * grant, what is used, and what is used or leased now}. Leases of replicas not seen in the window are
+ * dropped. A counter Redis does not have (lost, or not seeded yet): {'missing'}, nothing leased.
  */
-export const GROW = `
+export const GROW = `${LOWER}${LIVE}
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {'reset'} end
+local n = (#KEYS - 2) / 2
+for i = 1, n do
+  if redis.call('EXISTS', KEYS[i + 2]) == 0 then return {'missing'} end
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local me, window = ARGV[2], tonumber(ARGV[3])
-local n = (#KEYS - 2) / 2
-local live = math.max(1, redis.call('ZCOUNT', KEYS[2], now - window, '+inf'))
+-- A grow is a sign of life as a read is: this replica's leases stay live while it asks.
+redis.call('ZADD', KEYS[2], now, me)
+local replicas = math.max(1, redis.call('ZCOUNT', KEYS[2], now - window, '+inf'))
 local rooms, used, short = {}, {}, 0
 for i = 1, n do
-  used[i] = tonumber(redis.call('GET', KEYS[i + 2]) or '0')
-  local leases = redis.call('HGETALL', KEYS[i + 2 + n])
-  local held = 0
-  for j = 1, #leases, 2 do
-    local seen = now
-    if leases[j] ~= me then seen = tonumber(redis.call('ZSCORE', KEYS[2], leases[j]) or '0') end
-    if seen >= now - window then held = held + tonumber(leases[j + 1]) else redis.call('HDEL', KEYS[i + 2 + n], leases[j]) end
-  end
-  rooms[i] = tonumber(ARGV[i * 3 + 1]) - used[i] - held
+  used[i] = tonumber(redis.call('GET', KEYS[i + 2]))
+  rooms[i] = tonumber(ARGV[i * 3 + 1]) - used[i] - live(KEYS[2], KEYS[i + 2 + n], me, now, window)
   if short == 0 and rooms[i] < tonumber(ARGV[i * 3 + 2]) then short = i end
 end
 if short > 0 then
   local out = {'short', tostring(short - 1)}
   for i = 1, n do
-    out[#out + 1] = tostring(rooms[i])
-    out[#out + 1] = tostring(used[i])
+    out[#out + 1] = int(rooms[i])
+    out[#out + 1] = int(used[i])
   end
   return out
 end
@@ -145,12 +158,12 @@ local out = {'ok'}
 for i = 1, n do
   local limit, need = tonumber(ARGV[i * 3 + 1]), tonumber(ARGV[i * 3 + 2])
   local grant = need
-  if rooms[i] - need >= limit / 4 then grant = need + math.floor((rooms[i] - need) / (2 * live)) end
-  redis.call('HINCRBY', KEYS[i + 2 + n], me, grant)
+  if rooms[i] - need >= limit / 4 then grant = need + math.floor((rooms[i] - need) / (2 * replicas)) end
+  redis.call('HINCRBY', KEYS[i + 2 + n], me, int(grant))
   redis.call('EXPIRE', KEYS[i + 2 + n], ARGV[i * 3 + 3])
-  out[#out + 1] = tostring(grant)
-  out[#out + 1] = tostring(used[i])
-  out[#out + 1] = tostring(limit - rooms[i] + grant)
+  out[#out + 1] = int(grant)
+  out[#out + 1] = int(used[i])
+  out[#out + 1] = int(limit - rooms[i] + grant)
 end
 return out
 `;
@@ -162,6 +175,26 @@ for i = 2, #KEYS do lower(KEYS[i], ARGV[2], tonumber(ARGV[i + 1])) end
 return {'ok'}
 `;
 
+/**
+ * After a reseed: what the other replicas leased, as this one last saw it, held as the lease of a
+ * placeholder replica seen now, so that it counts for one lease window (their requests then in flight,
+ * their use not added yet) and then lapses. KEYS: replicas, leases. ARGV: placeholder id, then per
+ * lease an amount; each becomes the larger of itself and the amount.
+ */
+export const HOLD = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[1], now, ARGV[1])
+for i = 2, #KEYS do
+  local amount = tonumber(ARGV[i])
+  if amount > 0 and tonumber(redis.call('HGET', KEYS[i], ARGV[1]) or '0') < amount then
+    redis.call('HSET', KEYS[i], ARGV[1], ARGV[i])
+    redis.call('EXPIRE', KEYS[i], 3600)
+  end
+end
+return {'ok'}
+`;
+
 export type ScriptedRedis = Redis & {
   chatgateQuotaAdd(numberOfKeys: number, ...args: Array<string | number>): Promise<string[]>;
   chatgateQuotaRead(numberOfKeys: number, ...args: Array<string | number>): Promise<string[]>;
@@ -169,6 +202,7 @@ export type ScriptedRedis = Redis & {
   chatgateQuotaAdopt(numberOfKeys: number, ...args: Array<string | number>): Promise<[string, string]>;
   chatgateQuotaGrow(numberOfKeys: number, ...args: Array<string | number>): Promise<string[]>;
   chatgateQuotaRelease(numberOfKeys: number, ...args: Array<string | number>): Promise<string[]>;
+  chatgateQuotaHold(numberOfKeys: number, ...args: Array<string | number>): Promise<string[]>;
 };
 
 /** The scripts as commands of this connection (EVALSHA, loaded on first use). */
@@ -179,5 +213,6 @@ export function defineScripts(redis: Redis): ScriptedRedis {
   redis.defineCommand('chatgateQuotaAdopt', { lua: ADOPT });
   redis.defineCommand('chatgateQuotaGrow', { lua: GROW });
   redis.defineCommand('chatgateQuotaRelease', { lua: RELEASE });
+  redis.defineCommand('chatgateQuotaHold', { lua: HOLD });
   return redis as ScriptedRedis;
 }

@@ -52,11 +52,13 @@ export interface RedisQuotaOptions {
   now?: () => number;
   /** A replica's leases count while it read its counters within this long (5 s by default): a vanished replica's room comes back after it. */
   leaseWindowMs?: number;
+  /** This process's name among the replicas (random when absent): its token and budget counters share one, so a process counts once. */
+  replica?: string;
 }
 
 export class RedisQuotaCounters implements QuotaCounters {
   private readonly redis: ScriptedRedis;
-  private readonly replica = randomBytes(9).toString('base64url');
+  private readonly replica: string;
   private readonly now: () => number;
   /** The epoch of Redis this replica counted in; undefined: not known yet, or lost. */
   private epoch: string | undefined;
@@ -73,8 +75,8 @@ export class RedisQuotaCounters implements QuotaCounters {
   /** Replicas that read their counters in the last minute (this one included). */
   private replicas = 1;
   private lastStoreFlush: number;
-  /** When Redis last answered a read of this replica's counters (ms): leases count only shortly after one. */
-  private lastRead = -Infinity;
+  /** When (performance.now) the last read or grow that Redis answered was sent: leases count only shortly after one. */
+  private lastSeen = -Infinity;
   private readonly leaseWindowMs: number;
   private readonly held: Leases;
 
@@ -83,6 +85,7 @@ export class RedisQuotaCounters implements QuotaCounters {
     private readonly options: RedisQuotaOptions,
   ) {
     this.now = options.now ?? Date.now;
+    this.replica = options.replica ?? randomBytes(9).toString('base64url');
     this.lastStoreFlush = this.now();
     const redis = new Redis(options.url, {
       enableOfflineQueue: false,
@@ -100,16 +103,21 @@ export class RedisQuotaCounters implements QuotaCounters {
   /** Room held in Redis for this replica's requests (redis-quota-leases.ts). */
   readonly leases: SharedLeases = {
     room: (scope) => {
-      // Only while this replica's last read is well inside the lease window: a replica that has not
-      // read for longer may have had its leases dropped by another's grow.
-      if (this.epoch === undefined || !this.options.redisUp() || this.now() - this.lastRead > this.leaseWindowMs / 2) return undefined;
+      // No leases while Redis is away, its epoch is not known, or its counters are not seeded yet.
+      if (this.epoch === undefined || this.reseed || !this.options.redisUp()) return undefined;
+      // Not seen by Redis for half the lease window (a sync held up by the store, say): another
+      // replica's grow may have dropped this one's leases, so it counts on none until it asks.
+      if (performance.now() - this.lastSeen > this.leaseWindowMs / 2) this.held.forgetLeases();
       return this.held.of(scope) - (this.batch?.amounts.get(scope) ?? 0) - (this.redisOwed.get(scope) ?? 0);
     },
+    asking: (scope) => this.held.asking(scope),
     grow: (asks: readonly LeaseAsk[]): Promise<LeaseAnswer> => {
       const epoch = this.epoch;
       if (epoch === undefined) return Promise.reject(new Error('redis epoch not known'));
+      const sent = performance.now();
       return this.held.grow(epoch, asks).then(
         (answer) => {
+          this.lastSeen = Math.max(this.lastSeen, sent);
           // Redis's totals, fresher than the last read: what this replica counts from should Redis go away.
           asks.forEach((ask, i) => this.lastRedis.set(ask.scope, Math.max(this.lastRedis.get(ask.scope) ?? 0, answer.used[i] ?? 0)));
           return answer;
@@ -122,7 +130,12 @@ export class RedisQuotaCounters implements QuotaCounters {
     },
     release: (scope, amount, now) => {
       this.held.release(scope, amount);
-      if (now && this.epoch !== undefined && this.options.redisUp()) void this.held.sendReleases(this.epoch).catch((err: unknown) => this.options.events?.failed?.(err));
+      if (now && this.epoch !== undefined && this.options.redisUp()) {
+        void this.held.sendReleases(this.epoch).catch((err: unknown) => {
+          if (err instanceof EpochLost) this.lost();
+          this.options.events?.failed?.(err);
+        });
+      }
     },
     taken: (scope) => this.held.takenOf(scope),
     others: (scope) => this.held.othersOf(scope),
@@ -239,9 +252,9 @@ export class RedisQuotaCounters implements QuotaCounters {
 
   private async read(scopes: readonly string[]): Promise<Map<string, number>> {
     const mark = this.held.mark();
-    const [outcome, replicas, ...values] = await this.redis.chatgateQuotaRead(2 * scopes.length + 2, EPOCH_KEY, REPLICAS_KEY, ...scopes.map(counterKey), ...scopes.map(leaseKey), this.epoch!, this.replica, REPLICA_WINDOW_MS);
+    const sent = performance.now();
+    const [outcome, replicas, ...values] = await this.redis.chatgateQuotaRead(2 * scopes.length + 2, EPOCH_KEY, REPLICAS_KEY, ...scopes.map(counterKey), ...scopes.map(leaseKey), this.epoch!, this.replica, REPLICA_WINDOW_MS, this.leaseWindowMs);
     if (outcome === 'reset') throw new EpochLost();
-    this.lastRead = this.now();
     this.replicas = Math.max(1, Number(replicas));
     const totals = new Map<string, number>();
     const missing: string[] = [];
@@ -256,6 +269,7 @@ export class RedisQuotaCounters implements QuotaCounters {
       missing.forEach((scope, i) => totals.set(scope, Number(created[i])));
     }
     this.held.readBack(mark, scopes, totals, values.slice(scopes.length));
+    this.lastSeen = Math.max(this.lastSeen, sent);
     this.lastRedis = totals;
     return totals;
   }
@@ -275,17 +289,19 @@ export class RedisQuotaCounters implements QuotaCounters {
    * store's total plus what this replica has not written there (it writes first, so usually nothing),
    * and the last total Redis gave plus what this replica used since. Either holds all of this
    * replica's use, which then owes Redis nothing; the second holds the others' use up to the last read
-   * even when they had not written it to the store yet, and with it what they leased when last seen
-   * (their requests then in flight and their use not yet added: near a limit, where it matters, a
-   * lease is little more than that).
+   * even when they had not written it to the store yet. What they leased when last seen (their
+   * requests then in flight, their use not added yet) is held as a lease for one lease window.
    */
   private async seed(scopes: readonly string[]): Promise<void> {
     if (scopes.length === 0) return;
     await this.flushStore().catch(() => undefined); // what is not written is added to the value below
     const stored = await this.store.quotaUsage(scopes);
-    // What the other replicas leased when last seen counts too: their requests then in flight, their use not added yet.
-    const args = scopes.flatMap((scope) => [Math.max((stored.get(scope) ?? 0) + (this.storePending.get(scope) ?? 0), this.knownTotal(scope) + this.held.othersOf(scope)), ttlOf(scope)]);
+    const args = scopes.flatMap((scope) => [Math.max((stored.get(scope) ?? 0) + (this.storePending.get(scope) ?? 0), this.knownTotal(scope)), ttlOf(scope)]);
     const merged = await this.redis.chatgateQuotaSeed(scopes.length, ...scopes.map(counterKey), ...args);
+    // What the other replicas leased when last seen (their requests then in flight, their use not
+    // added yet) is held for one lease window, under a placeholder: by then their use is added.
+    const held = scopes.filter((scope) => this.held.othersOf(scope) > 0);
+    if (held.length > 0) await this.redis.chatgateQuotaHold(1 + held.length, REPLICAS_KEY, ...held.map(leaseKey), `reseeded:${this.replica}`, ...held.map((scope) => Math.ceil(this.held.othersOf(scope))));
     scopes.forEach((scope, i) => {
       this.lastRedis.set(scope, Number(merged[i]));
       this.redisOwed.delete(scope);

@@ -253,3 +253,47 @@ test('Redis restarted empty while the store lags (other replicas have not writte
   expect((await sync(b)).get(DAY)).toBe(500); // and b's seed (the store now has 500) does not add up
   expect(await redisValue(DAY)).toBe(500);
 }, 30_000);
+
+describe('leases (room Redis holds for a replica, redis-quota-leases.ts)', () => {
+  const lease = (scope: string) => inspect.hgetall(`chatgate:quota:lease:${scope}`);
+  const grow = (counters: RedisQuotaCounters, need: number, limit: number, scope = DAY) => counters.leases.grow([{ scope, limit, need }]);
+
+  test('budget-sized leases (past 1e14 nano-units) grow, shrink by what is added and stay whole numbers', async () => {
+    const a = await replica(new MemoryTruth());
+    await sync(a, use(1, DAY)); // the counter exists
+    const limit = 1_000_000 * 1e9; // a budget of a million, in nano-units
+    expect((await grow(a, 2e14 + 3, limit)).short).toBeUndefined();
+    const granted = Number(Object.values(await lease(DAY))[0]);
+    expect(granted).toBeGreaterThanOrEqual(2e14 + 3);
+    expect(a.leases.room(DAY)).toBe(granted);
+    await sync(a, use(1e14 + 1, DAY)); // added: it leaves the lease, in the same call
+    const [left] = Object.values(await lease(DAY));
+    expect(left).toMatch(/^\d+$/); // never 1.9e+14: HINCRBY would refuse it
+    expect(Number(left)).toBe(granted - 1e14 - 1);
+    expect(a.leases.room(DAY)).toBe(granted - 1e14 - 1);
+    expect((await grow(a, 1e14, limit)).short).toBeUndefined(); // and grows again
+  });
+
+  test('a counter Redis does not have (lost, not seeded) is leased nothing', async () => {
+    const a = await replica(new MemoryTruth());
+    await sync(a, use(5, DAY));
+    await inspect.del(`chatgate:quota:${DAY}`);
+    await expect(grow(a, 10, 100)).rejects.toThrow(/not in redis/);
+    expect(await lease(DAY)).toEqual({});
+  });
+
+  test('two replicas asking at once never lease past the limit: 40 grows of 10 against 300, 30 of them used', async () => {
+    const store = new MemoryTruth();
+    const [a, b] = [await replica(store), await replica(store)];
+    await sync(a, use(30, DAY));
+    await sync(b);
+    const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => grow(i % 2 ? b : a, 10, 300)));
+    const held = Object.values(await lease(DAY)).reduce((sum, value) => sum + Number(value), 0);
+    expect(held).toBeLessThanOrEqual(270);
+    expect(answers.filter((answer) => answer.short === undefined).length).toBeGreaterThan(0);
+    expect(answers.filter((answer) => answer.short !== undefined).length).toBeGreaterThan(0); // the limit did bind
+    // Each replica's view is at most what Redis holds for it.
+    await Promise.all([sync(a), sync(b)]);
+    expect((a.leases.room(DAY) ?? 0) + (b.leases.room(DAY) ?? 0)).toBeLessThanOrEqual(held);
+  });
+});
