@@ -8,6 +8,7 @@ import { StoreDeadlineExceeded } from './guarded';
 import { toAccount, toIdentity, toMember, toPerson, toSession, type AccountRow, type AuditRow, type IdentityRow, type MemberRow, type PersonRow, type SessionRow, type TokenRow } from './postgres-rows';
 import {
   AccountNameTaken,
+  ALERTS_KEPT_DAYS,
   type AccountChanges,
   type AccountRecord,
   type AlertRecord,
@@ -42,6 +43,7 @@ const toAlert = (row: AlertRow): AlertRecord => ({ id: row.id, accountId: row.ac
 
 export class PostgresAccountStore {
   private countersPrunedAt = 0;
+  private alertsPrunedAt = -Infinity;
 
   protected constructor(
     protected readonly pool: pg.Pool,
@@ -295,6 +297,10 @@ export class PostgresAccountStore {
   }
 
   async claimAlert(alert: AlertRecord, leaseMs: number, now: Date): Promise<boolean> {
+    if (now.getTime() - this.alertsPrunedAt >= PRUNE_COUNTERS_EVERY_MS) {
+      this.alertsPrunedAt = now.getTime();
+      await this.query('delete from chatgate_alerts where at < $1', [new Date(now.getTime() - ALERTS_KEPT_DAYS * 86_400_000)]);
+    }
     const { rowCount } = await this.query(
       `insert into chatgate_alerts as a (id, account_id, key_id, kind, period, period_start, threshold, spent, lim, at, claimed_until)
        values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)

@@ -346,6 +346,8 @@ export interface AccountStore {
    * Claims an alert for this process to send: true when no one holds it (it is new, or unsent with its
    * last claim past `claimedUntil`'s lease), false when it was sent or another process's claim holds.
    * One alert per id: a threshold of one quota or budget in one period.
+   * Alerts made more than ALERTS_KEPT_DAYS before `now` (every period they could stand for is over)
+   * are deleted as claims come, at most once a minute.
    */
   claimAlert(alert: AlertRecord, leaseMs: number, now: Date): Promise<boolean>;
   /** The alert went out (its webhook answered 2xx, or there is no webhook to send it to). */
@@ -355,6 +357,9 @@ export interface AccountStore {
   /** Alerts not sent whose claim's lease ended before `now` (a delivery that failed): at most 100, the oldest first. */
   listUnsentAlerts(now: Date): Promise<AlertRecord[]>;
 }
+
+/** How long an alert is kept: past any month it was made in (its id keeps a threshold to one alert a period). */
+export const ALERTS_KEPT_DAYS = 62;
 
 /** A threshold of a quota or budget crossed in one period: what is sent, and shown in the console. */
 export interface AlertRecord {

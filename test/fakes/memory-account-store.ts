@@ -3,7 +3,7 @@
  * real backends pass the same contract in test/store/contract.test.ts). Records are copied in and out,
  * as a real store's are.
  */
-import { AccountNameTaken, type AccountChanges, type AccountRecord, type AccountStore, type AlertRecord, type AuditEvent, type IdentityRecord, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type UsageDay } from '../../src/store/types';
+import { AccountNameTaken, ALERTS_KEPT_DAYS, type AccountChanges, type AccountRecord, type AccountStore, type AlertRecord, type AuditEvent, type IdentityRecord, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type UsageDay } from '../../src/store/types';
 
 const copy = <T>(value: T): T => (value === undefined ? value : structuredClone(value));
 
@@ -155,6 +155,7 @@ export class MemoryAccountStore implements AccountStore {
 
   private readonly alerts = new Map<string, AlertRecord & { claimedUntil: number }>();
   async claimAlert(alert: AlertRecord, leaseMs: number, now: Date) {
+    for (const [id, kept] of this.alerts) if (Date.parse(kept.at) < now.getTime() - ALERTS_KEPT_DAYS * 86_400_000) this.alerts.delete(id);
     const held = this.alerts.get(alert.id);
     if (held && (held.sentAt !== null || held.claimedUntil >= now.getTime())) return false;
     this.alerts.set(alert.id, { ...(held ?? alert), claimedUntil: now.getTime() + leaseMs });

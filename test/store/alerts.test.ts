@@ -1,9 +1,10 @@
 /**
  * Alert claims in both SQL stores and the memory fake, through two handles (two replicas): of many
  * claims at once exactly one wins; a sent alert is never claimed again; an unsent one is free again
- * once its claim's lease ran out; an account lists its own alerts only, newest first.
+ * once its claim's lease ran out; an account lists its own alerts only, newest first; alerts older
+ * than ALERTS_KEPT_DAYS go as claims come.
  */
-import type { AccountStore, AlertRecord } from '../../src/store/types';
+import { ALERTS_KEPT_DAYS, type AccountStore, type AlertRecord } from '../../src/store/types';
 import { MemoryAccountStore } from '../fakes/memory-account-store';
 import { SQL_STORE_PAIRS } from '../helpers/store-pairs';
 
@@ -70,5 +71,18 @@ describe.each(backends)('%s', (_kind, open) => {
     ]);
     expect(listed[0]).toMatchObject({ accountId: 'acc_2', keyId: null, kind: 'budget', period: 'day', threshold: 0.8, spent: 40.5, limit: 50, at: '2026-11-29T12:00:00.000Z' });
     expect(await pair.store.listAlerts('acc_2', new Date('2026-11-29T10:00:00Z'))).toHaveLength(1);
+  });
+
+  test(`alerts older than ${ALERTS_KEPT_DAYS} days go as claims come; younger ones stay`, async () => {
+    const day = 86_400_000;
+    const t0 = Date.parse('2027-03-01T00:00:00Z');
+    const claimAt = (id: string, days: number) => pair.store.claimAlert(alert(id, 'acc_4', new Date(t0 + days * day).toISOString()), 60_000, new Date(t0 + days * day));
+    const ids = async () => (await pair.other.listAlerts('acc_4', new Date(0))).map((a) => a.id);
+    await claimAt('old', 0);
+    await claimAt('young', ALERTS_KEPT_DAYS - 10); // the old one is still within the days kept
+    expect(await ids()).toEqual(['young', 'old']);
+    await claimAt('new', ALERTS_KEPT_DAYS + 10);
+    expect(await ids()).toEqual(['new', 'young']);
+    expect(await pair.other.listAlerts('acc_2', new Date(0))).toEqual([]); // November's went too
   });
 });
