@@ -2,7 +2,7 @@
  * Pure: who may do what. Platform admins (the admin token, or a person with the admin role) manage
  * every account. In an account, an owner manages every key and the members; a member sees the
  * account's keys and usage, and creates, rotates, edits and revokes the keys they created. Quotas of
- * accounts are the platform's to set; the audit trail is the owners'.
+ * accounts are the platform's to set; the audit trail and the key policy are the owners'.
  */
 import type { Role } from '../store/types';
 
@@ -14,6 +14,7 @@ export type Actor = { kind: 'admin-token' } | { kind: 'cli' } | { kind: 'first-s
 
 export type Action =
   | 'account.manage' // create an account, rename it, set its quota
+  | 'account.policy' // how long the account's keys may live (its owners)
   | 'members.read'
   | 'members.manage'
   | 'keys.read'

@@ -10,6 +10,7 @@ import { publicView } from '../auth/issue';
 import { KEY_FIELDS, keyFields, noFields, objectBody, onlyFields, rotationGrace, withinPlatformLimits, type KeyFields, type LimitDefaults } from '../auth/key-fields';
 import { normalizeEmail } from '../accounts/emails';
 import type { Mailer } from '../accounts/mailer';
+import { keyPolicyField } from '../accounts/key-policy';
 import { redirectOrigin } from '../accounts/oidc';
 import { allowed, isPlatformAdmin, type Action, type Actor } from '../accounts/roles';
 import { passwordPath, type Accounts } from '../accounts/service';
@@ -181,6 +182,15 @@ export function consoleApi({ accounts, sessions, oidc, platformLimits, currency 
     res.status(204).end();
   });
 
+  // The account's key policy (how long its keys may live), its owners': {"keyPolicy": {"maxLifetimeDays": N}} or null.
+  api.patch('/account', async (req, res) => {
+    const { accountId, signedIn } = may(res, 'account.policy');
+    const body = onlyFields(objectBody(req.body), ['keyPolicy']);
+    if (body.keyPolicy === undefined) throw errors.invalidBody('keyPolicy', "'keyPolicy' is what may be changed here: {\"maxLifetimeDays\": days}, or null for none.");
+    const account = await accounts.updateAccount(accountId, { keyPolicy: keyPolicyField(body.keyPolicy) }, actorOf(signedIn), client(req));
+    res.json({ id: account.id, name: account.name, keyPolicy: account.keyPolicy ?? null });
+  });
+
   // The account's quota and budget alerts of the current UTC day and month (its keys' too), newest first.
   api.get('/alerts', async (_req, res) => {
     const { accountId, signedIn } = may(res, 'usage.read');
@@ -287,7 +297,7 @@ export function consoleApi({ accounts, sessions, oidc, platformLimits, currency 
       admin: signedIn.person.admin,
       via: signedIn.session.via,
       expiresAt: signedIn.session.expiresAt,
-      account: signedIn.account ? { id: signedIn.account.id, name: signedIn.account.name, role: signedIn.role ?? null, quota: signedIn.account.quota, budget: signedIn.account.budget } : null,
+      account: signedIn.account ? { id: signedIn.account.id, name: signedIn.account.name, role: signedIn.role ?? null, quota: signedIn.account.quota, budget: signedIn.account.budget, keyPolicy: signedIn.account.keyPolicy ?? null } : null,
       accounts: [...mine, ...others],
     };
   }
@@ -300,6 +310,7 @@ const memberView = (member: MembershipRecord) => ({ email: member.email, role: m
 function describe(action: Action): string {
   return {
     'account.manage': 'change the account itself (a platform admin does)',
+    'account.policy': "change this account's key policy (an owner does)",
     'members.read': 'see the members',
     'members.manage': "manage this account's members (an owner does)",
     'keys.read': 'see the keys',

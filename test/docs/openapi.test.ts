@@ -194,6 +194,9 @@ test('every answer of the admin API and the console API fits the document, and e
   await consoleCall(undefined, 'POST', '/password', { token: invited.passwordLink.split('#set-password=')[1], password: 'the invitee password' });
   await consoleCall(undefined, 'POST', '/password', { token: 'spent-or-never-made', password: 'the invitee password' }); // 400
   await consoleCall(cookie, 'GET', '/members');
+  await consoleCall(cookie, 'PATCH', '/account', { keyPolicy: { maxLifetimeDays: 365 } });
+  await consoleCall(cookie, 'PATCH', '/account', { keyPolicy: { maxLifetimeDays: 0 } }); // 400
+  await consoleCall(cookie, 'PATCH', '/account', { keyPolicy: null });
   await consoleCall(cookie, 'DELETE', '/members/invitee@example.com?transferKeysTo=second@example.com'); // 400: only oneself
   await consoleCall(cookie, 'DELETE', '/members/invitee@example.com?transferKeysTo=owner@example.com');
   const usable = (await admin('POST', '/keys', { name: 'used', account })).json<{ key: string }>().key;

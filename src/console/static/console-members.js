@@ -1,6 +1,6 @@
 /*
  * The console's Members tab: who is in the account with which role, adding people (a password link
- * shown once, or sent by mail) and removing them (or leaving).
+ * shown once, or sent by mail) and removing them (or leaving); and, for owners, the key lifetime policy.
  */
 import { $, formatDate, el, cell, setError, banner, copyText, confirmDialog } from './console-dom.js';
 import { state, page, api, busy, can } from './console-state.js';
@@ -96,8 +96,27 @@ export function hideInvite() {
   $('invite-panel').hidden = true;
 }
 
+/** The account's key policy (its owners'): the longest its keys may live, or none. */
+async function onPolicy(event) {
+  event.preventDefault();
+  const errorBox = $('policy-error');
+  setError(errorBox, null);
+  const text = $('policy-days').value.trim();
+  const days = Number(text);
+  if (text !== '' && !(Number.isInteger(days) && days >= 1 && days <= 3650)) {
+    setError(errorBox, 'Enter a whole number of days from 1 to 3650, or leave it empty for no limit.');
+    return;
+  }
+  await busy($('policy-submit'), async () => {
+    const saved = await api('PATCH', '/account', { keyPolicy: text === '' ? null : { maxLifetimeDays: days } });
+    if (state.session && state.session.account) state.session.account.keyPolicy = saved.keyPolicy;
+    banner(saved.keyPolicy ? `Keys of ${saved.name} now live at most ${saved.keyPolicy.maxLifetimeDays} days.` : `Keys of ${saved.name} may now live for ever.`, 'success');
+  }, (error) => setError(errorBox, error));
+}
+
 export function wireMembers() {
   $('invite-form').addEventListener('submit', onInvite);
+  $('policy-form').addEventListener('submit', onPolicy);
   $('invite-copy').addEventListener('click', () => copyText($('invite-link').textContent, $('invite-link'), $('invite-copy-state')));
   $('invite-done').addEventListener('click', hideInvite);
 }

@@ -72,6 +72,8 @@ export function applySession(session) {
   $('tab-audit').hidden = !allowed.readAudit;
   $('new-key-button').hidden = !allowed.createKeys;
   $('invite-form').hidden = !allowed.manageMembers;
+  $('policy-form').hidden = !allowed.manageMembers;
+  $('policy-days').value = account.keyPolicy ? String(account.keyPolicy.maxLifetimeDays) : '';
   $('members-role-note').hidden = allowed.manageMembers;
   const note = $('keys-role-note');
   note.hidden = allowed.admin || allowed.role === 'owner';
