@@ -242,7 +242,9 @@ describe('Redis going away and coming back', () => {
       for (let i = 0; i < 4; i++) round.push((await send(open, openKey)).status);
       return round.includes(429) ? round : undefined;
     }, 10_000);
-    expect((await send(closed, closedKey)).status).toBe(200);
+    // The fail-closed gateway reconnects by itself too (each on its own schedule: not the moment the
+    // other did), and then serves again.
+    await eventually(async () => ((await send(closed, closedKey)).status === 200 ? true : undefined), 10_000);
   });
 });
 
