@@ -14,7 +14,8 @@
  * default written into its worker's body as `max_tokens` (`max_output_tokens` for responses). With
  * `quota.capMaxTokens`, a request whose bound does not fit is served with the bound lowered to what
  * is left (written into its worker's body the same way) while at least one token an answer is left.
- * Both read and change the tracker's counts in memory: no I/O.
+ * Both read and change the tracker's counts in memory; with Redis, a reservation past this replica's
+ * lease waits for one Lua call (quota-leases.ts), at most `rateLimit.timeoutMs`.
  */
 import type { NextFunction, RequestHandler, Response } from 'express';
 import { estimatePromptTokens } from '../common/estimate';
