@@ -228,6 +228,14 @@ const schema = z.strictObject({
        * worker's usage, then the worker's connection is closed and the estimate charged; 0: at once.
        */
       drainAfterDisconnectMs: z.number().int().min(0).max(600_000).default(5_000),
+      /** Days of usage kept (daily rows and the ledger), today not counted; older days are deleted. At least 62: a month's quota starts from its usage. */
+      retentionDays: z.number().int().min(62).max(3650).default(400),
+      /**
+       * The ledger's rows a key may make in a UTC day, one per model and end user, in each process: a
+       * client naming a new end user on every request would make a row a request. Its further pairs
+       * that day are counted under model and end user `*`.
+       */
+      maxPairsPerKeyDay: z.number().int().min(1).max(1_000_000).default(10_000),
     })
     .prefault({}),
   shutdown: z.strictObject({ drainTimeoutMs: milliseconds.default(30_000) }).prefault({}),

@@ -59,6 +59,8 @@ export interface ModelRequest {
   outputBounds?: Readonly<Record<string, number>>;
   /** How many answers it asks for (`n`, `best_of`, a completions batch's prompts): each may reach the bound. */
   outputs: number;
+  /** The end user the client named (`X-Chatgate-End-User`, else `safety_identifier`, else `user`), as it sent it: usage is kept by its digest only. */
+  endUser?: string;
 }
 
 /** Where the route stage sends the request, and the bytes it goes with (model renamed for the worker). */
@@ -124,6 +126,8 @@ export interface RequestContext {
   quotaReservation?: { release(): void };
   /** What the budget stage reserved (nano-units of the currency): released when the answer's cost is charged. */
   budgetReservation?: { release(): void };
+  /** The end user's digest (accounts/end-users.ts), made once a request when its use is counted. */
+  endUserDigest?: string;
   /** The output bound the quota stage reserved for a request that set none, or capped to what is left: the route stage writes it into the worker's body. */
   reservedOutputBound?: number;
 }

@@ -78,6 +78,8 @@ export const errors = {
     new GatewayError(403, 'permission_error', 'model_not_allowed', `This API key may not use the model '${withoutKeys(model)}'.`, 'model'),
   invalidJson: (reason: string) => invalid(400, 'invalid_json', `The request body is not valid JSON: ${reason}.`),
   invalidBody: (param: string | null, message: string) => invalid(400, 'invalid_body', message, param),
+  /** A header the gateway reads (not a credential) holds what it cannot take; `param` names the header. */
+  invalidHeader: (header: string, message: string) => invalid(400, 'invalid_header', message, header),
   unsupportedContentEncoding: () =>
     invalid(415, 'unsupported_content_encoding', 'The request body must not be compressed (Content-Encoding: identity).'),
   requestTooLarge: (limitBytes: number) =>

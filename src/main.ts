@@ -13,13 +13,14 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { AggregatorRegistry } from 'prom-client';
 import { createAdminApp } from './admin/app';
 import { Prices } from './accounts/prices';
+import { useDetail } from './accounts/end-users';
 import { githubKeys, GithubSigningKeys } from './accounts/github-keys';
 import { githubLeakReports } from './accounts/leak-reports';
 import { judgeReadiness, PING_DEADLINE_MS, within, type Readiness } from './admin/readiness';
 import { createPublicApp } from './app';
 import { KeyCache } from './auth/cache';
 import type { GuardedKeyStore } from './store/guarded';
-import { UsageRecorder } from './auth/usage-recorder';
+import { retainUsage, UsageRecorder } from './auth/usage-recorder';
 import { startPrimary, type WorkerMessages } from './process/cluster';
 import { accountParts, banner, openWorkerStore, prepareOnce, reloadConfig, tlsMaterial, type Gateway } from './process/startup';
 import { consoleApp } from './console/app';
@@ -162,11 +163,18 @@ async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, 
     { hit: () => metrics.keyCacheHits.inc(), miss: () => metrics.keyCacheMisses.inc(), staleServed: () => metrics.keyCacheStaleServed.inc() },
   );
   keyStore.onChange((digests) => keyCache.applyChanges(digests));
-  const usage = new UsageRecorder(keyStore, (err) => {
-    // An outage of the store is logged once, by the store's guard; the batch waits for the next flush.
-    if (!(err instanceof GatewayError && err.reportedElsewhere)) log.warn({ err: (err as Error).message }, 'could not record key usage');
-  });
+  const usage = new UsageRecorder(
+    keyStore,
+    (err) => {
+      // An outage of the store is logged once, by the store's guard; the batch waits for the next flush.
+      if (!(err instanceof GatewayError && err.reportedElsewhere)) log.warn({ err: (err as Error).message }, 'could not record key usage');
+    },
+    config.usage.maxPairsPerKeyDay,
+  );
   usage.start(config.auth.lastUsedFlushMs);
+  const stopRetention = retainUsage(keyStore, config.usage.retentionDays, (err) => {
+    if (!(err instanceof GatewayError && err.reportedElsewhere)) log.warn({ err: (err as Error).message }, 'could not delete old usage');
+  });
   const rateLimitStore = await openRateLimitStore(config, log);
   const spans = await createSpanExport(config.tracing);
   const publicOrigin = config.console.publicUrl ? new URL(config.console.publicUrl).origin : undefined;
@@ -229,6 +237,7 @@ async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, 
     alerts,
     async close() {
       githubSigningKeys.stop();
+      stopRetention();
       await usage.stop();
       await quota.stop().catch(() => undefined);
       await budgets.stop().catch(() => undefined);
@@ -281,7 +290,7 @@ async function buildServing(config: Config, log: Logger, metrics: Metrics, lasti
       metrics.tokens.series({ ...labels, kind: 'prompt' }).inc(tokens.promptTokens);
       metrics.tokens.series({ ...labels, kind: 'completion' }).inc(tokens.completionTokens);
       const costNanos = prices.costNanos(`${provider.name}/${target.modelName}`, tokens);
-      usage.tokens(key, tokens.promptTokens, tokens.completionTokens, undefined, costNanos);
+      usage.tokens(key, tokens.promptTokens, tokens.completionTokens, undefined, costNanos, useDetail(context, key.accountId, `${provider.name}/${target.modelName}`));
       lasting.quota.charge(key, tokens.promptTokens + tokens.completionTokens);
       lasting.budgets.charge(key, costNanos);
       context.quotaReservation?.release(); // charged: what it reserved is let go
@@ -293,7 +302,7 @@ async function buildServing(config: Config, log: Logger, metrics: Metrics, lasti
   lasting.platform.currency = config.prices.currency;
   lasting.alerts.configure(alertSettings(config));
   for (const tracker of [lasting.quota, lasting.budgets]) tracker.setThresholds(config.alerts.thresholds);
-  const publicApp = createPublicApp({ config, metrics, log, keyCache, providers, aliases: buildAliases(config), proxy, limiter, quota: lasting.quota, budgets: lasting.budgets, onKeyUsed: (record) => usage.used(record), onKeyRequestEnded: (key, served) => usage.ended(key, served), leakReports, spans: lasting.spans, console: lasting.consoleRouter });
+  const publicApp = createPublicApp({ config, metrics, log, keyCache, providers, aliases: buildAliases(config), proxy, limiter, quota: lasting.quota, budgets: lasting.budgets, onKeyUsed: (record) => usage.used(record), onKeyRequestEnded: (key, served, context) => usage.ended(key, served, undefined, useDetail(context, key.accountId, undefined)), leakReports, spans: lasting.spans, console: lasting.consoleRouter });
   let inFlight = 0;
   let drained: (() => void) | undefined;
   return {

@@ -1,6 +1,7 @@
-/** Pure: the date range a usage query covers, and usage as CSV for export. */
+/** Pure: the date range a usage query covers, usage and its breakdowns as the APIs answer them, and as CSV. */
 import { errors } from '../errors';
-import type { UsageDay } from '../store/types';
+import type { BreakdownQuery, UsageDay, UsageShare } from '../store/types';
+import { END_USER_DIGEST, endUserDigest } from './end-users';
 import { amountOf } from './prices';
 
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
@@ -17,14 +18,54 @@ export function dateRange(from: unknown, to: unknown, now = new Date()): { from:
   return { from: day(from, 'from', monthAgo), to: day(to, 'to', today) };
 }
 
+/** What a breakdown query may name. */
+const BREAKDOWN_FIELDS = new Set(['by', 'from', 'to', 'keyId', 'endUser', 'limit']);
+/** Rows a breakdown answers by default, and at most. */
+export const BREAKDOWN_LIMIT = 100;
+export const BREAKDOWN_MAX = 1000;
+
+/**
+ * A breakdown's query string: `by` (model or endUser), `from`/`to`, and optionally `keyId`, `endUser`
+ * (an end user's digest, or the id the client sent, made into its digest) and `limit`. Anything else,
+ * or a field given twice, is refused.
+ */
+export function breakdownQuery(query: Record<string, unknown>, accountId: string, now = new Date()): { from: string; to: string; query: BreakdownQuery } {
+  for (const [field, value] of Object.entries(query)) {
+    if (!BREAKDOWN_FIELDS.has(field)) throw errors.invalidBody(field, `Unknown query parameter '${field}': a breakdown takes by, from, to, keyId, endUser and limit.`);
+    if (typeof value !== 'string') throw errors.invalidBody(field, `'${field}' must be given once.`);
+  }
+  const { by, keyId, endUser, limit } = query as Record<string, string | undefined>;
+  if (by !== 'model' && by !== 'endUser') throw errors.invalidBody('by', "'by' must be 'model' or 'endUser'.");
+  if (keyId !== undefined && !/^key_[A-Za-z0-9_-]{1,64}$/.test(keyId)) throw errors.invalidBody('keyId', "'keyId' must be a key's id (key_...).");
+  if (endUser !== undefined && (endUser === '' || endUser.length > 256)) throw errors.invalidBody('endUser', "'endUser' must be an end user's id (at most 256 characters) or its digest (eu_...).");
+  const rows = limit === undefined ? BREAKDOWN_LIMIT : Number(limit);
+  if (!Number.isInteger(rows) || rows < 1 || rows > BREAKDOWN_MAX || !/^\d+$/.test(limit ?? '1')) throw errors.invalidBody('limit', `'limit' must be a whole number from 1 to ${BREAKDOWN_MAX}.`);
+  const digest = endUser === undefined ? undefined : END_USER_DIGEST.test(endUser) ? endUser : endUserDigest(accountId, endUser);
+  return { ...dateRange(query.from, query.to, now), query: { by, limit: rows, ...(keyId ? { keyId } : {}), ...(digest ? { endUser: digest } : {}) } };
+}
+
+/** A breakdown's row as the APIs answer it: the model or end user it is of, its cost in the currency. */
+export function shareRow(share: UsageShare, by: BreakdownQuery['by']) {
+  const { group, costNanos, ...counts } = share;
+  return { [by]: group, ...counts, cost: amountOf(costNanos) };
+}
+
+/** A breakdown as CSV: one row a model or end user. */
+export function breakdownCsv(shares: readonly UsageShare[], by: BreakdownQuery['by']): string {
+  const rows = shares.map((share) => [share.group, share.requests, share.refused, share.promptTokens, share.completionTokens, amountOf(share.costNanos)].map(csvCell).join(','));
+  return [`${by},requests,refused,promptTokens,completionTokens,cost`, ...rows].join('\r\n') + '\r\n';
+}
+
+/** A CSV cell, quoted as CSV needs; a leading =+-@ defused for spreadsheets. */
+function csvCell(value: string | number): string {
+  const text = String(value);
+  const safe = /^[=+\-@\t\r]/.test(text) ? `'${text}` : text;
+  return /[",\n\r]/.test(safe) ? `"${safe.replace(/"/g, '""')}"` : safe;
+}
+
 /** One row a key and day (requests served by a worker; refused ones last, a column added after the others); key names are quoted as CSV needs, and a leading =+-@ is defused for spreadsheets. */
 export function usageCsv(days: readonly UsageDay[], keyNames: ReadonlyMap<string, string>): string {
-  const cell = (value: string | number) => {
-    const text = String(value);
-    const safe = /^[=+\-@\t\r]/.test(text) ? `'${text}` : text;
-    return /[",\n\r]/.test(safe) ? `"${safe.replace(/"/g, '""')}"` : safe;
-  };
-  const rows = days.map((day) => [day.date, day.keyId, keyNames.get(day.keyId) ?? '', day.requests, day.promptTokens, day.completionTokens, day.refused, amountOf(day.costNanos)].map(cell).join(','));
+  const rows = days.map((day) => [day.date, day.keyId, keyNames.get(day.keyId) ?? '', day.requests, day.promptTokens, day.completionTokens, day.refused, amountOf(day.costNanos)].map(csvCell).join(','));
   return ['date,keyId,keyName,requests,promptTokens,completionTokens,refused,cost', ...rows].join('\r\n') + '\r\n';
 }
 

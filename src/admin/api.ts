@@ -11,7 +11,7 @@ import { passwordPath, type Accounts } from '../accounts/service';
 import type { Actor } from '../accounts/roles';
 import { normalizeEmail } from '../accounts/emails';
 import { keyPolicyField } from '../accounts/key-policy';
-import { dateRange, usageRow } from '../accounts/usage';
+import { breakdownQuery, dateRange, shareRow, usageRow } from '../accounts/usage';
 import { errors } from '../errors';
 import { defaultAccountId } from '../store/default-account';
 import type { AccountRecord, MembershipRecord } from '../store/types';
@@ -137,6 +137,13 @@ export function adminApi(accounts: Accounts, currency: () => string = () => 'USD
     await accounts.account(req.params.id);
     const { from, to } = dateRange(req.query.from, req.query.to);
     res.json({ object: 'list', currency: currency(), data: (await store.usage(req.params.id, from, to)).map(usageRow) });
+  });
+
+  // The account's usage by model or by end user (accounts/usage.ts: breakdownQuery), largest first.
+  api.get('/accounts/:id/usage/breakdown', async (req, res) => {
+    await accounts.account(req.params.id);
+    const { from, to, query } = breakdownQuery(req.query, req.params.id);
+    res.json({ object: 'list', by: query.by, from, to, currency: currency(), data: (await store.usageBreakdown(req.params.id, from, to, query)).map((share) => shareRow(share, query.by)) });
   });
 
   // The account's quota and budget alerts (of its keys too) since the first day of the last month, newest first.

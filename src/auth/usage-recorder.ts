@@ -1,7 +1,7 @@
 /**
  * What each key used (when, how many requests, how many tokens), kept in memory on the request path
- * and written to the store in one batch per interval, never per request: each key's totals and its
- * account's daily usage (by UTC day). The stores keep these in usage rows, never in the key rows, so
+ * and written to the store in one batch per interval, never per request: each key's totals, its
+ * account's daily usage (by UTC day) and the ledger's rows (by day, key, model and end user). The stores keep these in usage rows, never in the key rows, so
  * a flush for every key in use neither rewrites the key table nor announces a key change.
  *
  * A batch is written in slices of SLICE uses, the event loop free between two: SQLite writes on the
@@ -16,10 +16,12 @@
  * it are written, and are not written again.
  */
 import { randomUUID } from 'node:crypto';
-import type { KeyStore, KeyUse } from '../store/types';
+import type { Store, KeyUse } from '../store/types';
 
 /** Uses written by one store call (1-5 ms of SQLite). */
 export const SLICE = 250;
+/** Old usage rows deleted by one store call. */
+export const PRUNE_SLICE = 10_000;
 
 /** The key a use is counted for. */
 export interface UsedKey {
@@ -27,8 +29,20 @@ export interface UsedKey {
   readonly accountId: string;
 }
 
-/** Where a key's use of a day is counted until it is written. */
-const slotOf = (keyId: string, date: string) => `${keyId} ${date}`;
+/** What the ledger breaks a key's day down by: the model that answered ('' before one was chosen) and the end user's digest ('' for none). */
+export interface UseDetail {
+  readonly model: string;
+  readonly endUser: string;
+}
+
+const NO_DETAIL: UseDetail = { model: '', endUser: '' };
+/** A key's pairs of a day past its cap are counted under this model and end user. */
+export const OVER_CAP = '*';
+/** Ledger rows a key may make a day, in one process, unless the config says otherwise. */
+export const DEFAULT_PAIRS_PER_KEY_DAY = 10_000;
+
+/** Where a key's use of a day (of one model and end user) is counted until it is written. */
+const slotOf = (keyId: string, date: string, model: string, endUser: string) => `${keyId} ${date} ${model} ${endUser}`;
 
 export class UsageRecorder {
   private pending = new Map<string, KeyUse>();
@@ -36,28 +50,36 @@ export class UsageRecorder {
   /** Slices whose write failed, to be sent again as they were (their id with them) before anything else. */
   private readonly unsure: Array<{ readonly id: string; readonly uses: readonly KeyUse[] }> = [];
   private timer: NodeJS.Timeout | undefined;
+  /**
+   * The model and end user pairs each key used today (this process): a client that names a new end
+   * user (or model) on every request would otherwise make a ledger row a request. Past the cap, its
+   * day's further pairs are counted as one (OVER_CAP). Yesterday's sets go when a new day's use comes.
+   */
+  private pairs = new Map<string, Set<string>>();
+  private pairsDate = '';
 
   constructor(
-    private readonly store: Pick<KeyStore, 'recordUse'>,
+    private readonly store: Pick<Store, 'recordUse'>,
     private readonly onError: (err: unknown) => void = () => undefined,
+    private readonly pairsPerKeyDay = DEFAULT_PAIRS_PER_KEY_DAY,
   ) {}
 
   /** A request was made with this key (its last use). */
   used(key: UsedKey, at = new Date()): void {
-    this.entry(key, at).at = at;
+    this.entry(key, at, NO_DETAIL).at = at;
   }
 
   /** A model request made with this key is over: served (a worker answered) or refused by the gateway itself. */
-  ended(key: UsedKey, served: boolean, at = new Date()): void {
-    const use = this.entry(key, at);
+  ended(key: UsedKey, served: boolean, at = new Date(), detail = NO_DETAIL): void {
+    const use = this.entry(key, at, detail);
     if (at > use.at) use.at = at; // a use begun before the last flush has its time in this one too
     if (served) use.requests++;
     else use.refused++;
   }
 
   /** An answer reported its token counts; what they cost by the price table, in nano-units. */
-  tokens(key: UsedKey, promptTokens: number, completionTokens: number, at = new Date(), costNanos = 0): void {
-    const use = this.entry(key, at);
+  tokens(key: UsedKey, promptTokens: number, completionTokens: number, at = new Date(), costNanos = 0, detail = NO_DETAIL): void {
+    const use = this.entry(key, at, detail);
     use.promptTokens += promptTokens;
     use.completionTokens += completionTokens;
     use.costNanos += costNanos;
@@ -111,7 +133,7 @@ export class UsageRecorder {
   /** Uses never sent, merged back into what came since (the later use time kept). */
   private keep(unsent: readonly KeyUse[]): void {
     for (const use of unsent) {
-      const slot = slotOf(use.keyId, use.date);
+      const slot = slotOf(use.keyId, use.date, use.model, use.endUser);
       const later = this.pending.get(slot);
       if (!later) {
         this.pending.set(slot, use);
@@ -131,14 +153,58 @@ export class UsageRecorder {
     await this.flush();
   }
 
-  private entry(key: UsedKey, at: Date): KeyUse {
+  private entry(key: UsedKey, at: Date, detail: UseDetail): KeyUse {
     const date = at.toISOString().slice(0, 10);
-    const slot = slotOf(key.id, date);
+    const { model, endUser } = this.withinCap(key.id, date, detail);
+    const slot = slotOf(key.id, date, model, endUser);
     let use = this.pending.get(slot);
     if (!use) {
-      use = { keyId: key.id, accountId: key.accountId, date, at: new Date(0), requests: 0, refused: 0, costNanos: 0, promptTokens: 0, completionTokens: 0 };
+      use = { keyId: key.id, accountId: key.accountId, date, at: new Date(0), requests: 0, refused: 0, costNanos: 0, promptTokens: 0, completionTokens: 0, model, endUser };
       this.pending.set(slot, use);
     }
     return use;
   }
+
+  /** The pair as it is counted: itself while the key's day has room for it, else OVER_CAP's. */
+  private withinCap(keyId: string, date: string, detail: UseDetail): UseDetail {
+    if (detail.model === '' && detail.endUser === '') return detail;
+    if (date > this.pairsDate) {
+      this.pairs = new Map();
+      this.pairsDate = date;
+    }
+    const day = `${keyId} ${date}`;
+    let seen = this.pairs.get(day);
+    if (!seen) this.pairs.set(day, (seen = new Set()));
+    const pair = `${detail.model} ${detail.endUser}`;
+    if (seen.has(pair)) return detail;
+    if (seen.size >= this.pairsPerKeyDay) return { model: OVER_CAP, endUser: OVER_CAP };
+    seen.add(pair);
+    return detail;
+  }
+}
+
+/**
+ * Deletes usage rows (daily and ledger) of days more than `days` before today, soon after the start
+ * and then every `everyMs`, in calls of PRUNE_SLICE rows (each within the store's deadline; every
+ * replica does it, and a delete that finds none is an index probe). Returns what stops it.
+ */
+export function retainUsage(store: Pick<Store, 'pruneUsage'>, days: number, onError: (err: unknown) => void, everyMs = 3_600_000, firstAfterMs = 60_000): () => void {
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
+  const prune = async () => {
+    const before = new Date(Date.now() - days * 86_400_000).toISOString().slice(0, 10);
+    try {
+      while (!stopped && (await store.pruneUsage(before, PRUNE_SLICE)) === PRUNE_SLICE) await new Promise((resolve) => setImmediate(resolve));
+    } catch (err) {
+      onError(err);
+    }
+  };
+  const next = (afterMs: number) => {
+    timer = setTimeout(() => void prune().finally(() => stopped || next(everyMs)), afterMs).unref();
+  };
+  next(firstAfterMs);
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+  };
 }

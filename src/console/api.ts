@@ -15,7 +15,7 @@ import { redirectOrigin } from '../accounts/oidc';
 import { allowed, isPlatformAdmin, type Action, type Actor } from '../accounts/roles';
 import { passwordPath, type Accounts } from '../accounts/service';
 import { sessionCookie, sessionTokenOf, type Sessions, type SignedIn } from '../accounts/sessions';
-import { dateRange, usageCsv, usageRow } from '../accounts/usage';
+import { breakdownCsv, breakdownQuery, dateRange, shareRow, usageCsv, usageRow } from '../accounts/usage';
 import { amountOf } from '../accounts/prices';
 import { errors } from '../errors';
 import type { MembershipRecord } from '../store/types';
@@ -237,6 +237,21 @@ export function consoleApi({ accounts, sessions, oidc, platformLimits, currency 
     res.setHeader('Content-Type', 'text/csv; charset=utf-8');
     res.setHeader('Content-Disposition', `attachment; filename="usage-${account.name.replace(/[^A-Za-z0-9._-]/g, '_')}-${from}-${to}.csv"`);
     res.send(usageCsv(await usageOf(accountId, from, to, req.query.keyId), names));
+  });
+
+  // By model or by end user over the days (accounts/usage.ts: breakdownQuery), largest first; and as CSV.
+  api.get('/usage/breakdown', async (req, res) => {
+    const { accountId } = may(res, 'usage.read');
+    const { from, to, query } = breakdownQuery(req.query, accountId);
+    res.json({ object: 'list', by: query.by, from, to, currency: currency(), data: (await store.usageBreakdown(accountId, from, to, query)).map((share) => shareRow(share, query.by)) });
+  });
+
+  api.get('/usage/breakdown.csv', async (req, res) => {
+    const { accountId, account } = may(res, 'usage.read');
+    const { from, to, query } = breakdownQuery(req.query, accountId);
+    res.setHeader('Content-Type', 'text/csv; charset=utf-8');
+    res.setHeader('Content-Disposition', `attachment; filename="usage-by-${query.by}-${account.name.replace(/[^A-Za-z0-9._-]/g, '_')}-${from}-${to}.csv"`);
+    res.send(breakdownCsv(await store.usageBreakdown(accountId, from, to, query), query.by));
   });
 
   /** The account's daily usage, of one key when `keyId` names one. */

@@ -12,7 +12,7 @@ import { errors, GatewayError } from '../errors';
 import { decodeUtf8Strict } from '../common/text';
 import type { Endpoint } from '../common/endpoints';
 import { JsonBoundsScanner } from './json-bounds';
-import { validateModelRequest } from './validate';
+import { MAX_END_USER_LENGTH, validateModelRequest } from './validate';
 
 export interface BodyLimits {
   maxBytes: number;
@@ -32,6 +32,11 @@ export function readAndValidateBody(limits: BodyLimits, endpoint: Endpoint = 'ch
     if (text === undefined) throw errors.invalidJson('it is not valid UTF-8');
     const request = validateModelRequest(endpoint, parseJson(text));
     if (request instanceof GatewayError) throw request;
+    const endUser = req.headers['x-chatgate-end-user'];
+    if (typeof endUser === 'string' && endUser !== '') {
+      if (endUser.length > MAX_END_USER_LENGTH) throw errors.invalidHeader('X-Chatgate-End-User', `'X-Chatgate-End-User' must be at most ${MAX_END_USER_LENGTH} characters.`);
+      request.endUser = endUser; // the application's own word on its user, over the body's
+    }
 
     const context = contextOf(res);
     context.body = text;

@@ -15,7 +15,7 @@ import type { SpanExport } from '../telemetry/tracing';
 const CLIENT_CLOSED_REQUEST = 499;
 
 /** A model request made with a key is over: served when a worker had it (its answer began, or the client left first), else refused by the gateway itself. */
-export type KeyRequestEnded = (key: NonNullable<RequestContext['key']>, served: boolean) => void;
+export type KeyRequestEnded = (key: NonNullable<RequestContext['key']>, served: boolean, context: RequestContext) => void;
 
 export function observeRequests(
   metrics: Metrics,
@@ -38,7 +38,7 @@ export function observeRequests(
       if (context.key && keyRequestEnded && endpoint !== 'models' && endpoint !== 'console' && endpoint !== 'other') {
         // Served: a worker's answer began, or the client left while a worker had the request (its work
         // counts, whoever hung up). Refused: the gateway answered it itself.
-        keyRequestEnded(context.key, context.firstByteAt !== undefined || (context.dispatchedAt !== undefined && !res.headersSent));
+        keyRequestEnded(context.key, context.firstByteAt !== undefined || (context.dispatchedAt !== undefined && !res.headersSent), context);
       }
       metrics.requests.series({ endpoint, provider: context.provider, status: String(status) }).inc();
       metrics.requestDuration.series({ endpoint, provider: context.provider }).observe(seconds);

@@ -27,6 +27,8 @@ import type {
   SessionRecord,
   Store,
   UsageDay,
+  BreakdownQuery,
+  UsageShare,
 } from './types';
 
 export interface StoreHealthEvents {
@@ -181,6 +183,12 @@ export class GuardedKeyStore implements Store {
   }
   usage(accountId: string, from: string, to: string): Promise<UsageDay[]> {
     return this.call(() => this.inner.usage(accountId, from, to));
+  }
+  usageBreakdown(accountId: string, from: string, to: string, query: BreakdownQuery): Promise<UsageShare[]> {
+    return this.call(() => this.inner.usageBreakdown(accountId, from, to, query));
+  }
+  pruneUsage(before: string, limit: number): Promise<number> {
+    return this.call(() => this.inner.pruneUsage(before, limit));
   }
   addQuotaUsage(amounts: ReadonlyMap<string, number>): Promise<void> {
     if (amounts.size === 0) return Promise.resolve();

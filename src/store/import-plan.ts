@@ -67,9 +67,11 @@ export function importRows(data: Data, dialect: ImportDialect, now = new Date())
     ...data.tokens.filter(live).map((record) => row('tokens', 'chatgate_tokens', rows.tokenParams(record))),
     ...data.counters.map((record) => row('counters', 'chatgate_counters', { name: record.name, count: record.count, expires_at: rows.instant(record.expiresAt) })),
     ...data.audit.map((record) => row('audit', 'chatgate_audit', rows.auditParams(record))),
-    ...data.usage.map((day) =>
-      row('usage', 'chatgate_usage_daily', { key_id: day.keyId, date: day.date, account_id: day.accountId, requests: day.requests, refused: day.refused, cost_nanos: day.costNanos, prompt_tokens: day.promptTokens, completion_tokens: day.completionTokens }),
-    ),
+    ...data.usage.map((day) => {
+      const counts = { key_id: day.keyId, date: day.date, account_id: day.accountId, requests: day.requests, refused: day.refused, cost_nanos: day.costNanos, prompt_tokens: day.promptTokens, completion_tokens: day.completionTokens };
+      // The file store knew no model or end user: the ledger has the day as one row of neither.
+      return { ...row('usage', 'chatgate_usage_daily', counts), with: { table: 'chatgate_usage_ledger', params: { ...counts, model: '', end_user: '' } } };
+    }),
     ...Object.entries(data.quotaUsage).map(([scope, tokens]) => row('quotaUsage', 'chatgate_quota_usage', dialect.quotaParams(scope, tokens))),
   ];
 }

@@ -7,6 +7,8 @@ import pg from 'pg';
 import { StoreDeadlineExceeded } from './guarded';
 import { toAccount, toIdentity, toMember, toPerson, toSession, type AccountRow, type AuditRow, type IdentityRow, type MemberRow, type PersonRow, type SessionRow, type TokenRow } from './postgres-rows';
 import {
+  type BreakdownQuery,
+  type UsageShare,
   AccountNameTaken,
   ALERTS_KEPT_DAYS,
   type AccountChanges,
@@ -285,6 +287,28 @@ export class PostgresAccountStore {
       [accountId, from, to],
     );
     return rows.map((row) => ({ date: row.date, accountId: row.account_id, keyId: row.key_id, requests: Number(row.requests), refused: Number(row.refused), costNanos: Number(row.cost_nanos), promptTokens: Number(row.prompt_tokens), completionTokens: Number(row.completion_tokens) }));
+  }
+
+  async usageBreakdown(accountId: string, from: string, to: string, query: BreakdownQuery): Promise<UsageShare[]> {
+    const group = query.by === 'model' ? 'model' : 'end_user';
+    const { rows } = await this.query<{ grp: string; requests: string; refused: string; cost_nanos: string; prompt_tokens: string; completion_tokens: string }>(
+      `select ${group} as grp, sum(requests) as requests, sum(refused) as refused, sum(cost_nanos) as cost_nanos, sum(prompt_tokens) as prompt_tokens, sum(completion_tokens) as completion_tokens
+       from chatgate_usage_ledger
+       where account_id = $1 and date between $2 and $3 and ($4::text is null or key_id = $4) and ($5::text is null or end_user = $5)
+       group by ${group} order by 4 desc, sum(prompt_tokens + completion_tokens) desc, 2 desc, 1 limit $6`,
+      [accountId, from, to, query.keyId ?? null, query.endUser ?? null, query.limit],
+    );
+    return rows.map((row) => ({ group: row.grp, requests: Number(row.requests), refused: Number(row.refused), costNanos: Number(row.cost_nanos), promptTokens: Number(row.prompt_tokens), completionTokens: Number(row.completion_tokens) }));
+  }
+
+  async pruneUsage(before: string, limit: number): Promise<number> {
+    let deleted = 0;
+    for (const table of ['chatgate_usage_ledger', 'chatgate_usage_daily']) {
+      const { rowCount } = await this.query(`delete from ${table} where ctid in (select ctid from ${table} where date < $1 limit $2)`, [before, limit - deleted]);
+      deleted += rowCount ?? 0;
+      if (deleted >= limit) break;
+    }
+    return deleted;
   }
 
   async addQuotaUsage(amounts: ReadonlyMap<string, number>): Promise<void> {

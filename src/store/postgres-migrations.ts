@@ -322,6 +322,32 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
       create index chatgate_keys_expires_at on chatgate_keys (expires_at) where expires_at is not null;
     `,
   },
+  {
+    // The ledger: usage a day, key, model and end user (the end user's digest, '' for none), written by
+    // the same statement as the daily rows, so that breakdowns add up to them. Days before it began
+    // come over as they were, with no model and no end user. Its key leads with the account and the
+    // day: an account's days are one range of the index. Old days go by date (usage.retentionDays).
+    version: 15,
+    sql: `
+      create table chatgate_usage_ledger (
+        account_id text not null,
+        date date not null,
+        key_id text not null,
+        model text not null,
+        end_user text not null,
+        requests bigint not null default 0,
+        refused bigint not null default 0,
+        prompt_tokens bigint not null default 0,
+        completion_tokens bigint not null default 0,
+        cost_nanos bigint not null default 0,
+        primary key (account_id, date, key_id, model, end_user)
+      );
+      create index chatgate_usage_ledger_date on chatgate_usage_ledger (date);
+      create index chatgate_usage_daily_date on chatgate_usage_daily (date);
+      insert into chatgate_usage_ledger (account_id, date, key_id, model, end_user, requests, refused, prompt_tokens, completion_tokens, cost_nanos)
+        select account_id, date, key_id, '', '', requests, refused, prompt_tokens, completion_tokens, cost_nanos from chatgate_usage_daily;
+    `,
+  },
 ];
 
 /** Applies the migrations not applied yet, in one transaction under the advisory lock (replicas starting together apply each once). */

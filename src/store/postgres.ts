@@ -195,14 +195,14 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
     const column = <T>(pick: (use: KeyUse) => T) => uses.map(pick);
     // One statement: the batch's id (nothing more when it is there already: this batch landed before),
     // the keys' totals and latest use (their usage rows: key rows are only read, to skip ids of no
-    // key), and the daily rows. Rows are written in key order, so that two replicas flushing the same
+    // key), the ledger's rows and the daily rows. Rows are written in key order, so that two replicas flushing the same
     // keys at once wait for each other rather than deadlock.
     await this.query(
       `with b as (
          insert into chatgate_usage_batches (id) values ($10) on conflict do nothing returning id
        ), u as (
-         select * from unnest($1::text[], $2::text[], $3::date[], $4::timestamptz[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[])
-           as u(key_id, account_id, date, at, requests, prompt, completion, refused, cost)
+         select * from unnest($1::text[], $2::text[], $3::date[], $4::timestamptz[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $11::text[], $12::text[])
+           as u(key_id, account_id, date, at, requests, prompt, completion, refused, cost, model, end_user)
          where exists (select 1 from b)
        ), totals as (
          insert into chatgate_key_usage as t (key_id, requests, prompt_tokens, completion_tokens, last_used_at)
@@ -215,6 +215,18 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
            prompt_tokens = t.prompt_tokens + excluded.prompt_tokens,
            completion_tokens = t.completion_tokens + excluded.completion_tokens,
            last_used_at = greatest(t.last_used_at, excluded.last_used_at)
+       ), ledger as (
+         insert into chatgate_usage_ledger as l (account_id, date, key_id, model, end_user, requests, refused, prompt_tokens, completion_tokens, cost_nanos)
+         select account_id, date, key_id, model, end_user, sum(requests), sum(refused), sum(prompt), sum(completion), sum(cost)
+         from u group by account_id, date, key_id, model, end_user
+         having sum(requests) + sum(refused) + sum(prompt) + sum(completion) + sum(cost) > 0
+         order by account_id, date, key_id, model, end_user
+         on conflict (account_id, date, key_id, model, end_user) do update set
+           requests = l.requests + excluded.requests,
+           refused = l.refused + excluded.refused,
+           cost_nanos = l.cost_nanos + excluded.cost_nanos,
+           prompt_tokens = l.prompt_tokens + excluded.prompt_tokens,
+           completion_tokens = l.completion_tokens + excluded.completion_tokens
        )
        insert into chatgate_usage_daily as d (key_id, date, account_id, requests, prompt_tokens, completion_tokens, refused, cost_nanos)
        select key_id, date, account_id, sum(requests), sum(prompt), sum(completion), sum(refused), sum(cost) from u group by key_id, date, account_id order by key_id, date
@@ -235,6 +247,8 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
         column((use) => use.refused),
         column((use) => use.costNanos),
         batch,
+        column((use) => use.model),
+        column((use) => use.endUser),
       ],
     );
     if (Date.now() - this.batchesPrunedAt > BATCHES_PRUNE_EVERY_MS) {

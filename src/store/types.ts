@@ -80,6 +80,10 @@ export interface KeyUse extends KeyUsage {
   /** YYYY-MM-DD, UTC. */
   date: string;
   at: Date;
+  /** `<provider>/<model_name>` that answered; '' when the request was refused before a model was chosen; `*` for a key's pairs past its cap of the day. */
+  model: string;
+  /** The end user's digest (accounts/end-users.ts); '' when the request named none; `*` past the cap. */
+  endUser: string;
 }
 
 export interface KeyChanges {
@@ -265,6 +269,29 @@ export interface UsageDay {
   completionTokens: number;
 }
 
+/** What a breakdown groups by, and what it is narrowed to. */
+export interface BreakdownQuery {
+  by: 'model' | 'endUser';
+  keyId?: string;
+  /** An end user's digest. */
+  endUser?: string;
+  limit: number;
+}
+
+/** One model's or one end user's part of an account's usage over some days. */
+export interface UsageShare {
+  /** The model, or the end user's digest ('' for requests that named none). */
+  group: string;
+  requests: number;
+  refused: number;
+  costNanos: number;
+  promptTokens: number;
+  completionTokens: number;
+}
+
+/** How long usage rows are kept unless `usage.retentionDays` says otherwise. */
+export const USAGE_DAYS_KEPT = 400;
+
 export interface AccountStore {
   /** Refuses (AccountNameTaken) a name another account has. */
   createAccount(record: AccountRecord): Promise<void>;
@@ -336,6 +363,13 @@ export interface AccountStore {
 
   /** Daily usage of an account's keys, dates inclusive. */
   usage(accountId: string, from: string, to: string): Promise<UsageDay[]>;
+  /**
+   * The account's usage over the days (inclusive) by model or by end user, from the ledger (one row a
+   * day, key, model and end user): the `limit` largest by cost, then tokens, then requests.
+   */
+  usageBreakdown(accountId: string, from: string, to: string, query: BreakdownQuery): Promise<UsageShare[]>;
+  /** Deletes at most `limit` usage rows (ledger and daily) of days before `before` (YYYY-MM-DD): how many it deleted. */
+  pruneUsage(before: string, limit: number): Promise<number>;
 
   /** Adds tokens to quota counters (scope -> tokens); counters of past periods may be dropped. */
   addQuotaUsage(amounts: ReadonlyMap<string, number>): Promise<void>;

@@ -11,6 +11,7 @@ import { StoreUnreadable } from '../../src/store/guarded';
 import { fileStamp, replaceFile, withLockFile } from './file-store-lock';
 import { applyBatch, ChangeBatches, type BatchChange, type QueuedChange } from './file-store-batches';
 import { withCountersBumped, withQuotaUsage, withUse } from './file-store-data';
+import { addToLedger, breakdownOf, pruneRows, type LedgerRow } from './usage-ledger';
 import { MemoryAccountStore } from './memory-account-store';
 import { byDateThenKey, daysBefore, emptyData, parseContents, voidedBy, type Data } from '../../src/store/file-schema';
 
@@ -32,6 +33,8 @@ import {
   type SessionRecord,
   type Store,
   type UsageDay,
+  type BreakdownQuery,
+  type UsageShare,
 } from '../../src/store/types';
 
 /** How often the file's stamp is polled for changes made by other processes. */
@@ -49,6 +52,8 @@ type Change<T> = BatchChange<Data, T>;
 
 /** Usage batch ids recorded, by file. */
 const recordedBatches = new Map<string, Set<string>>();
+/** The ledger's rows, by file: the retired file store never had a ledger; this fake keeps one in this process. */
+const ledgers = new Map<string, LedgerRow[]>();
 
 export class FileKeyStore implements Store {
   private snapshot: Snapshot | undefined;
@@ -123,6 +128,7 @@ export class FileKeyStore implements Store {
     if (batch !== undefined) recorded.add(batch); // before the write: a second call meanwhile skips it
     try {
       await this.modify((data) => ({ data: withUse(data, uses, daysBefore(new Date(), USAGE_DAYS_KEPT)), result: undefined }));
+      addToLedger(this.ledger(), uses);
     } catch (err) {
       if (batch !== undefined) recorded.delete(batch);
       throw err;
@@ -298,6 +304,25 @@ export class FileKeyStore implements Store {
 
   async usage(accountId: string, from: string, to: string): Promise<UsageDay[]> {
     return (await this.read()).usage.filter((row) => row.accountId === accountId && row.date >= from && row.date <= to).sort(byDateThenKey);
+  }
+
+  async usageBreakdown(accountId: string, from: string, to: string, query: BreakdownQuery): Promise<UsageShare[]> {
+    return breakdownOf(this.ledger(), accountId, from, to, query);
+  }
+
+  async pruneUsage(before: string, limit: number): Promise<number> {
+    const ledgerGone = pruneRows([this.ledger()], before, limit);
+    return this.modify((data) => {
+      const usage = [...data.usage];
+      const gone = pruneRows([usage], before, limit - ledgerGone);
+      return { data: { ...data, usage }, result: ledgerGone + gone };
+    });
+  }
+
+  private ledger(): LedgerRow[] {
+    const rows = ledgers.get(this.file) ?? [];
+    ledgers.set(this.file, rows);
+    return rows;
   }
 
   async addQuotaUsage(amounts: ReadonlyMap<string, number>): Promise<void> {

@@ -3,7 +3,8 @@
  * real backends pass the same contract in test/store/contract.test.ts). Records are copied in and out,
  * as a real store's are.
  */
-import { AccountNameTaken, ALERTS_KEPT_DAYS, type AccountChanges, type AccountRecord, type AccountStore, type AlertRecord, type AuditEvent, type IdentityRecord, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type UsageDay } from '../../src/store/types';
+import { AccountNameTaken, ALERTS_KEPT_DAYS, type AccountChanges, type AccountRecord, type AccountStore, type AlertRecord, type AuditEvent, type IdentityRecord, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type UsageDay, type BreakdownQuery } from '../../src/store/types';
+import { breakdownOf, pruneRows, type LedgerRow } from './usage-ledger';
 
 const copy = <T>(value: T): T => (value === undefined ? value : structuredClone(value));
 
@@ -17,6 +18,7 @@ export class MemoryAccountStore implements AccountStore {
   protected readonly identities: IdentityRecord[] = [];
   protected readonly audit: AuditEvent[] = [];
   readonly usageDays: UsageDay[] = [];
+  readonly usageLedger: LedgerRow[] = [];
   protected readonly quota = new Map<string, number>();
 
   async createAccount(record: AccountRecord): Promise<void> {
@@ -145,6 +147,12 @@ export class MemoryAccountStore implements AccountStore {
   }
   async usage(accountId: string, from: string, to: string) {
     return this.usageDays.filter((row) => row.accountId === accountId && row.date >= from && row.date <= to).map(copy);
+  }
+  async usageBreakdown(accountId: string, from: string, to: string, query: BreakdownQuery) {
+    return breakdownOf(this.usageLedger, accountId, from, to, query);
+  }
+  async pruneUsage(before: string, limit: number) {
+    return pruneRows([this.usageLedger, this.usageDays], before, limit);
   }
   async addQuotaUsage(amounts: ReadonlyMap<string, number>) {
     for (const [scope, tokens] of amounts) this.quota.set(scope, (this.quota.get(scope) ?? 0) + tokens);

@@ -12,7 +12,7 @@ export async function fileStoreWithEverything(file: string) {
   const { key, record } = await issueKey(source, { name: 'imported', models: ['mock/*'], endpoints: ['chat'], rateLimit: { requestsPerMinute: 7 }, quota: { tokensPerDay: 50 }, budget: { perDay: 1.25, perMonth: 30 } });
   const { record: teamKey } = await issueKey(source, { name: 'team key', accountId: 'acc_team', expiresAt: new Date('2099-01-01T00:00:00Z') });
   await source.revoke(teamKey.id, now);
-  await source.recordUse([{ keyId: record.id, accountId: record.accountId, date: '2030-01-02', at: now, requests: 4, refused: 2, costNanos: 123_456_789, promptTokens: 40, completionTokens: 12 }]);
+  await source.recordUse([{ keyId: record.id, accountId: record.accountId, date: '2030-01-02', at: now, requests: 4, refused: 2, costNanos: 123_456_789, promptTokens: 40, completionTokens: 12, model: '', endUser: '' }]);
   await source.putPerson({ email: 'owner@example.com', admin: true, passwordHash: 'scrypt$hash', createdAt: now.toISOString(), passwordWithOidc: true });
   await source.putPerson({ email: 'member@example.com', admin: false, passwordHash: null, createdAt: now.toISOString() });
   await source.bindIdentity({ issuer: 'https://idp.example', subject: 'sub-1', email: 'owner@example.com', createdAt: now.toISOString() });

@@ -11,7 +11,7 @@ import { digestKey } from '../../src/auth/keys';
 import { FileKeyStore } from '../fakes/file-store';
 import { PostgresKeyStore } from '../../src/store/postgres';
 import { SqliteKeyStore } from '../../src/store/sqlite/store';
-import type { Store } from '../../src/store/types';
+import type { BreakdownQuery, KeyRecord, Store } from '../../src/store/types';
 import { eventually } from '../helpers/processes';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres';
 
@@ -131,7 +131,7 @@ describe.each(backends)('%s key store', (kind, makeBackend) => {
   test('recordUse keeps the latest time per key and adds up the usage', async () => {
     const { record } = await issueKey(store, { name: 'epsilon' });
     const use = (at: string, requests: number, promptTokens: number, completionTokens: number) => [
-      { keyId: record.id, accountId: record.accountId, date: at.slice(0, 10), at: new Date(at), requests, refused: requests + 1, costNanos: promptTokens * 7_000_001, promptTokens, completionTokens },
+      { keyId: record.id, accountId: record.accountId, date: at.slice(0, 10), at: new Date(at), requests, refused: requests + 1, costNanos: promptTokens * 7_000_001, promptTokens, completionTokens, model: '', endUser: '' },
     ];
     await store.recordUse(use('2030-01-02T00:00:00Z', 3, 100, 40));
     await other.recordUse(use('2030-01-01T00:00:00Z', 2, 10, 5));
@@ -147,7 +147,7 @@ describe.each(backends)('%s key store', (kind, makeBackend) => {
 
   test('recordUse under a batch id counts the batch once, whichever handle sends it again, even both at once', async () => {
     const { record } = await issueKey(store, { name: 'eta' });
-    const batch = [{ keyId: record.id, accountId: record.accountId, date: '2032-01-01', at: new Date('2032-01-01T00:00:00Z'), requests: 2, refused: 1, costNanos: 5, promptTokens: 30, completionTokens: 4 }];
+    const batch = [{ keyId: record.id, accountId: record.accountId, date: '2032-01-01', at: new Date('2032-01-01T00:00:00Z'), requests: 2, refused: 1, costNanos: 5, promptTokens: 30, completionTokens: 4, model: '', endUser: '' }];
     await store.recordUse(batch, 'batch-eta-1');
     await other.recordUse(batch, 'batch-eta-1');
     await Promise.all([store.recordUse(batch, 'batch-eta-2'), other.recordUse(batch, 'batch-eta-2')]);
@@ -158,9 +158,44 @@ describe.each(backends)('%s key store', (kind, makeBackend) => {
     ]);
   });
 
+  test('the ledger breaks a day down by model and end user; the daily rows are its sums; another account sees none of it', async () => {
+    const [k1, k2] = await Promise.all(['ledger-1', 'ledger-2'].map(async (name) => (await issueKey(store, { name })).record));
+    await store.createAccount({ id: 'acc_ledger_other', name: 'ledger-other', createdAt: new Date().toISOString(), quota: { tokensPerDay: null, tokensPerMonth: null }, budget: { perDay: null, perMonth: null } });
+    const foreign = (await issueKey(store, { name: 'ledger-foreign', accountId: 'acc_ledger_other' })).record;
+    const use = (key: KeyRecord, model: string, endUser: string, requests: number, refused: number, promptTokens: number, completionTokens: number, costNanos: number, date = '2033-03-01') =>
+      ({ keyId: key.id, accountId: key.accountId, date, at: new Date(`${date}T08:00:00Z`), requests, refused, promptTokens, completionTokens, costNanos, model, endUser });
+    // One pair twice in a batch, the same pair from the other handle, a use that counted nothing (a key's last use), another day, another account.
+    await store.recordUse([use(k1!, 'p/a', 'eu_1', 1, 0, 6, 3, 60), use(k1!, 'p/a', 'eu_1', 1, 0, 4, 2, 40), use(k1!, 'p/a', 'eu_2', 1, 0, 1, 1, 0), use(k1!, '', '', 0, 0, 0, 0, 0)]);
+    await other.recordUse([use(k1!, 'p/b', 'eu_1', 1, 0, 100, 0, 50), use(k2!, '', '', 0, 3, 0, 0, 0), use(k1!, 'p/a', 'eu_1', 9, 0, 9, 9, 9, '2033-03-02'), use(foreign, 'p/a', 'eu_1', 5, 0, 5, 5, 5000)]);
+    expect((await other.usage(k1!.accountId, '2033-03-01', '2033-03-01')).find((day) => day.keyId === k1!.id)).toMatchObject({ requests: 4, refused: 0, promptTokens: 111, completionTokens: 6, costNanos: 150 });
+    const share = (group: string, requests: number, refused: number, promptTokens: number, completionTokens: number, costNanos: number) => ({ group, requests, refused, promptTokens, completionTokens, costNanos });
+    const day = (query: Omit<BreakdownQuery, 'limit'>, limit = 100) => store.usageBreakdown(k1!.accountId, '2033-03-01', '2033-03-01', { ...query, limit });
+    // Largest cost first, then tokens, then requests.
+    expect(await day({ by: 'model' })).toEqual([share('p/a', 3, 0, 11, 6, 100), share('p/b', 1, 0, 100, 0, 50), share('', 0, 3, 0, 0, 0)]);
+    expect(await day({ by: 'endUser' })).toEqual([share('eu_1', 3, 0, 110, 5, 150), share('eu_2', 1, 0, 1, 1, 0), share('', 0, 3, 0, 0, 0)]);
+    expect(await day({ by: 'endUser', keyId: k2!.id })).toEqual([share('', 0, 3, 0, 0, 0)]);
+    expect(await day({ by: 'model', endUser: 'eu_1' })).toEqual([share('p/a', 2, 0, 10, 5, 100), share('p/b', 1, 0, 100, 0, 50)]);
+    expect(await day({ by: 'model' }, 1)).toEqual([share('p/a', 3, 0, 11, 6, 100)]);
+    expect(await other.usageBreakdown(k1!.accountId, '2033-03-01', '2033-03-02', { by: 'endUser', endUser: 'eu_1', limit: 10 })).toEqual([share('eu_1', 12, 0, 119, 14, 159)]);
+  });
+
+  test('pruneUsage deletes the days before a date from the ledger and the daily rows, at most `limit` rows a call', async () => {
+    const { record } = await issueKey(store, { name: 'pruned' });
+    // Days a hundred days back (a store may drop daily rows older than it keeps usage by itself).
+    const [d1, d2, d3] = [102, 101, 100].map((days) => new Date(Date.now() - days * 86_400_000).toISOString().slice(0, 10)) as [string, string, string];
+    const use = (date: string, endUser: string) => ({ keyId: record.id, accountId: record.accountId, date, at: new Date(`${date}T00:00:00Z`), requests: 1, refused: 0, promptTokens: 1, completionTokens: 1, costNanos: 0, model: 'p/a', endUser });
+    await store.recordUse([use(d1, 'eu_a'), use(d1, 'eu_b'), use(d2, 'eu_a'), use(d3, 'eu_a')]);
+    // Old rows: three in the ledger, two daily. Three at most, then the rest.
+    expect(await other.pruneUsage(d3, 3)).toBe(3);
+    expect(await other.pruneUsage(d3, 3)).toBe(2);
+    expect(await other.pruneUsage(d3, 3)).toBe(0);
+    expect((await store.usage(record.accountId, d1, d3)).map((day) => day.date)).toEqual([d3]);
+    expect(await store.usageBreakdown(record.accountId, d1, d3, { by: 'endUser', limit: 10 })).toEqual([{ group: 'eu_a', requests: 1, refused: 0, promptTokens: 1, completionTokens: 1, costNanos: 0 }]);
+  });
+
   test('recordUse takes a batch: several keys, one key on two days, all added up', async () => {
     const keys = await Promise.all(['zeta-1', 'zeta-2', 'zeta-3'].map(async (name) => (await issueKey(store, { name })).record));
-    const uses = (date: string, tokens: number) => keys.map((record, i) => ({ keyId: record.id, accountId: record.accountId, date, at: new Date(`${date}T12:00:00Z`), requests: 1, refused: 0, costNanos: 0, promptTokens: tokens + i, completionTokens: 1 }));
+    const uses = (date: string, tokens: number) => keys.map((record, i) => ({ keyId: record.id, accountId: record.accountId, date, at: new Date(`${date}T12:00:00Z`), requests: 1, refused: 0, costNanos: 0, promptTokens: tokens + i, completionTokens: 1, model: '', endUser: '' }));
     await store.recordUse([...uses('2031-05-01', 10), ...uses('2031-05-02', 20)]);
     await other.recordUse(uses('2031-05-02', 100));
     for (const [i, record] of keys.entries()) {
@@ -257,7 +292,7 @@ describe('PostgreSQL migrations', () => {
       const { rows } = await client.query('select version from chatgate_schema_migrations');
       const index = await client.query("select indexdef from pg_indexes where tablename = 'chatgate_keys' and indexname = 'chatgate_keys_digest'");
       await client.end();
-      expect(rows.map((r) => r.version).sort((a, b) => a - b)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]);
+      expect(rows.map((r) => r.version).sort((a, b) => a - b)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]);
       expect(index.rows[0]?.indexdef).toMatch(/UNIQUE INDEX .* USING btree \(digest\)/);
     } finally {
       await database.drop();

@@ -110,7 +110,7 @@ test('a thousand flushes update no key row: pg_stat_user_tables counts only the 
 
 test('findByDigest, the hot path, reads the key row alone: no usage figures', async () => {
   const { record } = await issueKey(store, { name: 'hot' });
-  await store.recordUse([{ keyId: record.id, accountId: record.accountId, date: '2030-01-01', at: new Date('2030-01-01T00:00:00Z'), requests: 1, refused: 0, costNanos: 0, promptTokens: 2, completionTokens: 3 }]);
+  await store.recordUse([{ keyId: record.id, accountId: record.accountId, date: '2030-01-01', at: new Date('2030-01-01T00:00:00Z'), requests: 1, refused: 0, costNanos: 0, promptTokens: 2, completionTokens: 3, model: '', endUser: '' }]);
   const found = await store.findByDigest(record.digest);
   expect(found).toMatchObject({ id: record.id, name: 'hot', revokedAt: null });
   expect(found).not.toHaveProperty('usage');
@@ -119,7 +119,7 @@ test('findByDigest, the hot path, reads the key row alone: no usage figures', as
 
 test('two replicas flushing the same keys at once, in opposite orders, both land: no deadlock, nothing lost', async () => {
   const keys = await Promise.all(Array.from({ length: 30 }, (_, i) => issueKey(store, { name: `pair-${i}` })));
-  const use = (record: KeyRecord) => ({ keyId: record.id, accountId: record.accountId, date: '2030-02-02', at: new Date('2030-02-02T02:02:02Z'), requests: 1, refused: 0, costNanos: 0, promptTokens: 1, completionTokens: 1 });
+  const use = (record: KeyRecord) => ({ keyId: record.id, accountId: record.accountId, date: '2030-02-02', at: new Date('2030-02-02T02:02:02Z'), requests: 1, refused: 0, costNanos: 0, promptTokens: 1, completionTokens: 1, model: '', endUser: '' });
   const forward = keys.map(({ record }) => use(record));
   const backward = [...forward].reverse();
   await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? store : other).recordUse(i % 2 ? forward : backward)));
@@ -127,7 +127,7 @@ test('two replicas flushing the same keys at once, in opposite orders, both land
 });
 
 test('use of an id that names no key is dropped from the totals, as before', async () => {
-  await store.recordUse([{ keyId: 'key_gone', accountId: 'acc_default', date: '2030-01-01', at: new Date(), requests: 1, refused: 0, costNanos: 0, promptTokens: 1, completionTokens: 1 }]);
+  await store.recordUse([{ keyId: 'key_gone', accountId: 'acc_default', date: '2030-01-01', at: new Date(), requests: 1, refused: 0, costNanos: 0, promptTokens: 1, completionTokens: 1, model: '', endUser: '' }]);
   const { rows } = await client.query("select 1 from chatgate_key_usage where key_id = 'key_gone'");
   expect(rows).toEqual([]);
 });
@@ -162,7 +162,7 @@ describe('migration 6', () => {
       expect((await a.get(record.id))?.usage).toEqual({ requests: 12, promptTokens: 340, completionTokens: 56 });
       expect((await b.get(record.id))?.lastUsedAt).toBe('2029-06-01T00:00:00.000Z');
       expect((await a.get(unused.id))?.usage).toEqual({ requests: 0, promptTokens: 0, completionTokens: 0 });
-      await a.recordUse([{ keyId: record.id, accountId: record.accountId, date: '2030-01-01', at: new Date('2030-01-01T00:00:00Z'), requests: 1, refused: 0, costNanos: 0, promptTokens: 0, completionTokens: 0 }]);
+      await a.recordUse([{ keyId: record.id, accountId: record.accountId, date: '2030-01-01', at: new Date('2030-01-01T00:00:00Z'), requests: 1, refused: 0, costNanos: 0, promptTokens: 0, completionTokens: 0, model: '', endUser: '' }]);
       expect((await b.get(record.id))?.usage.requests).toBe(13);
       await Promise.all([a.close(), b.close()]);
     } finally {

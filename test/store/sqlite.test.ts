@@ -66,7 +66,7 @@ test('one file, mode 0600, in WAL mode with foreign keys on; processes opening i
   const { db } = pair[1]!.sql;
   expect(db.prepare('PRAGMA journal_mode').get()).toEqual({ journal_mode: 'wal' });
   expect(db.prepare('PRAGMA foreign_keys').get()).toEqual({ foreign_keys: 1 });
-  expect(db.prepare('select version from chatgate_schema_migrations order by version').all().map((row) => ({ ...(row as object) }))).toEqual([1, 2, 3, 4, 5, 6, 7, 8].map((version) => ({ version })));
+  expect(db.prepare('select version from chatgate_schema_migrations order by version').all().map((row) => ({ ...(row as object) }))).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9].map((version) => ({ version })));
   // Every lookup by something other than the primary key has its index.
   const plan = (sql: string) => JSON.stringify(db.prepare(`explain query plan ${sql}`).all());
   expect(plan("select * from chatgate_keys where digest = 'x'")).toMatch(/USING INDEX/);
@@ -154,7 +154,7 @@ test('two processes and the CLI writing at once lose no change: every key, every
   const expiresAt = new Date(Date.now() + 3600_000);
   for (let i = 0; i < ROUNDS; i++) {
     await issueKey(store, { name: `here-${i}` });
-    await store.recordUse([{ keyId: shared.id, accountId: shared.accountId, date: '2030-01-01', at: new Date(), requests: 1, refused: 1, costNanos: 0, promptTokens: 2, completionTokens: 3 }]);
+    await store.recordUse([{ keyId: shared.id, accountId: shared.accountId, date: '2030-01-01', at: new Date(), requests: 1, refused: 1, costNanos: 0, promptTokens: 2, completionTokens: 3, model: '', endUser: '' }]);
     await store.bumpCounters([{ name: 'shared-counter', expiresAt }], new Date());
     await new Promise((resolve) => setImmediate(resolve));
   }

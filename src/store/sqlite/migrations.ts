@@ -254,6 +254,29 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
       create index chatgate_keys_expires_at on chatgate_keys (expires_at) where expires_at is not null;
     `,
   },
+  {
+    // The ledger: usage a day, key, model and end user (as in PostgreSQL's migration 15).
+    version: 9,
+    sql: `
+      create table chatgate_usage_ledger (
+        account_id text not null,
+        date text not null,
+        key_id text not null,
+        model text not null,
+        end_user text not null,
+        requests integer not null default 0,
+        refused integer not null default 0,
+        prompt_tokens integer not null default 0,
+        completion_tokens integer not null default 0,
+        cost_nanos integer not null default 0,
+        primary key (account_id, date, key_id, model, end_user)
+      ) without rowid;
+      create index chatgate_usage_ledger_date on chatgate_usage_ledger (date);
+      create index chatgate_usage_daily_date on chatgate_usage_daily (date);
+      insert into chatgate_usage_ledger (account_id, date, key_id, model, end_user, requests, refused, prompt_tokens, completion_tokens, cost_nanos)
+        select account_id, date, key_id, '', '', requests, refused, prompt_tokens, completion_tokens, cost_nanos from chatgate_usage_daily;
+    `,
+  },
 ];
 
 /** Applies the migrations this file lacks; true when it made the schema (a new database). */

@@ -27,23 +27,6 @@ export const ACCOUNT_UPDATES: ReadonlyArray<[column: string, pick: (c: AccountCh
   ['key_max_lifetime_days', (c) => (c.keyPolicy === undefined ? undefined : (c.keyPolicy?.maxLifetimeDays ?? null))],
 ];
 
-/**
- * A batch's use of its keys, in one statement: `?` is a JSON array of [keyId, requests, promptTokens,
- * completionTokens, at], one a key (a key deleted meanwhile gets no row: nothing is added for it). One
- * statement for the batch rather than one per key: the flush runs on the event loop (see recordUse).
- */
-export const RECORD_KEY_USES = `insert into chatgate_key_usage as u (key_id, requests, prompt_tokens, completion_tokens, last_used_at)
-  select value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4 from json_each(?)
-  where exists (select 1 from chatgate_keys where id = value ->> 0)
-  on conflict (key_id) do update set requests = u.requests + excluded.requests, prompt_tokens = u.prompt_tokens + excluded.prompt_tokens,
-    completion_tokens = u.completion_tokens + excluded.completion_tokens, last_used_at = max(coalesce(u.last_used_at, ''), excluded.last_used_at)`;
-
-/** A batch's use of its keys by day, in one statement: `?` is a JSON array of [keyId, date, accountId, requests, promptTokens, completionTokens, refused, costNanos]. */
-export const RECORD_DAY_USES = `insert into chatgate_usage_daily as d (key_id, date, account_id, requests, prompt_tokens, completion_tokens, refused, cost_nanos)
-  select value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, coalesce(value ->> 6, 0), coalesce(value ->> 7, 0) from json_each(?) where true
-  on conflict (key_id, date) do update set requests = d.requests + excluded.requests, refused = d.refused + excluded.refused, cost_nanos = d.cost_nanos + excluded.cost_nanos,
-    prompt_tokens = d.prompt_tokens + excluded.prompt_tokens, completion_tokens = d.completion_tokens + excluded.completion_tokens`;
-
 /** Adds to quota counters in one statement: `?` is a JSON array of [scope, period, tokens]. */
 export const ADD_QUOTA_USAGE = `insert into chatgate_quota_usage as q (scope, period, tokens)
   select value ->> 0, value ->> 1, value ->> 2 from json_each(?) where true

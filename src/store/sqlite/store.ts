@@ -1,24 +1,24 @@
 /**
  * The embedded store, the default: one SQLite file (default ./data/chatgate.db) holding keys by digest, accounts, people and
- * their identities, members, console sessions and one-time tokens (sessions.ts), counters, daily usage, quota counters,
+ * their identities, members, console sessions and one-time tokens (sessions.ts), counters, usage (usage.ts), quota counters,
  * alerts (alerts.ts) and the audit trail, each in its table with the indexes its lookups use; a key create is one insert,
  * whatever the number of keys. The gateway, the CLI and `server.processes` siblings share the file (database.ts;
  * checkpoints.ts); a key change made by any of them reaches the others' caches within POLL_MS (changes.ts).
  */
 import { randomUUID } from 'node:crypto';
-import { AccountNameTaken, type AccountChanges, type AccountRecord, type AlertRecord, type AuditEvent, type IdentityRecord, type KeyAuthRecord, type KeyChanges, type KeyRecord, type KeyUse, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type Store, type UsageDay } from '../types';
+import { AccountNameTaken, type AccountChanges, type AccountRecord, type AlertRecord, type AuditEvent, type IdentityRecord, type KeyAuthRecord, type KeyChanges, type KeyRecord, type KeyUse, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type Store, type UsageDay, type BreakdownQuery, type UsageShare } from '../types';
 import { SqliteAlerts } from './alerts';
 import { ChangeFeed, type ChangeListener } from './changes';
 import { SqliteSessions } from './sessions';
+import { SqliteUsage } from './usage';
 import { SqliteDatabase } from './database';
 import * as rows from './rows';
 import * as statements from './statements';
 import type { AccountRow, AuditRow, IdentityRow, KeyRow, MemberRow, PersonRow } from './rows';
 
-/** Daily usage is kept this long; quota counters of days and months before it are dropped. */
-const USAGE_DAYS_KEPT = 400;
+/** Quota counters of days and months before this are dropped. */
 const QUOTA_DAYS_KEPT = 62;
-/** Expired sessions, tokens and counters, and old usage, are deleted at most this often by each process. */
+/** Expired sessions, tokens and counters, and used batch ids, are deleted at most this often by each process. */
 const PRUNE_EVERY_MS = 60_000;
 
 export class SqliteKeyStore implements Store {
@@ -27,6 +27,7 @@ export class SqliteKeyStore implements Store {
   private readonly prunedAt = new Map<string, number>();
   private readonly sessions: SqliteSessions;
   private readonly alerts: SqliteAlerts;
+  private readonly usageRows: SqliteUsage;
 
   /** Opens (and creates, and migrates) the file. `busyTimeoutMs`: how long a writer waits for another's lock. */
   constructor(file: string, busyTimeoutMs = 1000) {
@@ -34,6 +35,7 @@ export class SqliteKeyStore implements Store {
     this.feed = new ChangeFeed(this.sql.db);
     this.sessions = new SqliteSessions(this.sql);
     this.alerts = new SqliteAlerts(this.sql);
+    this.usageRows = new SqliteUsage(this.sql);
   }
 
   /** Whether this open made the file's schema: a new store. */
@@ -101,21 +103,12 @@ export class SqliteKeyStore implements Store {
 
   async recordUse(uses: readonly KeyUse[], batch: string = randomUUID()): Promise<void> {
     if (uses.length === 0) return;
-    // Two statements for the whole batch, each given it as one JSON array: better-sqlite3 runs them on
-    // the event loop. Two statements a key took 5.5-5.9 µs a key (55-59 ms for 10,000), these 3.7-4.7:
-    // the rest is writing the rows.
-    const keyUses = JSON.stringify(uses.map((use) => [use.keyId, use.requests, use.promptTokens, use.completionTokens, rows.instant(use.at)]));
-    const dayUses = JSON.stringify(uses.map((use) => [use.keyId, use.date, use.accountId, use.requests, use.promptTokens, use.completionTokens, use.refused, use.costNanos]));
     await this.sql.write(() => {
       // A batch recorded before (sent again after a deadline of the caller's) adds nothing.
       if (this.sql.run('insert or ignore into chatgate_usage_batches (id, at) values (?, ?)', batch, new Date().toISOString()).changes === 0) return;
       // A key deleted meanwhile has no row to count against (the foreign key): nothing is added for it.
-      this.sql.run(statements.RECORD_KEY_USES, keyUses);
-      this.sql.run(statements.RECORD_DAY_USES, dayUses);
-      this.prune('usage', () => {
-        this.sql.run('delete from chatgate_usage_daily where date < ?', statements.daysBefore(new Date(), USAGE_DAYS_KEPT));
-        this.sql.run('delete from chatgate_usage_batches where at < ?', new Date(Date.now() - 86_400_000).toISOString());
-      });
+      this.usageRows.record(uses);
+      this.prune('usage', () => this.sql.run('delete from chatgate_usage_batches where at < ?', new Date(Date.now() - 86_400_000).toISOString()));
     });
   }
 
@@ -289,16 +282,17 @@ export class SqliteKeyStore implements Store {
   }
 
   usage(accountId: string, from: string, to: string): Promise<UsageDay[]> {
-    return this.sql.read(() =>
-      this.sql.all<UsageDay>(
-        `select date, account_id as accountId, key_id as keyId, requests, refused, cost_nanos as costNanos, prompt_tokens as promptTokens, completion_tokens as completionTokens
-         from chatgate_usage_daily where account_id = ? and date between ? and ? order by date, key_id`,
-        accountId,
-        from,
-        to,
-      ),
-    );
+    return this.usageRows.days(accountId, from, to);
   }
+
+  usageBreakdown(accountId: string, from: string, to: string, query: BreakdownQuery): Promise<UsageShare[]> {
+    return this.usageRows.breakdown(accountId, from, to, query);
+  }
+
+  pruneUsage(before: string, limit: number): Promise<number> {
+    return this.usageRows.prune(before, limit);
+  }
+
 
   async addQuotaUsage(amounts: ReadonlyMap<string, number>): Promise<void> {
     if (amounts.size === 0) return;
