@@ -26,7 +26,7 @@ const catalogue: Record<Factory, Expected> = {
   modelNotAllowed: entry(errors.modelNotAllowed('p/m'), 403, 'permission_error', 'model_not_allowed', 'model'),
   invalidJson: entry(errors.invalidJson('unexpected end'), 400, 'invalid_request_error', 'invalid_json'),
   invalidBody: entry(errors.invalidBody('messages[0].role', 'messages[0].role must be a known role.'), 400, 'invalid_request_error', 'invalid_body', 'messages[0].role'),
-  invalidHeader: entry(errors.invalidHeader('X-Chatgate-End-User', 'too long'), 400, 'invalid_request_error', 'invalid_header', 'X-Chatgate-End-User'),
+  invalidHeader: entry(errors.invalidHeader('X-Chatgate-End-User', "'X-Chatgate-End-User' is too long."), 400, 'invalid_request_error', 'invalid_header', 'X-Chatgate-End-User'),
   unsupportedContentEncoding: entry(errors.unsupportedContentEncoding(), 415, 'invalid_request_error', 'unsupported_content_encoding'),
   requestTooLarge: entry(errors.requestTooLarge(16), 413, 'invalid_request_error', 'request_too_large'),
   badRequest: entry(errors.badRequest('The request could not be read.'), 400, 'invalid_request_error', 'invalid_request'),

@@ -40,17 +40,21 @@ export function reloadConfig(configFile: string, running: Config, log: Logger): 
   const restartOnly = [
     ...RESTART_ONLY_SETTINGS.filter((name) => changed((config) => config[name])),
     ...RESTART_ONLY_RATE_LIMIT_SETTINGS.filter((name) => changed((config) => config.rateLimit[name])).map((name) => `rateLimit.${name}`),
+    ...RESTART_ONLY_USAGE_SETTINGS.filter((name) => changed((config) => config.usage[name])).map((name) => `usage.${name}`),
   ];
   if (restartOnly.length > 0) log.warn({ settings: restartOnly }, 'these settings change only on restart; the running values are kept');
   const kept = Object.fromEntries(RESTART_ONLY_SETTINGS.map((name) => [name, running[name]]));
   const keptRateLimit = Object.fromEntries(RESTART_ONLY_RATE_LIMIT_SETTINGS.map((name) => [name, running.rateLimit[name]]));
-  return { ...next, ...kept, rateLimit: { ...next.rateLimit, ...keptRateLimit } };
+  const keptUsage = Object.fromEntries(RESTART_ONLY_USAGE_SETTINGS.map((name) => [name, running.usage[name]]));
+  return { ...next, ...kept, rateLimit: { ...next.rateLimit, ...keptRateLimit }, usage: { ...next.usage, ...keptUsage } };
 }
 
 /** What a reload leaves alone: listeners, TLS, stores, process model. Providers, upstream settings and limits are reloaded. */
 const RESTART_ONLY_SETTINGS = ['listen', 'tls', 'plainHttp', 'admin', 'dataDir', 'store', 'keyStore', 'server', 'mockWorker', 'log', 'limits', 'trustedProxies', 'auth', 'tracing', 'shutdown', 'console', 'quota'] as const satisfies ReadonlyArray<keyof Config>;
 /** The rate-limit store is opened once (its counters carry over a reload); the limits themselves reload. */
 const RESTART_ONLY_RATE_LIMIT_SETTINGS = ['store', 'url', 'timeoutMs'] as const satisfies ReadonlyArray<keyof Config['rateLimit']>;
+/** Usage recording outlives a reload (what it holds would be lost): its retention and cap with it. */
+const RESTART_ONLY_USAGE_SETTINGS = ['retentionDays', 'maxPairsPerKeyDay'] as const satisfies ReadonlyArray<keyof Config['usage']>;
 
 /** What exists once per deployment, made by the single or primary process before serving starts. */
 export async function prepareOnce(config: Config, log: Logger) {

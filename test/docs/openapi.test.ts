@@ -204,6 +204,11 @@ test('every answer of the admin API and the console API fits the document, and e
   await eventually(async () => ((await consoleCall(cookie, 'GET', '/usage')).json<{ data: unknown[] }>().data.length > 0 ? true : undefined));
   await consoleCall(cookie, 'GET', '/usage?from=not-a-date'); // 400
   await consoleCall(cookie, 'GET', '/usage.csv');
+  await consoleCall(cookie, 'GET', '/usage/breakdown?by=endUser&endUser=alice');
+  await consoleCall(cookie, 'GET', '/usage/breakdown?by=people'); // 400
+  await admin('GET', `/accounts/${account}/usage/breakdown?by=model&limit=5`);
+  await admin('GET', `/accounts/${account}/usage/breakdown?by=endUser&limit=5000`); // 400
+  await consoleCall(cookie, 'GET', '/usage/breakdown.csv?by=model');
   await consoleCall(cookie, 'GET', '/audit');
   await admin('GET', `/accounts/${account}/usage`);
   await admin('GET', `/accounts/${account}/audit`);

@@ -80,7 +80,10 @@ function makeCase(g: ReturnType<typeof generator>, id: string, key: string): Cas
   const validBody = () => {
     const body: Record<string, unknown> = { model: g.pick(['mock/echo', 'mock/mock-1', 'mock/some/nested/name']), messages: [{ role: 'user', content: g.text(200) }] };
     if (g.next() < 0.3) (body.messages as unknown[]).unshift({ role: g.pick(['system', 'developer']), content: [{ type: 'text', text: g.text(50) }] });
-    for (let extra = g.int(0, 3); extra > 0; extra--) body[g.pick(['temperature', 'user', 'metadata', 'x_extra', g.text(5)])] = g.json();
+    for (let extra = g.int(0, 3); extra > 0; extra--) {
+      const field = g.pick(['temperature', 'user', 'metadata', 'x_extra', g.text(5)]);
+      body[field] = field === 'user' ? g.text(40) : g.json(); // an end user is a string (of at most 256 characters)
+    }
     if (g.next() < 0.1) body.stream = true;
     return body;
   };

@@ -33,11 +33,11 @@ describe('output bounds (what the quota stage reserves)', () => {
 
 describe('validateChatRequest accepts', () => {
   test('the minimal request', () => {
-    expect(validateChatRequest(valid())).toStrictEqual({ endpoint: 'chat', model: 'mock/echo', provider: 'mock', modelName: 'echo', stream: false, streamOptions: undefined, maxOutputTokens: undefined, outputBounds: undefined, outputs: 1 });
+    expect(validateChatRequest(valid())).toStrictEqual({ endpoint: 'chat', model: 'mock/echo', provider: 'mock', modelName: 'echo', stream: false, streamOptions: undefined, maxOutputTokens: undefined, outputBounds: undefined, outputs: 1, endUser: undefined });
   });
 
   test('a model without a slash: a name for the route stage to find among the aliases', () => {
-    expect(validateChatRequest(valid({ model: 'gpt-4o' }))).toStrictEqual({ endpoint: 'chat', model: 'gpt-4o', provider: undefined, modelName: undefined, stream: false, streamOptions: undefined, maxOutputTokens: undefined, outputBounds: undefined, outputs: 1 });
+    expect(validateChatRequest(valid({ model: 'gpt-4o' }))).toStrictEqual({ endpoint: 'chat', model: 'gpt-4o', provider: undefined, modelName: undefined, stream: false, streamOptions: undefined, maxOutputTokens: undefined, outputBounds: undefined, outputs: 1, endUser: undefined });
   });
 
   test('a model of exactly 256 characters is taken', () => {
@@ -109,7 +109,17 @@ describe('validateChatRequest accepts', () => {
       maxOutputTokens: 5,
       outputBounds: { max_tokens: 5 },
       outputs: 1,
+      endUser: undefined,
     });
+  });
+
+  test('the end user: safety_identifier over user; empty or null names none', () => {
+    const endUser = (fields: Record<string, unknown>) => (validateChatRequest(valid(fields)) as { endUser?: string }).endUser;
+    expect(endUser({ user: 'alice' })).toBe('alice');
+    expect(endUser({ user: 'alice', safety_identifier: 'h-1' })).toBe('h-1');
+    expect(endUser({ user: 'alice', safety_identifier: '' })).toBe('alice');
+    expect(endUser({ user: null, safety_identifier: null })).toBeUndefined();
+    expect(endUser({ user: 'x'.repeat(256) })).toHaveLength(256);
   });
 });
 

@@ -1,10 +1,12 @@
 /*
  * The console's Usage tab: the last 30 UTC days of the account (or of one key), as totals, spend
- * against the budget, two bar charts, a table per day and one per key, and a CSV download.
+ * against the budget, two bar charts, a table per day and one per key, and a CSV download; the
+ * breakdowns by model and end user are console-breakdown.js's.
  */
 import { $, formatNumber, formatAmount, utcDay, el, barChart } from './console-dom.js';
 import { API, state, api, busy, keyStatus } from './console-state.js';
 import { loadAlerts } from './console-alerts.js';
+import { loadBreakdowns, wireBreakdowns } from './console-breakdown.js';
 
 const USAGE_DAYS = 30;
 const DAY_MS = 86_400_000;
@@ -42,6 +44,7 @@ export async function loadUsage() {
   state.usage = { days, keyId, data: usage.data, currency: usage.currency, budget: usage.budget };
   renderUsage();
   loadAlerts();
+  await busy(null, () => loadBreakdowns(from, to, keyId));
 }
 
 /** Spend against the budget (the chosen key's, else the account's), this UTC day and month. */
@@ -139,4 +142,5 @@ export function wireUsage() {
   $('usage-key').addEventListener('change', loadUsage);
   $('usage-refresh').addEventListener('click', loadUsage);
   window.addEventListener('resize', onResize);
+  wireBreakdowns();
 }

@@ -22,15 +22,15 @@ const RECORD_KEY_USES = `insert into chatgate_key_usage as u (key_id, requests, 
 const ADD_USE = `requests = d.requests + excluded.requests, refused = d.refused + excluded.refused, cost_nanos = d.cost_nanos + excluded.cost_nanos,
     prompt_tokens = d.prompt_tokens + excluded.prompt_tokens, completion_tokens = d.completion_tokens + excluded.completion_tokens`;
 
-/** `?`: a JSON array of [keyId, date, accountId, requests, promptTokens, completionTokens, refused, costNanos, model, endUser]. */
+/** `?`: a JSON array of [keyId, date, accountId, requests, promptTokens, completionTokens, refused, costNanos, model, endUser] (a use from a caller that knew none of the last four counts them as 0 and ''). */
 const RECORD_DAY_USES = `insert into chatgate_usage_daily as d (key_id, date, account_id, requests, prompt_tokens, completion_tokens, refused, cost_nanos)
-  select value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, value ->> 6, value ->> 7 from json_each(?) where true
+  select value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, coalesce(value ->> 6, 0), coalesce(value ->> 7, 0) from json_each(?) where true
   on conflict (key_id, date) do update set ${ADD_USE}`;
 
 /** The same array into the ledger, but for a use that counted nothing (a key's last use, its request not over). */
 const RECORD_LEDGER_USES = `insert into chatgate_usage_ledger as d (key_id, date, account_id, requests, prompt_tokens, completion_tokens, refused, cost_nanos, model, end_user)
-  select value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, value ->> 6, value ->> 7, value ->> 8, value ->> 9 from json_each(?)
-  where (value ->> 3) + (value ->> 4) + (value ->> 5) + (value ->> 6) + (value ->> 7) > 0
+  select value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, coalesce(value ->> 6, 0), coalesce(value ->> 7, 0), coalesce(value ->> 8, ''), coalesce(value ->> 9, '') from json_each(?)
+  where (value ->> 3) + (value ->> 4) + (value ->> 5) + coalesce(value ->> 6, 0) + coalesce(value ->> 7, 0) > 0
   on conflict (account_id, date, key_id, model, end_user) do update set ${ADD_USE}`;
 
 export class SqliteUsage {

@@ -1,0 +1,75 @@
+/*
+ * The Usage tab's breakdowns: the period's usage by model and by end user (the largest first), an end
+ * user looked up by the id the application sends (the server makes its digest: only digests are
+ * kept), and the end users as CSV.
+ */
+import { $, formatNumber, formatAmount, el, setError } from './console-dom.js';
+import { API, api, busy } from './console-state.js';
+
+/** End users shown in the table; the CSV has up to the API's most. */
+const SHOWN = 20;
+
+/** How a model or end user reads in a table: '' and '*' are the ledger's own. */
+function groupLabel(group, by) {
+  if (group === '') return by === 'model' ? '(refused before a model was chosen)' : '(none named)';
+  if (group === '*') return "(others, past the key's daily cap)";
+  return group;
+}
+
+function shareRow(share, by, testid) {
+  const group = share[by];
+  return el('tr', { attrs: { 'data-testid': testid, [`data-${by === 'model' ? 'model' : 'end-user'}`]: group } },
+    el('th', { attrs: { scope: 'row' }, className: group === '' || group === '*' ? 'muted' : 'breakable', text: groupLabel(group, by) }),
+    el('td', { className: 'num', text: formatNumber(share.requests) }),
+    el('td', { className: 'num', text: formatNumber(share.promptTokens + share.completionTokens) }),
+    el('td', { className: 'num', text: formatAmount(share.cost) }),
+  );
+}
+
+function fill(body, shares, by, testid) {
+  body.replaceChildren();
+  if (shares.length === 0) body.append(el('tr', {}, el('td', { className: 'muted', text: 'No usage in this period.', attrs: { colspan: 4 } })));
+  for (const share of shares) body.append(shareRow(share, by, testid));
+}
+
+/** The period's breakdowns (of one key when `keyId` is set). */
+export async function loadBreakdowns(from, to, keyId) {
+  const query = (by, limit) => {
+    const params = new URLSearchParams({ by, from, to, limit: String(limit) });
+    if (keyId) params.set('keyId', keyId);
+    return params;
+  };
+  $('usage-end-users-csv').href = `${API}/usage/breakdown.csv?${query('endUser', 1000)}`;
+  const [models, users] = await Promise.all([api('GET', `/usage/breakdown?${query('model', 100)}`), api('GET', `/usage/breakdown?${query('endUser', SHOWN)}`)]);
+  fill($('usage-by-model-body'), models.data, 'model', 'usage-model-row');
+  fill($('usage-by-end-user-body'), users.data, 'endUser', 'usage-end-user-row');
+  $('end-user-form').dataset.from = from;
+  $('end-user-form').dataset.to = to;
+}
+
+async function findEndUser(event) {
+  event.preventDefault();
+  const form = $('end-user-form');
+  const id = $('end-user-id').value.trim();
+  const result = $('end-user-result');
+  setError($('end-user-error'), null);
+  result.replaceChildren();
+  if (!id) return;
+  const params = new URLSearchParams({ by: 'model', endUser: id, from: form.dataset.from || '', to: form.dataset.to || '' });
+  const found = await busy($('end-user-submit'), () => api('GET', `/usage/breakdown?${params}`), (error) => setError($('end-user-error'), error));
+  if (!found) return;
+  if (found.data.length === 0) {
+    result.append(el('p', { className: 'muted', attrs: { 'data-testid': 'end-user-none' }, text: 'No usage of that end user in this period.' }));
+    return;
+  }
+  const table = el('table', { className: 'data', attrs: { 'data-testid': 'end-user-models' } },
+    el('thead', {}, el('tr', {}, ...['Model', 'Requests', 'Tokens', 'Cost'].map((name, i) => el('th', { attrs: { scope: 'col' }, className: i ? 'num' : '', text: name })))));
+  const body = el('tbody');
+  fill(body, found.data, 'model', 'end-user-model-row');
+  table.append(body);
+  result.append(el('div', { className: 'table-wrap scroll' }, table));
+}
+
+export function wireBreakdowns() {
+  $('end-user-form').addEventListener('submit', findEndUser);
+}
