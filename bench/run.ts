@@ -2,7 +2,8 @@
  * `npm run bench`: the gateway against the floor and the ceilings of its stack, on this machine, in
  * one run. Servers and the load generator are separate processes; rounds alternate the order of the
  * targets, and each figure is the median of its rounds. `--smoke` runs everything briefly (CI).
- * `--scale` runs bench/scale.ts instead: chatgate over a million keys in PostgreSQL and SQLite.
+ * `--scale` runs bench/scale.ts instead: chatgate over a million keys in PostgreSQL and SQLite;
+ * `--ledger` bench/ledger.ts: the console's Usage tab over 10 million requests.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -386,7 +387,8 @@ function machine() {
 }
 
 // `npm run bench -- --scale [--scale-keys N] [--smoke]`: the run over a million keys instead (bench/scale.ts).
-(process.argv.includes('--scale') ? import('./scale').then((scale) => scale.main()) : main()).catch((err: Error) => {
+// `npm run bench -- --ledger [--smoke]`: the console's Usage tab over 10 million requests (bench/ledger.ts).
+(process.argv.includes('--scale') ? import('./scale').then((scale) => scale.main()) : process.argv.includes('--ledger') ? import('./ledger').then((ledger) => ledger.main()) : main()).catch((err: Error) => {
   process.stderr.write(`bench failed: ${err.stack}\n`);
   process.exit(1);
 });

@@ -404,7 +404,7 @@ function stop(child: ChildProcess): Promise<void> {
 }
 
 /** The repository: from bench/ (a test) or dist/bench/bench/ (npm run bench), the folder with chatgate's package.json. */
-function repositoryRoot(): string {
+export function repositoryRoot(): string {
   for (let dir = __dirname; dir !== path.dirname(dir); dir = path.dirname(dir)) {
     const file = path.join(dir, 'package.json');
     if (existsSync(file) && (JSON.parse(readFileSync(file, 'utf8')) as { name?: string }).name === 'chatgate') return dir;
@@ -417,7 +417,7 @@ function machine() {
 }
 
 /** A database of its own on the benchmark's PostgreSQL server, or why there is none. */
-async function scaleDatabase(): Promise<{ url: string; drop: () => Promise<void> } | { notMeasured: string }> {
+export async function scaleDatabase(): Promise<{ url: string; drop: () => Promise<void> } | { notMeasured: string }> {
   const server = (process.env.CHATGATE_BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/chatgate_bench').replace(/\/[^/]*$/, '/postgres');
   const name = `chatgate_scale_${randomBytes(6).toString('hex')}`;
   const admin = async (text: string) => {

@@ -5,6 +5,7 @@
  */
 import pg from 'pg';
 import { StoreDeadlineExceeded } from './guarded';
+import { ledgerSpans, monthStart } from './ledger-spans';
 import { toAccount, toIdentity, toMember, toPerson, toSession, type AccountRow, type AuditRow, type IdentityRow, type MemberRow, type PersonRow, type SessionRow, type TokenRow } from './postgres-rows';
 import {
   type BreakdownQuery,
@@ -291,20 +292,28 @@ export class PostgresAccountStore {
 
   async usageBreakdown(accountId: string, from: string, to: string, query: BreakdownQuery): Promise<UsageShare[]> {
     const group = query.by === 'model' ? 'model' : 'end_user';
+    const spans = ledgerSpans(from, to, new Date().toISOString().slice(0, 10));
+    // $1 the account, $2 the key or null, $3 the end user or null, $4 the months, then each range of days, then the limit.
+    const filters = 'account_id = $1 and ($2::text is null or key_id = $2) and ($3::text is null or end_user = $3)';
+    const dayRanges = spans.days.map((_, i) => `date between $${5 + 2 * i}::date and $${6 + 2 * i}::date`).join(' or ');
+    const columns = `${group} as grp, requests, refused, cost_nanos, prompt_tokens, completion_tokens`;
     const { rows } = await this.query<{ grp: string; requests: string; refused: string; cost_nanos: string; prompt_tokens: string; completion_tokens: string }>(
-      `select ${group} as grp, sum(requests) as requests, sum(refused) as refused, sum(cost_nanos) as cost_nanos, sum(prompt_tokens) as prompt_tokens, sum(completion_tokens) as completion_tokens
-       from chatgate_usage_ledger
-       where account_id = $1 and date between $2 and $3 and ($4::text is null or key_id = $4) and ($5::text is null or end_user = $5)
-       group by ${group} order by 4 desc, sum(prompt_tokens + completion_tokens) desc, 2 desc, 1 limit $6`,
-      [accountId, from, to, query.keyId ?? null, query.endUser ?? null, query.limit],
+      `select grp, sum(requests) as requests, sum(refused) as refused, sum(cost_nanos) as cost_nanos, sum(prompt_tokens) as prompt_tokens, sum(completion_tokens) as completion_tokens
+       from (
+         select ${columns} from chatgate_usage_ledger_monthly where ${filters} and month = any($4::date[])
+         ${dayRanges ? `union all select ${columns} from chatgate_usage_ledger where ${filters} and (${dayRanges})` : ''}
+       ) used
+       group by grp order by 4 desc, sum(prompt_tokens + completion_tokens) desc, 2 desc, 1 limit $${5 + 2 * spans.days.length}`,
+      [accountId, query.keyId ?? null, query.endUser ?? null, spans.months, ...spans.days.flatMap((span) => [span.from, span.to]), query.limit],
     );
     return rows.map((row) => ({ group: row.grp, requests: Number(row.requests), refused: Number(row.refused), costNanos: Number(row.cost_nanos), promptTokens: Number(row.prompt_tokens), completionTokens: Number(row.completion_tokens) }));
   }
 
   async pruneUsage(before: string, limit: number): Promise<number> {
     let deleted = 0;
-    for (const table of ['chatgate_usage_ledger', 'chatgate_usage_daily']) {
-      const { rowCount } = await this.query(`delete from ${table} where ctid in (select ctid from ${table} where date < $1 limit $2)`, [before, limit - deleted]);
+    // The months whose every day is before `before` go from the monthly sums.
+    for (const [table, column, until] of [['chatgate_usage_ledger', 'date', before], ['chatgate_usage_daily', 'date', before], ['chatgate_usage_ledger_monthly', 'month', monthStart(before)]] as const) {
+      const { rowCount } = await this.query(`delete from ${table} where ctid in (select ctid from ${table} where ${column} < $1 limit $2)`, [until, limit - deleted]);
       deleted += rowCount ?? 0;
       if (deleted >= limit) break;
     }

@@ -327,6 +327,8 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
     // the same statement as the daily rows, so that breakdowns add up to them. Days before it began
     // come over as they were, with no model and no end user. Its key leads with the account and the
     // day: an account's days are one range of the index. Old days go by date (usage.retentionDays).
+    // The same rows summed by month (month: its first day): a breakdown over a month reads a row a
+    // key, model and end user, not one a day of each (ledger-spans.ts).
     version: 15,
     sql: `
       create table chatgate_usage_ledger (
@@ -344,8 +346,14 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
       );
       create index chatgate_usage_ledger_date on chatgate_usage_ledger (date);
       create index chatgate_usage_daily_date on chatgate_usage_daily (date);
+      create table chatgate_usage_ledger_monthly (like chatgate_usage_ledger including defaults);
+      alter table chatgate_usage_ledger_monthly rename column date to month;
+      alter table chatgate_usage_ledger_monthly add primary key (account_id, month, key_id, model, end_user);
       insert into chatgate_usage_ledger (account_id, date, key_id, model, end_user, requests, refused, prompt_tokens, completion_tokens, cost_nanos)
         select account_id, date, key_id, '', '', requests, refused, prompt_tokens, completion_tokens, cost_nanos from chatgate_usage_daily;
+      insert into chatgate_usage_ledger_monthly (account_id, month, key_id, model, end_user, requests, refused, prompt_tokens, completion_tokens, cost_nanos)
+        select account_id, date_trunc('month', date)::date, key_id, model, end_user, sum(requests), sum(refused), sum(prompt_tokens), sum(completion_tokens), sum(cost_nanos)
+        from chatgate_usage_ledger group by 1, 2, 3, 4, 5;
     `,
   },
 ];

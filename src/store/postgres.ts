@@ -39,6 +39,10 @@ const WITH_USAGE = `select ${KEY_COLUMNS.map((column) => `k.${column}`).join(', 
 /** Recorded usage batch ids older than a day are deleted at most this often by each process. */
 const BATCHES_PRUNE_EVERY_MS = 3_600_000;
 
+/** What a usage row adds to the row of the same day (or month) and key it meets, named `alias`. */
+const ADD_USE = (alias: string) =>
+  ['requests', 'refused', 'cost_nanos', 'prompt_tokens', 'completion_tokens'].map((column) => `${column} = ${alias}.${column} + excluded.${column}`).join(', ');
+
 export class PostgresKeyStore extends PostgresAccountStore implements Store {
   private readonly changes = new EventEmitter();
   private batchesPrunedAt = Date.now();
@@ -195,7 +199,7 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
     const column = <T>(pick: (use: KeyUse) => T) => uses.map(pick);
     // One statement: the batch's id (nothing more when it is there already: this batch landed before),
     // the keys' totals and latest use (their usage rows: key rows are only read, to skip ids of no
-    // key), the ledger's rows and the daily rows. Rows are written in key order, so that two replicas flushing the same
+    // key), the ledger's rows (by day, and by month) and the daily rows. Rows are written in key order, so that two replicas flushing the same
     // keys at once wait for each other rather than deadlock.
     await this.query(
       `with b as (
@@ -221,21 +225,18 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
          from u group by account_id, date, key_id, model, end_user
          having sum(requests) + sum(refused) + sum(prompt) + sum(completion) + sum(cost) > 0
          order by account_id, date, key_id, model, end_user
-         on conflict (account_id, date, key_id, model, end_user) do update set
-           requests = l.requests + excluded.requests,
-           refused = l.refused + excluded.refused,
-           cost_nanos = l.cost_nanos + excluded.cost_nanos,
-           prompt_tokens = l.prompt_tokens + excluded.prompt_tokens,
-           completion_tokens = l.completion_tokens + excluded.completion_tokens
+         on conflict (account_id, date, key_id, model, end_user) do update set ${ADD_USE('l')}
+       ), monthly as (
+         insert into chatgate_usage_ledger_monthly as m (account_id, month, key_id, model, end_user, requests, refused, prompt_tokens, completion_tokens, cost_nanos)
+         select account_id, date_trunc('month', date)::date, key_id, model, end_user, sum(requests), sum(refused), sum(prompt), sum(completion), sum(cost)
+         from u group by 1, 2, 3, 4, 5
+         having sum(requests) + sum(refused) + sum(prompt) + sum(completion) + sum(cost) > 0
+         order by 1, 2, 3, 4, 5
+         on conflict (account_id, month, key_id, model, end_user) do update set ${ADD_USE('m')}
        )
        insert into chatgate_usage_daily as d (key_id, date, account_id, requests, prompt_tokens, completion_tokens, refused, cost_nanos)
        select key_id, date, account_id, sum(requests), sum(prompt), sum(completion), sum(refused), sum(cost) from u group by key_id, date, account_id order by key_id, date
-       on conflict (key_id, date) do update set
-         requests = d.requests + excluded.requests,
-         refused = d.refused + excluded.refused,
-         cost_nanos = d.cost_nanos + excluded.cost_nanos,
-         prompt_tokens = d.prompt_tokens + excluded.prompt_tokens,
-         completion_tokens = d.completion_tokens + excluded.completion_tokens`,
+       on conflict (key_id, date) do update set ${ADD_USE('d')}`,
       [
         column((use) => use.keyId),
         column((use) => use.accountId),

@@ -1,6 +1,6 @@
 /**
  * Usage by model and by end user in the console, in headless Chromium against a real gateway: an
- * owner sees the period's models and end users (digests, the largest first), looks one up by the id
+ * owner sees this month's models and end users (digests, the largest first; last month's: none), looks one up by the id
  * the application sends, and downloads the end users as CSV; at a phone's width nothing scrolls
  * sideways. Another account's owner sees none of it, and the API refuses a query field it does not take.
  */
@@ -51,6 +51,11 @@ for (const [size, viewport] of [['desktop', { width: 1280, height: 800 }], ['pho
       const models = await page.getByTestId('usage-model-row').evaluateAll((rows) => rows.map((row) => [row.getAttribute('data-model'), row.querySelector('td')?.textContent]));
       expect(models).toEqual([['mock/echo', '3'], ['mock/other', '1']]);
 
+      // Last month: nothing (the requests are this month's); back to this month for the lookup.
+      await page.getByTestId('breakdown-month').selectOption('last');
+      await page.locator('#usage-by-end-user-body').getByText('No usage in this period.').waitFor();
+      await page.getByTestId('breakdown-month').selectOption('this');
+      await users.first().waitFor();
       await page.getByTestId('end-user-id').fill('alice');
       await page.getByTestId('end-user-submit').click();
       await page.getByTestId('end-user-model-row').first().waitFor();

@@ -179,18 +179,44 @@ describe.each(backends)('%s key store', (kind, makeBackend) => {
     expect(await other.usageBreakdown(k1!.accountId, '2033-03-01', '2033-03-02', { by: 'endUser', endUser: 'eu_1', limit: 10 })).toEqual([share('eu_1', 12, 0, 119, 14, 159)]);
   });
 
-  test('pruneUsage deletes the days before a date from the ledger and the daily rows, at most `limit` rows a call', async () => {
+  test('whole months are read from their sums, the rest day by day: the same figures either way', async () => {
+    const { record } = await issueKey(store, { name: 'months' });
+    // Two months that are over (three and two months back), on their first, middle and last days.
+    const first = (monthsBack: number) => { const now = new Date(); return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - monthsBack, 1)).toISOString().slice(0, 10); };
+    const [m1, m2, m3] = [first(3), first(2), first(1)] as [string, string, string];
+    const dayOf = (month: string, day: number) => `${month.slice(0, 8)}${String(day).padStart(2, '0')}`;
+    const lastOf = (month: string) => new Date(Date.parse(`${month}T00:00:00Z`) + 31 * 86_400_000).toISOString().slice(0, 8) + '01';
+    const end1 = new Date(Date.parse(`${lastOf(m1)}T00:00:00Z`) - 86_400_000).toISOString().slice(0, 10);
+    const use = (date: string, endUser: string, requests: number) => ({ keyId: record.id, accountId: record.accountId, date, at: new Date(`${date}T00:00:00Z`), requests, refused: 0, promptTokens: requests, completionTokens: 0, costNanos: requests, model: 'p/m', endUser });
+    await store.recordUse([use(m1, 'eu_a', 1), use(dayOf(m1, 15), 'eu_a', 2), use(end1, 'eu_b', 4)]);
+    await other.recordUse([use(m2, 'eu_a', 8), use(dayOf(m2, 20), 'eu_b', 16)]);
+    const shares = async (from: string, to: string) => new Map((await other.usageBreakdown(record.accountId, from, to, { by: 'endUser', keyId: record.id, limit: 10 })).map((share) => [share.group, share.requests]));
+    expect(await shares(m1, end1)).toEqual(new Map([['eu_a', 3], ['eu_b', 4]])); // m1 whole
+    expect(await shares(m1, new Date(Date.parse(`${m3}T00:00:00Z`) - 86_400_000).toISOString().slice(0, 10))).toEqual(new Map([['eu_a', 11], ['eu_b', 20]])); // m1 and m2 whole
+    expect(await shares(dayOf(m1, 2), dayOf(m2, 19))).toEqual(new Map([['eu_a', 10], ['eu_b', 4]])); // both partly
+    expect(await shares(dayOf(m1, 15), dayOf(m1, 15))).toEqual(new Map([['eu_a', 2]]));
+  });
+
+  test('pruneUsage deletes the days before a date, at most `limit` rows a call, and months once all their days are', async () => {
     const { record } = await issueKey(store, { name: 'pruned' });
-    // Days a hundred days back (a store may drop daily rows older than it keeps usage by itself).
-    const [d1, d2, d3] = [102, 101, 100].map((days) => new Date(Date.now() - days * 86_400_000).toISOString().slice(0, 10)) as [string, string, string];
+    const first = (monthsBack: number) => { const now = new Date(); return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - monthsBack, 1)).toISOString().slice(0, 10); };
+    const [old, kept] = [first(5), first(4)] as [string, string];
+    const next = (day: string) => new Date(Date.parse(`${day}T00:00:00Z`) + 86_400_000).toISOString().slice(0, 10);
     const use = (date: string, endUser: string) => ({ keyId: record.id, accountId: record.accountId, date, at: new Date(`${date}T00:00:00Z`), requests: 1, refused: 0, promptTokens: 1, completionTokens: 1, costNanos: 0, model: 'p/a', endUser });
-    await store.recordUse([use(d1, 'eu_a'), use(d1, 'eu_b'), use(d2, 'eu_a'), use(d3, 'eu_a')]);
-    // Old rows: three in the ledger, two daily. Three at most, then the rest.
-    expect(await other.pruneUsage(d3, 3)).toBe(3);
-    expect(await other.pruneUsage(d3, 3)).toBe(2);
-    expect(await other.pruneUsage(d3, 3)).toBe(0);
-    expect((await store.usage(record.accountId, d1, d3)).map((day) => day.date)).toEqual([d3]);
-    expect(await store.usageBreakdown(record.accountId, d1, d3, { by: 'endUser', limit: 10 })).toEqual([{ group: 'eu_a', requests: 1, refused: 0, promptTokens: 1, completionTokens: 1, costNanos: 0 }]);
+    await store.recordUse([use(old, 'eu_a'), use(old, 'eu_b'), use(next(old), 'eu_a'), use(kept, 'eu_a'), use(next(kept), 'eu_c')]);
+    let calls = 0;
+    for (let deleted = -1; deleted !== 0; calls++) {
+      deleted = await other.pruneUsage(next(kept), 3);
+      expect(deleted).toBeLessThanOrEqual(3);
+    }
+    expect(calls).toBeGreaterThan(2); // five rows at least were due: in calls of three
+    expect((await store.usage(record.accountId, old, next(kept))).map((day) => day.date)).toEqual([next(kept)]);
+    // The old month is gone whole, read by day or as a month; the kept month keeps what is after the date.
+    const oldEnd = new Date(Date.parse(`${kept}T00:00:00Z`) - 86_400_000).toISOString().slice(0, 10);
+    expect(await store.usageBreakdown(record.accountId, old, next(old), { by: 'endUser', limit: 10 })).toEqual([]);
+    expect(await store.usageBreakdown(record.accountId, old, oldEnd, { by: 'endUser', limit: 10 })).toEqual([]);
+    const keptEnd = new Date(Date.parse(`${first(3)}T00:00:00Z`) - 86_400_000).toISOString().slice(0, 10);
+    expect(await store.usageBreakdown(record.accountId, kept, keptEnd, { by: 'endUser', limit: 10 })).toContainEqual({ group: 'eu_c', requests: 1, refused: 0, promptTokens: 1, completionTokens: 1, costNanos: 0 });
   });
 
   test('recordUse takes a batch: several keys, one key on two days, all added up', async () => {

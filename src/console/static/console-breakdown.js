@@ -1,9 +1,9 @@
 /*
- * The Usage tab's breakdowns: the period's usage by model and by end user (the largest first), an end
- * user looked up by the id the application sends (the server makes its digest: only digests are
- * kept), and the end users as CSV.
+ * The Usage tab's breakdowns: a calendar month's usage (this one to date, or the last) by model and by
+ * end user, the largest first, as budgets and invoices count it; an end user looked up by the id the
+ * application sends (the server makes its digest: only digests are kept); the end users as CSV.
  */
-import { $, formatNumber, formatAmount, el, setError } from './console-dom.js';
+import { $, formatNumber, formatAmount, el, setError, utcDay } from './console-dom.js';
 import { API, api, busy } from './console-state.js';
 
 /** End users shown in the table; the CSV has up to the API's most. */
@@ -32,8 +32,19 @@ function fill(body, shares, by, testid) {
   for (const share of shares) body.append(shareRow(share, by, testid));
 }
 
-/** The period's breakdowns (of one key when `keyId` is set). */
-export async function loadBreakdowns(from, to, keyId) {
+/** This UTC month to date, or the last one whole. */
+function monthRange(which) {
+  const now = new Date();
+  const year = now.getUTCFullYear();
+  const month = now.getUTCMonth();
+  if (which === 'last') return { from: utcDay(Date.UTC(year, month - 1, 1)), to: utcDay(Date.UTC(year, month, 0)) };
+  return { from: utcDay(Date.UTC(year, month, 1)), to: utcDay(now.getTime()) };
+}
+
+/** The chosen month's breakdowns (of one key when `keyId` is set). */
+export async function loadBreakdowns(keyId) {
+  const { from, to } = monthRange($('breakdown-month').value);
+  $('breakdown-range').textContent = `${from} to ${to} (UTC)`;
   const query = (by, limit) => {
     const params = new URLSearchParams({ by, from, to, limit: String(limit) });
     if (keyId) params.set('keyId', keyId);
@@ -72,4 +83,5 @@ async function findEndUser(event) {
 
 export function wireBreakdowns() {
   $('end-user-form').addEventListener('submit', findEndUser);
+  $('breakdown-month').addEventListener('change', () => busy(null, () => loadBreakdowns($('usage-key').value)));
 }

@@ -44,7 +44,7 @@ export async function loadUsage() {
   state.usage = { days, keyId, data: usage.data, currency: usage.currency, budget: usage.budget };
   renderUsage();
   loadAlerts();
-  await busy(null, () => loadBreakdowns(from, to, keyId));
+  await busy(null, () => loadBreakdowns(keyId));
 }
 
 /** Spend against the budget (the chosen key's, else the account's), this UTC day and month. */

@@ -255,7 +255,7 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
     `,
   },
   {
-    // The ledger: usage a day, key, model and end user (as in PostgreSQL's migration 15).
+    // The ledger: usage a day, key, model and end user, and the same summed by month (as in PostgreSQL's migration 15).
     version: 9,
     sql: `
       create table chatgate_usage_ledger (
@@ -273,8 +273,24 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
       ) without rowid;
       create index chatgate_usage_ledger_date on chatgate_usage_ledger (date);
       create index chatgate_usage_daily_date on chatgate_usage_daily (date);
+      create table chatgate_usage_ledger_monthly (
+        account_id text not null,
+        month text not null,
+        key_id text not null,
+        model text not null,
+        end_user text not null,
+        requests integer not null default 0,
+        refused integer not null default 0,
+        prompt_tokens integer not null default 0,
+        completion_tokens integer not null default 0,
+        cost_nanos integer not null default 0,
+        primary key (account_id, month, key_id, model, end_user)
+      ) without rowid;
       insert into chatgate_usage_ledger (account_id, date, key_id, model, end_user, requests, refused, prompt_tokens, completion_tokens, cost_nanos)
         select account_id, date, key_id, '', '', requests, refused, prompt_tokens, completion_tokens, cost_nanos from chatgate_usage_daily;
+      insert into chatgate_usage_ledger_monthly (account_id, month, key_id, model, end_user, requests, refused, prompt_tokens, completion_tokens, cost_nanos)
+        select account_id, substr(date, 1, 7) || '-01', key_id, model, end_user, sum(requests), sum(refused), sum(prompt_tokens), sum(completion_tokens), sum(cost_nanos)
+        from chatgate_usage_ledger group by 1, 2, 3, 4, 5;
     `,
   },
 ];

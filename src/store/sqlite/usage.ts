@@ -1,12 +1,16 @@
 /**
  * The embedded store's usage: each key's totals and latest use, its daily rows, and the ledger (a
- * day, key, model and end user), all written by one batch in two statements a table, each given the
+ * day, key, model and end user; and the same by month, see ledger-spans.ts), all written by one
+ * batch in one statement a table, each given the
  * batch as one JSON array: better-sqlite3 runs them on the event loop, and one statement for the
  * batch took 3.7-4.7 µs a key where one a key took 5.5-5.9 (the rest is writing the rows).
  */
 import type { BreakdownQuery, KeyUse, UsageDay, UsageShare } from '../types';
 import type { SqliteDatabase } from './database';
 import { instant } from './rows';
+import { ledgerSpans, monthStart } from '../ledger-spans';
+
+const LEDGER_KEY = 'account_id, date, key_id, model, end_user';
 
 /**
  * A batch's use of its keys: `?` is a JSON array of [keyId, requests, promptTokens, completionTokens,
@@ -33,6 +37,12 @@ const RECORD_LEDGER_USES = `insert into chatgate_usage_ledger as d (key_id, date
   where (value ->> 3) + (value ->> 4) + (value ->> 5) + coalesce(value ->> 6, 0) + coalesce(value ->> 7, 0) > 0
   on conflict (account_id, date, key_id, model, end_user) do update set ${ADD_USE}`;
 
+/** The same array summed into each month's row (its first day), as the ledger's. */
+const RECORD_MONTH_USES = `insert into chatgate_usage_ledger_monthly as d (key_id, month, account_id, requests, prompt_tokens, completion_tokens, refused, cost_nanos, model, end_user)
+  select value ->> 0, substr(value ->> 1, 1, 7) || '-01', value ->> 2, value ->> 3, value ->> 4, value ->> 5, coalesce(value ->> 6, 0), coalesce(value ->> 7, 0), coalesce(value ->> 8, ''), coalesce(value ->> 9, '') from json_each(?)
+  where (value ->> 3) + (value ->> 4) + (value ->> 5) + coalesce(value ->> 6, 0) + coalesce(value ->> 7, 0) > 0
+  on conflict (account_id, month, key_id, model, end_user) do update set ${ADD_USE}`;
+
 export class SqliteUsage {
   constructor(private readonly sql: SqliteDatabase) {}
 
@@ -43,6 +53,7 @@ export class SqliteUsage {
     this.sql.run(RECORD_KEY_USES, keyUses);
     this.sql.run(RECORD_DAY_USES, dayUses);
     this.sql.run(RECORD_LEDGER_USES, dayUses);
+    this.sql.run(RECORD_MONTH_USES, dayUses);
   }
 
   days(accountId: string, from: string, to: string): Promise<UsageDay[]> {
@@ -59,29 +70,37 @@ export class SqliteUsage {
 
   breakdown(accountId: string, from: string, to: string, query: BreakdownQuery): Promise<UsageShare[]> {
     const group = query.by === 'model' ? 'model' : 'end_user';
+    const spans = ledgerSpans(from, to, new Date().toISOString().slice(0, 10));
+    const filters = 'account_id = @account and (@key is null or key_id = @key) and (@endUser is null or end_user = @endUser)';
+    const dayRanges = spans.days.map((_, i) => `date between @from${i} and @to${i}`).join(' or ');
+    const columns = `${group} as "group", requests, refused, cost_nanos, prompt_tokens, completion_tokens`;
     return this.sql.read(() =>
       this.sql.all<UsageShare>(
-        `select ${group} as "group", sum(requests) as requests, sum(refused) as refused, sum(cost_nanos) as costNanos, sum(prompt_tokens) as promptTokens, sum(completion_tokens) as completionTokens
-         from chatgate_usage_ledger
-         where account_id = ? and date between ? and ? and (? is null or key_id = ?) and (? is null or end_user = ?)
-         group by ${group} order by costNanos desc, promptTokens + completionTokens desc, requests desc, 1 limit ?`,
-        accountId,
-        from,
-        to,
-        query.keyId ?? null,
-        query.keyId ?? null,
-        query.endUser ?? null,
-        query.endUser ?? null,
-        query.limit,
+        `select "group", sum(requests) as requests, sum(refused) as refused, sum(cost_nanos) as costNanos, sum(prompt_tokens) as promptTokens, sum(completion_tokens) as completionTokens
+         from (
+           select ${columns} from chatgate_usage_ledger_monthly where ${filters} and month in (select value from json_each(@months))
+           ${dayRanges ? `union all select ${columns} from chatgate_usage_ledger where ${filters} and (${dayRanges})` : ''}
+         )
+         group by "group" order by costNanos desc, promptTokens + completionTokens desc, requests desc, 1 limit @limit`,
+        {
+          account: accountId,
+          key: query.keyId ?? null,
+          endUser: query.endUser ?? null,
+          months: JSON.stringify(spans.months),
+          limit: query.limit,
+          ...Object.fromEntries(spans.days.flatMap((span, i) => [[`from${i}`, span.from], [`to${i}`, span.to]])),
+        },
       ),
     );
   }
 
   prune(before: string, limit: number): Promise<number> {
     return this.sql.write(() => {
-      let deleted = 0;
-      deleted += this.sql.run('delete from chatgate_usage_ledger where (account_id, date, key_id, model, end_user) in (select account_id, date, key_id, model, end_user from chatgate_usage_ledger where date < ? limit ?)', before, limit).changes;
+      let deleted = this.sql.run(`delete from chatgate_usage_ledger where (${LEDGER_KEY}) in (select ${LEDGER_KEY} from chatgate_usage_ledger where date < ? limit ?)`, before, limit).changes;
       if (deleted < limit) deleted += this.sql.run('delete from chatgate_usage_daily where rowid in (select rowid from chatgate_usage_daily where date < ? limit ?)', before, limit - deleted).changes;
+      // The months whose every day is before `before` go from the monthly sums.
+      const monthKey = LEDGER_KEY.replace('date', 'month');
+      if (deleted < limit) deleted += this.sql.run(`delete from chatgate_usage_ledger_monthly where (${monthKey}) in (select ${monthKey} from chatgate_usage_ledger_monthly where month < ? limit ?)`, monthStart(before), limit - deleted).changes;
       return deleted;
     });
   }
