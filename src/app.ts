@@ -81,7 +81,7 @@ export function createPublicApp({ config, metrics, log, keyCache, providers, ali
   const front = [observe, securityHeaders(API_SECURITY_HEADERS), ...idsAndTransport];
   const authenticateKey = authenticate({ cache: keyCache, onFailure: (reason) => metrics.authFailures.series({ reason }).inc(), onSuccess: onKeyUsed });
   const limits = { maxBytes: config.limits.maxBodyBytes, maxJsonDepth: config.limits.maxJsonDepth, maxJsonElements: config.limits.maxJsonElements };
-  const budgetRefused = (scope: 'key' | 'account', period: 'day' | 'month') => metrics.budgetRefused.series({ scope, period }).inc();
+  const budgetRefused = (scope: 'key' | 'account' | 'endUser', period: 'day' | 'month') => metrics.budgetRefused.series({ scope, period }).inc();
   const admit = [
     authenticateKey,
     limitRate(limiter, metrics),

@@ -158,12 +158,12 @@ export const errors = {
   identityProviderUnavailable: () =>
     new GatewayError(503, 'api_error', 'identity_provider_unavailable', 'The identity provider cannot be reached right now; try again shortly.', null, { 'Retry-After': '5' }),
   consoleDisabled: () => invalid(404, 'console_disabled', 'The console is off on this gateway (console.enabled: false).'),
-  insufficientQuota: (scope: 'key' | 'account', period: 'day' | 'month', retryAfterSeconds: number, limit: 'tokens' | 'budget' = 'tokens') =>
+  insufficientQuota: (scope: 'key' | 'account' | 'endUser', period: 'day' | 'month', retryAfterSeconds: number, limit: 'tokens' | 'budget' = 'tokens') =>
     new GatewayError(
       429,
       'insufficient_quota',
       'insufficient_quota',
-      `You exceeded your current quota: this ${scope === 'key' ? 'API key' : "API key's account"} has ${limit === 'tokens' ? 'used its tokens' : 'spent its budget'} for this ${period} (UTC); it resets at the start of the next.`,
+      `You exceeded your current quota: this ${scope === 'key' ? 'API key' : scope === 'account' ? "API key's account" : 'end user (of this API key\'s account)'} has ${limit === 'tokens' ? 'used its tokens' : 'spent its budget'} for this ${period} (UTC); it resets at the start of the next.`,
       null,
       { 'Retry-After': String(Math.max(1, Math.ceil(retryAfterSeconds))) },
     ),

@@ -13,7 +13,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { AggregatorRegistry } from 'prom-client';
 import { createAdminApp } from './admin/app';
 import { Prices } from './accounts/prices';
-import { useDetail } from './accounts/end-users';
+import { endUserOf, useDetail } from './accounts/end-users';
 import { githubKeys, GithubSigningKeys } from './accounts/github-keys';
 import { githubLeakReports } from './accounts/leak-reports';
 import { judgeReadiness, PING_DEADLINE_MS, within, type Readiness } from './admin/readiness';
@@ -26,10 +26,11 @@ import { accountParts, banner, openWorkerStore, prepareOnce, reloadConfig, tlsMa
 import { consoleApp } from './console/app';
 import { createOidcRoutes } from './accounts/oidc';
 import { createMailer } from './accounts/mailer';
-import { QuotaTracker, TOKENS, type Measure, type QuotaCounters } from './accounts/quota';
+import { QuotaTracker, TOKENS, type AccountLimits, type Measure, type QuotaCounters } from './accounts/quota';
 import { BUDGET, inNanos } from './accounts/enforce-budget';
+import { NANOS } from './accounts/prices';
 import { Alerts, type AlertSettings } from './accounts/alerts';
-import type { AccountRecord, Quota } from './store/types';
+import type { AccountRecord } from './store/types';
 import { loadConfig, type Config } from './config';
 import { GatewayError } from './errors';
 import { required } from './context';
@@ -186,7 +187,7 @@ async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, 
   /** This process among the replicas that share Redis: one name for its token and budget counters. */
   const replica = randomBytes(9).toString('base64url');
   /** A tracker of token quotas (TOKENS) or of budgets (BUDGET), each with counters of its own. */
-  const tracker = async (measure: Measure, accountLimits: (account: AccountRecord) => Quota) => {
+  const tracker = async (measure: Measure, accountLimits: (account: AccountRecord) => AccountLimits) => {
     const made = new QuotaTracker(await openQuotaCounters(config, keyStore, rateLimitStore, metrics, log, replica), {
       // One read for the accounts in use, each sync: not one per account (a thousand teams would be
       // two thousand queries a second on the database at the default syncMs), nor every account.
@@ -209,8 +210,9 @@ async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, 
     made.start(config.quota.syncMs);
     return made;
   };
-  const quota = await tracker(TOKENS, (account) => account.quota);
-  const budgets = await tracker(BUDGET, (account) => inNanos(account.budget));
+  const quota = await tracker(TOKENS, (account) => ({ ...account.quota, endUserPerDay: account.endUserQuota?.tokensPerDay ?? null }));
+  const perEndUser = (budgetPerDay: number | null | undefined) => (budgetPerDay === null || budgetPerDay === undefined ? null : Math.round(budgetPerDay * NANOS));
+  const budgets = await tracker(BUDGET, (account) => ({ ...inNanos(account.budget), endUserPerDay: perEndUser(account.endUserQuota?.budgetPerDay) }));
   // The platform's default rate limits, which a reload may change (buildServing keeps this current).
   const platform = { limits: config.rateLimit as Config['rateLimit'], currency: config.prices.currency };
   const mailer = config.console.enabled && config.console.smtp ? createMailer(config.console.smtp) : undefined;
@@ -291,8 +293,9 @@ async function buildServing(config: Config, log: Logger, metrics: Metrics, lasti
       metrics.tokens.series({ ...labels, kind: 'completion' }).inc(tokens.completionTokens);
       const costNanos = prices.costNanos(`${provider.name}/${target.modelName}`, tokens);
       usage.tokens(key, tokens.promptTokens, tokens.completionTokens, undefined, costNanos, useDetail(context, key.accountId, `${provider.name}/${target.modelName}`));
-      lasting.quota.charge(key, tokens.promptTokens + tokens.completionTokens);
-      lasting.budgets.charge(key, costNanos);
+      const endUser = endUserOf(context, key.accountId);
+      lasting.quota.charge(key, tokens.promptTokens + tokens.completionTokens, endUser);
+      lasting.budgets.charge(key, costNanos, endUser);
       context.quotaReservation?.release(); // charged: what it reserved is let go
       context.budgetReservation?.release();
       if (context.tokensPerMinute) limiter.debitTokens(key.id, context.tokensPerMinute, tokens.promptTokens + tokens.completionTokens);

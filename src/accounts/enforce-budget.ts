@@ -20,6 +20,7 @@ import { estimatePromptTokens } from '../common/estimate';
 import { contextOf, required, type RequestContext } from '../context';
 import { errors } from '../errors';
 import { reserveNow } from './enforce-quota';
+import { endUserOf } from './end-users';
 import { NANOS } from './prices';
 import type { Measure, QuotaTracker } from './quota';
 
@@ -48,18 +49,19 @@ export interface BudgetOptions {
 export function boundForBudget(tracker: QuotaTracker, defaultReserveTokens: number): RequestHandler {
   return function budgetBound(_req, res, next) {
     const context = contextOf(res);
-    if (context.reservedOutputBound === undefined && required(context.modelRequest, 'modelRequest').maxOutputTokens === undefined && tracker.limits(required(context.key, 'key')) && defaultReserveTokens > 0) {
+    if (context.reservedOutputBound === undefined && required(context.modelRequest, 'modelRequest').maxOutputTokens === undefined && tracker.limits(required(context.key, 'key'), endUserOf(context, required(context.key, 'key').accountId)) && defaultReserveTokens > 0) {
       context.reservedOutputBound = defaultReserveTokens;
     }
     next();
   };
 }
 
-export function reserveBudget(tracker: QuotaTracker, cost: CostBound, options: BudgetOptions, refused: (scope: 'key' | 'account', period: 'day' | 'month') => void): RequestHandler {
+export function reserveBudget(tracker: QuotaTracker, cost: CostBound, options: BudgetOptions, refused: (scope: 'key' | 'account' | 'endUser', period: 'day' | 'month') => void): RequestHandler {
   return function budget(_req, res, next) {
     const context = contextOf(res);
     const key = required(context.key, 'key');
-    if (!tracker.limits(key)) return next();
+    const endUser = endUserOf(context, key.accountId);
+    if (!tracker.limits(key, endUser)) return next();
     const request = required(context.modelRequest, 'modelRequest');
     // The worker's bytes: routing handed the request's text over to them.
     const prompt = estimatePromptTokens(required(context.target, 'target').body);
@@ -69,7 +71,7 @@ export function reserveBudget(tracker: QuotaTracker, cost: CostBound, options: B
       if (options.unpricedAllowed) return next();
       throw errors.modelNotPricedUnderBudget(request.model);
     }
-    reserveNow(tracker, key, nanos, res, options.holdAfterCloseMs, (reservation) => {
+    reserveNow(tracker, key, endUser, nanos, res, options.holdAfterCloseMs, (reservation) => {
       if (reservation === undefined) return next();
       if ('scope' in reservation) {
         refused(reservation.scope, reservation.period);

@@ -22,9 +22,10 @@ import { estimatePromptTokens } from '../common/estimate';
 import { contextOf, required, type CallerKey } from '../context';
 import { errors } from '../errors';
 import type { QuotaRefusal, QuotaReservation, QuotaTracker } from './quota';
+import { endUserOf } from './end-users';
 
 /** `limit`: what the tracker counts, as the refusal names it (a budget's tracker: enforce-budget.ts). */
-export function enforceQuota(tracker: QuotaTracker, refused: (scope: 'key' | 'account', period: 'day' | 'month') => void, limit: 'tokens' | 'budget' = 'tokens'): RequestHandler {
+export function enforceQuota(tracker: QuotaTracker, refused: (scope: 'key' | 'account' | 'endUser', period: 'day' | 'month') => void, limit: 'tokens' | 'budget' = 'tokens'): RequestHandler {
   /** `primed`: the counters' shared totals were read (or could not be): it does not wait again. */
   const decide = (key: CallerKey, next: NextFunction, primed: boolean) => {
     const refusal = tracker.check(key);
@@ -68,11 +69,12 @@ export interface ReserveOptions {
   holdAfterCloseMs: number;
 }
 
-export function reserveQuota(tracker: QuotaTracker, options: ReserveOptions, refused: (scope: 'key' | 'account', period: 'day' | 'month') => void): RequestHandler {
+export function reserveQuota(tracker: QuotaTracker, options: ReserveOptions, refused: (scope: 'key' | 'account' | 'endUser', period: 'day' | 'month') => void): RequestHandler {
   return function reserve(_req, res, next) {
     const context = contextOf(res);
     const key = required(context.key, 'key');
-    if (!tracker.limits(key)) return next(); // no quota: nothing to reserve, and the body is not measured
+    const endUser = endUserOf(context, key.accountId);
+    if (!tracker.limits(key, endUser)) return next(); // no quota: nothing to reserve, and the body is not measured
     const request = required(context.modelRequest, 'modelRequest');
     const prompt = estimatePromptTokens(required(context.body, 'body'));
     let perOutput = request.maxOutputTokens ?? options.defaultReserveTokens;
@@ -87,14 +89,14 @@ export function reserveQuota(tracker: QuotaTracker, options: ReserveOptions, ref
       refused(refusal.scope, refusal.period);
       next(errors.insufficientQuota(refusal.scope, refusal.period, refusal.retryAfterSeconds));
     };
-    reserveNow(tracker, key, prompt + perOutput * request.outputs, res, options.holdAfterCloseMs, (first) => {
+    reserveNow(tracker, key, endUser, prompt + perOutput * request.outputs, res, options.holdAfterCloseMs, (first) => {
       if (first === undefined) return next();
       if (!('scope' in first)) return admitted(first);
       if (!options.capMaxTokens || perOutput <= 0) return refuse(first);
       // What is left, shared by the answers it asks for, once the prompt is counted: the bound it gets.
       const capped = Math.floor((first.room - prompt) / request.outputs);
       if (capped < 1) return refuse(first);
-      reserveNow(tracker, key, prompt + capped * request.outputs, res, options.holdAfterCloseMs, (second) => {
+      reserveNow(tracker, key, endUser, prompt + capped * request.outputs, res, options.holdAfterCloseMs, (second) => {
         if (second !== undefined && 'scope' in second) return refuse(first);
         perOutput = capped;
         if (second === undefined) next();
@@ -113,8 +115,20 @@ export function reserveQuota(tracker: QuotaTracker, options: ReserveOptions, ref
  * left, is still drained and charged (proxy.ts). A client gone before the shared counters answered
  * gets nothing (the room goes back, `done` is not called).
  */
-export function reserveNow(tracker: QuotaTracker, key: CallerKey, amount: number, res: Response, holdAfterCloseMs: number, done: (outcome: QuotaReservation | (QuotaRefusal & { room: number }) | undefined) => void): void {
-  const reservation = tracker.reserve(key, amount);
+export function reserveNow(tracker: QuotaTracker, key: CallerKey, endUser: string | undefined, amount: number, res: Response, holdAfterCloseMs: number, done: (outcome: QuotaReservation | (QuotaRefusal & { room: number }) | undefined) => void): void {
+  // An end user's counter is met here first (the stage before the body could not know it): its first
+  // request on this replica waits for one read of its shared total, as a key's does (enforceQuota).
+  // A client gone meanwhile gets nothing reserved.
+  if (endUser !== undefined && tracker.check(key, endUser) === 'unread') {
+    const go = () => void (res.writableEnded || res.destroyed || reserveRead(tracker, key, endUser, amount, res, holdAfterCloseMs, done));
+    tracker.prime(key, endUser).then(go, go);
+    return;
+  }
+  reserveRead(tracker, key, endUser, amount, res, holdAfterCloseMs, done);
+}
+
+function reserveRead(tracker: QuotaTracker, key: CallerKey, endUser: string | undefined, amount: number, res: Response, holdAfterCloseMs: number, done: (outcome: QuotaReservation | (QuotaRefusal & { room: number }) | undefined) => void): void {
+  const reservation = tracker.reserve(key, amount, endUser);
   if (reservation === undefined || 'scope' in reservation) return done(reservation);
   const context = contextOf(res);
   let closed = false;

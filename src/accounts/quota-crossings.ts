@@ -10,7 +10,7 @@ export function tellCrossings(counters: ReadonlyMap<string, Counter>, thresholds
   const today = at.toISOString().slice(0, 10);
   for (const [scope, counter] of counters) {
     const limit = counter.limit;
-    if (limit === undefined || limit <= 0 || counter.dormant || counter.alerted === thresholds.length - 1) continue;
+    if (limit === undefined || limit <= 0 || counter.dormant || counter.endUser || counter.alerted === thresholds.length - 1) continue;
     const periodStart = periodOf(scope);
     if (periodStart !== today && periodStart !== today.slice(0, 7)) continue;
     const now = used(counter);

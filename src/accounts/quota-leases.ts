@@ -3,12 +3,12 @@
  * a reservation past them asks for more, a lease not needed goes back. Pure over the tracker's
  * counters; the tracker (quota.ts) calls these.
  */
-import { secondsToNext, usedOf, type Counter, type LeaseAsk, type Period, type QuotaReservation, type SharedLeases } from './quota-scopes';
+import { secondsToNext, usedOf, type Counter, type LeaseAsk, type Period, type QuotaReservation, type ScopeKind, type SharedLeases } from './quota-scopes';
 
 export interface Reserved {
   counter: Counter;
   scope: string;
-  kind: 'key' | 'account';
+  kind: ScopeKind;
   period: Period;
 }
 

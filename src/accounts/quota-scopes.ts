@@ -48,9 +48,15 @@ export interface LeaseAnswer {
   used: number[];
 }
 
+/** An account's limits in a measure: its own for the day and month, and each end user's for the day (null or absent: none). */
+export type AccountLimits = Quota & { endUserPerDay?: number | null };
+
+/** Whose counter a scope is: a key's, an account's, or an end user's of an account (a day's only). */
+export type ScopeKind = 'key' | 'account' | 'endUser';
+
 export interface QuotaEvents {
-  /** An account's quota, read on a sync (undefined: no such account). */
-  accountQuota(accountIds: readonly string[]): Promise<Map<string, Quota>>;
+  /** An account's limits, read on a sync (undefined: no such account). */
+  accountQuota(accountIds: readonly string[]): Promise<Map<string, AccountLimits>>;
   /**
    * The store's daily usage of an account's keys, dates inclusive: where a quota set midway through
    * a period starts from. Without it a new counter starts from the shared counter alone.
@@ -105,7 +111,7 @@ export interface QuotaReservation {
 }
 
 export interface QuotaRefusal {
-  scope: 'key' | 'account';
+  scope: ScopeKind;
   period: Period;
   /** Until the period turns. */
   retryAfterSeconds: number;
@@ -119,10 +125,10 @@ export function limitOf(quota: Quota | Readonly<Quota>, period: Period): number 
 export const periodOf = (scope: string): string => scope.slice(scope.lastIndexOf(':') + 1);
 export const periodKind = (scope: string): Period => (periodOf(scope).length === 10 ? 'day' : 'month');
 
-/** `key:<id>:d:2026-11-27`, `account:<id>:m:2026-11`: a counter ends with its period. */
-export function scopeName(scope: 'key' | 'account', id: string, period: Period, at: Date): string {
+/** `key:<id>:d:2026-11-27`, `account:<id>:m:2026-11`, `enduser:<account id>:<digest>:d:2026-11-27`: a counter ends with its period. */
+export function scopeName(scope: ScopeKind, id: string, period: Period, at: Date): string {
   const iso = at.toISOString();
-  return `${scope}:${id}:${period === 'day' ? `d:${iso.slice(0, 10)}` : `m:${iso.slice(0, 7)}`}`;
+  return `${scope === 'endUser' ? 'enduser' : scope}:${id}:${period === 'day' ? `d:${iso.slice(0, 10)}` : `m:${iso.slice(0, 7)}`}`;
 }
 
 /** Seconds until the UTC day or month turns. */
@@ -191,9 +197,11 @@ export interface Counter {
   alerted: number;
   /** The sync (count) that last checked or charged it: counters not touched for a while stop being synced. */
   touched: number;
-  /** Whose use it counts: the key's (keyId) or all the account's keys'. */
+  /** Whose use it counts: the key's (keyId), one end user's of the account (endUser), or all the account's keys'. */
   readonly accountId: string;
   readonly keyId: string | undefined;
+  /** An end user's: no floor from the daily usage (which knows no end user) and no alerts (one per end user would be a flood). */
+  readonly endUser?: true;
   /** When it was made (ms). */
   readonly born: number;
   /** The store's daily usage for the period at the last read, and what this replica used since. */

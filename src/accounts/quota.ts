@@ -40,13 +40,12 @@
  *   in `usageFlushMs` can so go uncounted.
  */
 import type { CallerKey } from '../context';
-import type { Quota } from '../store/types';
 import { tellCrossings } from './quota-crossings';
 import { askShared, giveBack, releaseIdle } from './quota-leases';
 import { readFloors } from './quota-floors';
-import { charged, limitOf, periodKind, periodOf, scopeName, secondsToNext, TOKENS, usedOf, type Counter, type Measure, type Period, type QuotaCounters, type QuotaEvents, type QuotaOptions, type QuotaRefusal, type QuotaReservation } from './quota-scopes';
+import { charged, limitOf, periodKind, periodOf, scopeName, secondsToNext, TOKENS, usedOf, type Counter, type Measure, type Period, type QuotaCounters, type QuotaEvents, type QuotaOptions, type QuotaRefusal, type QuotaReservation, type ScopeKind, type AccountLimits } from './quota-scopes';
 
-export { scopeName, secondsToNext, TOKENS, type Measure, type Period, type QuotaCounters, type QuotaEvents, type QuotaOptions, type QuotaRefusal, type QuotaReservation } from './quota-scopes';
+export { scopeName, secondsToNext, TOKENS, type Measure, type Period, type QuotaCounters, type QuotaEvents, type QuotaOptions, type QuotaRefusal, type QuotaReservation, type AccountLimits } from './quota-scopes';
 
 /** A counter not used for this many syncs is no longer read back. */
 const IDLE_SYNCS = 120;
@@ -56,7 +55,7 @@ const PERIODS = ['day', 'month'] as const;
 export class QuotaTracker {
   private readonly counters = new Map<string, Counter>();
   /** An account's quota as last read; null: it has none. Not here: not read yet. */
-  private readonly accountQuotas = new Map<string, Quota | null>();
+  private readonly accountQuotas = new Map<string, AccountLimits | null>();
   private readonly activeAccounts = new Map<string, number>();
   /** Use of accounts whose quota is not known yet: account -> day -> tokens. */
   private readonly held = new Map<string, Map<string, number>>();
@@ -87,7 +86,7 @@ export class QuotaTracker {
     this.primeTimeoutMs = options.primeTimeoutMs ?? 1000;
   }
 
-  private scope(scope: 'key' | 'account', id: string, period: Period, at: Date): string {
+  private scope(scope: ScopeKind, id: string, period: Period, at: Date): string {
     return this.measure.prefix + scopeName(scope, id, period, at);
   }
 
@@ -110,36 +109,49 @@ export class QuotaTracker {
   }
 
   /**
-   * Whether a request with this key is over a quota now (no I/O); `unread` when it is not over as far
-   * as this replica knows, and a counter it needs has not read its shared total yet (see prime).
+   * Whether a request with this key (and end user's digest, when it names one) is over a quota now
+   * (no I/O); `unread` when it is not over as far as this replica knows, and a counter it needs has
+   * not read its shared total yet (see prime).
    */
-  check(key: CallerKey): QuotaRefusal | 'unread' | undefined {
+  check(key: CallerKey, endUser?: string): QuotaRefusal | 'unread' | undefined {
     const at = this.now();
     this.activeAccounts.set(key.accountId, this.syncs);
-    const counted = this.keysCounted.has(key.id);
-    let unread = false;
-    for (const period of PERIODS) {
-      const limit = limitOf(this.measure.keyLimits(key), period);
-      if (limit === null) {
-        if (counted) this.counters.delete(this.scope('key', key.id, period, at)); // its quota is gone: a new one starts from the daily usage
-        continue;
-      }
-      const counter = this.counter(this.scope('key', key.id, period, at), key.accountId, key.id);
-      counter.limit = limit;
-      if (this.used(counter) + counter.reserved >= limit) return { scope: 'key', period, retryAfterSeconds: secondsToNext(period, at) };
-      unread ||= !counter.read;
+    if (this.keysCounted.has(key.id)) {
+      // Its quota is gone: a new one starts from the daily usage.
+      for (const period of PERIODS) if (limitOf(this.measure.keyLimits(key), period) === null) this.counters.delete(this.scope('key', key.id, period, at));
     }
-    const account = this.accountQuotas.get(key.accountId);
-    if (!account) return unread ? 'unread' : undefined;
-    for (const period of PERIODS) {
-      const limit = limitOf(account, period);
-      if (limit === null) continue;
-      const counter = this.counter(this.scope('account', key.accountId, period, at), key.accountId, undefined);
-      counter.limit = limit;
-      if (this.used(counter) + counter.reserved >= limit) return { scope: 'account', period, retryAfterSeconds: secondsToNext(period, at) };
+    let unread = false;
+    for (const { counter, kind, period, limit } of this.countersOf(key, endUser, at)) {
+      if (this.used(counter) + counter.reserved >= limit) return { scope: kind, period, retryAfterSeconds: secondsToNext(period, at) };
       unread ||= !counter.read;
     }
     return unread ? 'unread' : undefined;
+  }
+
+  /**
+   * The counters a request counts on, each with its limit, made as needed: the key's and its
+   * account's for the day and month where each has one, and the end user's day where the account
+   * limits its end users. An account whose limits are not read yet has none here.
+   */
+  private *countersOf(key: CallerKey, endUser: string | undefined, at: Date): Generator<{ counter: Counter; scope: string; kind: ScopeKind; period: Period; limit: number }> {
+    const counted = (kind: ScopeKind, id: string, period: Period, limit: number) => {
+      const scope = this.scope(kind, id, period, at);
+      const counter = this.counter(scope, key.accountId, kind === 'key' ? key.id : undefined, kind === 'endUser');
+      counter.limit = limit;
+      return { counter, scope, kind, period, limit };
+    };
+    for (const period of PERIODS) {
+      const limit = limitOf(this.measure.keyLimits(key), period);
+      if (limit !== null) yield counted('key', key.id, period, limit);
+    }
+    const account = this.accountQuotas.get(key.accountId);
+    if (!account) return;
+    for (const period of PERIODS) {
+      const limit = limitOf(account, period);
+      if (limit !== null) yield counted('account', key.accountId, period, limit);
+    }
+    const perEndUser = account.endUserPerDay;
+    if (endUser !== undefined && perEndUser !== null && perEndUser !== undefined) yield counted('endUser', `${key.accountId}:${endUser}`, 'day', perEndUser);
   }
 
   /**
@@ -149,36 +161,27 @@ export class QuotaTracker {
    * were made, so at most two. Whatever is still unread then (the store or Redis slow or away) counts
    * on from what this replica knows, and requests no longer wait for it; the next sync reads it.
    */
-  async prime(key: CallerKey): Promise<void> {
+  async prime(key: CallerKey, endUser?: string): Promise<void> {
     const until = Date.now() + this.primeTimeoutMs;
-    for (let i = 0; i < 2 && this.unreadOf(key).length > 0; i++) {
+    for (let i = 0; i < 2 && this.unreadOf(key, endUser).length > 0; i++) {
       const left = until - Date.now();
       if (left <= 0) break;
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([this.sync(), new Promise<void>((resolve) => (timer = setTimeout(resolve, left)))]);
       clearTimeout(timer);
     }
-    for (const counter of this.unreadOf(key)) counter.read = true;
+    for (const counter of this.unreadOf(key, endUser)) counter.read = true;
   }
 
-  private unreadOf(key: CallerKey): Counter[] {
-    const at = this.now();
-    const account = this.accountQuotas.get(key.accountId);
-    const unread: Counter[] = [];
-    for (const period of PERIODS) {
-      for (const [scope, id, limit] of [['key', key.id, limitOf(this.measure.keyLimits(key), period)], ['account', key.accountId, account ? limitOf(account, period) : null]] as const) {
-        if (limit === null) continue;
-        const counter = this.counters.get(this.scope(scope, id, period, at));
-        if (counter && !counter.read) unread.push(counter);
-      }
-    }
-    return unread;
+  private unreadOf(key: CallerKey, endUser: string | undefined): Counter[] {
+    return [...this.countersOf(key, endUser, this.now())].map(({ counter }) => counter).filter((counter) => !counter.read);
   }
 
-  /** Whether the key or its account (as last read) has a quota: what reserve() needs to be asked. */
-  limits(key: CallerKey): boolean {
+  /** Whether the key, its account (as last read) or the end user has a limit: what reserve() needs to be asked. */
+  limits(key: CallerKey, endUser?: string): boolean {
     const own = this.measure.keyLimits(key);
-    return own.tokensPerDay !== null || own.tokensPerMonth !== null || !!this.accountQuotas.get(key.accountId);
+    const account = this.accountQuotas.get(key.accountId);
+    return own.tokensPerDay !== null || own.tokensPerMonth !== null || (!!account && (account.tokensPerDay !== null || account.tokensPerMonth !== null || (endUser !== undefined && (account.endUserPerDay ?? null) !== null)));
   }
 
   /**
@@ -187,27 +190,19 @@ export class QuotaTracker {
    * may still take); undefined when nothing has a quota (nothing to release). An account whose quota
    * is not read yet reserves nothing for it (as check() lets it by).
    */
-  reserve(key: CallerKey, tokens: number): QuotaReservation | (QuotaRefusal & { room: number }) | undefined {
-    if (!this.limits(key)) return undefined;
+  reserve(key: CallerKey, tokens: number, endUser?: string): QuotaReservation | (QuotaRefusal & { room: number }) | undefined {
+    if (!this.limits(key, endUser)) return undefined;
     const at = this.now();
-    const account = this.accountQuotas.get(key.accountId);
-    const counters: Array<{ counter: Counter; scope: string; kind: 'key' | 'account'; period: Period }> = [];
+    const counters: Array<{ counter: Counter; scope: string; kind: ScopeKind; period: Period }> = [];
     let refusal: QuotaRefusal | undefined;
     let room = Infinity;
-    for (const kind of ['key', 'account'] as const) {
-      for (const period of PERIODS) {
-        const limit = kind === 'key' ? limitOf(this.measure.keyLimits(key), period) : account ? limitOf(account, period) : null;
-        if (limit === null) continue;
-        const scope = this.scope(kind, kind === 'key' ? key.id : key.accountId, period, at);
-        const counter = this.counter(scope, key.accountId, kind === 'key' ? key.id : undefined);
-        counter.limit = limit;
-        // No leases now (Redis away): what the other replicas held for their requests when last seen is used as far as this replica knows.
-        const away = this.shared.leases && this.shared.leases.room(scope) === undefined ? this.shared.leases.others(scope) : 0;
-        const left = limit - this.used(counter) - counter.reserved - away;
-        room = Math.min(room, left);
-        if (tokens > left) refusal ??= { scope: kind, period, retryAfterSeconds: secondsToNext(period, at) };
-        counters.push({ counter, scope, kind, period });
-      }
+    for (const { counter, scope, kind, period, limit } of this.countersOf(key, endUser, at)) {
+      // No leases now (Redis away): what the other replicas held for their requests when last seen is used as far as this replica knows.
+      const away = this.shared.leases && this.shared.leases.room(scope) === undefined ? this.shared.leases.others(scope) : 0;
+      const left = limit - this.used(counter) - counter.reserved - away;
+      room = Math.min(room, left);
+      if (tokens > left) refusal ??= { scope: kind, period, retryAfterSeconds: secondsToNext(period, at) };
+      counters.push({ counter, scope, kind, period });
     }
     if (refusal) return { ...refusal, room: Math.max(0, room) };
     if (counters.length === 0) return undefined;
@@ -226,29 +221,18 @@ export class QuotaTracker {
   }
 
 
-  /** An answer used these tokens: counted, this day and month, for the key and its account where they have a quota. */
-  charge(key: CallerKey, tokens: number): void {
+  /** An answer used these tokens: counted, this day and month, for the key, its account and its end user where they have a limit. */
+  charge(key: CallerKey, tokens: number, endUser?: string): void {
     if (!(tokens > 0)) return;
     const at = this.now();
-    for (const period of PERIODS) {
-      const limit = limitOf(this.measure.keyLimits(key), period);
-      if (limit !== null) charged(this.limited(this.counter(this.scope('key', key.id, period, at), key.accountId, key.id), limit), tokens);
-    }
-    const account = this.accountQuotas.get(key.accountId);
-    if (account === undefined) {
-      // Not read yet: held until the next sync says whether the account has a quota.
-      this.activeAccounts.set(key.accountId, this.syncs);
-      const day = at.toISOString().slice(0, 10);
-      let held = this.held.get(key.accountId);
-      if (!held) this.held.set(key.accountId, (held = new Map()));
-      held.set(day, (held.get(day) ?? 0) + tokens);
-      return;
-    }
-    if (!account) return;
-    for (const period of PERIODS) {
-      const limit = limitOf(account, period);
-      if (limit !== null) charged(this.limited(this.counter(this.scope('account', key.accountId, period, at), key.accountId, undefined), limit), tokens);
-    }
+    for (const { counter } of this.countersOf(key, endUser, at)) charged(counter, tokens);
+    if (this.accountQuotas.get(key.accountId) !== undefined) return;
+    // Its account's limits not read yet: held until the next sync says whether it has a quota.
+    this.activeAccounts.set(key.accountId, this.syncs);
+    const day = at.toISOString().slice(0, 10);
+    let held = this.held.get(key.accountId);
+    if (!held) this.held.set(key.accountId, (held = new Map()));
+    held.set(day, (held.get(day) ?? 0) + tokens);
   }
 
   /** Reads the account quotas in use, adds what was used here to the shared counters, then reads back their totals. */
@@ -322,7 +306,7 @@ export class QuotaTracker {
       const quotas = await this.events.accountQuota(accounts);
       for (const id of accounts) {
         const quota = quotas.get(id);
-        this.accountQuotas.set(id, quota && (quota.tokensPerDay !== null || quota.tokensPerMonth !== null) ? quota : null);
+        this.accountQuotas.set(id, quota && (quota.tokensPerDay !== null || quota.tokensPerMonth !== null || (quota.endUserPerDay ?? null) !== null) ? quota : null);
       }
     } catch (err) {
       this.events.syncFailed?.(err); // the quotas last read hold meanwhile
@@ -342,25 +326,22 @@ export class QuotaTracker {
     for (const [scope, counter] of this.counters) {
       if (counter.keyId !== undefined) continue;
       const quota = this.accountQuotas.get(counter.accountId);
-      if (quota === null || (quota && limitOf(quota, periodKind(scope)) === null)) this.counters.delete(scope);
+      const limit = quota && (counter.endUser ? (quota.endUserPerDay ?? null) : limitOf(quota, periodKind(scope)));
+      if (quota === null || limit === null) this.counters.delete(scope);
     }
   }
 
-
-  private limited(counter: Counter, limit: number): Counter {
-    counter.limit = limit;
-    return counter;
-  }
 
   private used(counter: Counter): number {
     return usedOf(counter);
   }
 
-  private counter(scope: string, accountId: string, keyId: string | undefined): Counter {
+  private counter(scope: string, accountId: string, keyId: string | undefined, endUser = false): Counter {
     let counter = this.counters.get(scope);
     if (!counter) {
       const born = this.now().getTime();
-      counter = { synced: 0, pending: 0, sending: 0, reserved: 0, read: false, alerted: -1, dormant: false, touched: this.syncs, accountId, keyId, born, floor: 0, sinceFloor: 0, floorDue: this.events.usage ? born : undefined };
+      const floorDue = this.events.usage && !endUser ? born : undefined; // the daily usage knows no end user
+      counter = { synced: 0, pending: 0, sending: 0, reserved: 0, read: false, alerted: -1, dormant: false, touched: this.syncs, accountId, keyId, born, floor: 0, sinceFloor: 0, floorDue, ...(endUser ? { endUser: true as const } : {}) };
       this.counters.set(scope, counter);
       if (keyId !== undefined) this.keysCounted.add(keyId);
     }

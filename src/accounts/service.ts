@@ -9,11 +9,12 @@ import { sha256Hex } from '../common/sha256';
 import { issueKey, rotateKey } from '../auth/issue';
 import { requiredName, type KeyFields } from '../auth/key-fields';
 import { errors } from '../errors';
-import { AccountNameTaken, NO_BUDGET, NO_QUOTA, type AccountRecord, type Budget, type KeyPolicy, type KeyRecord, type MembershipRecord, type PersonRecord, type Quota, type Role, type Store } from '../store/types';
+import { AccountNameTaken, NO_BUDGET, NO_QUOTA, type AccountRecord, type Budget, type EndUserQuota, type KeyPolicy, type KeyRecord, type MembershipRecord, type PersonRecord, type Quota, type Role, type Store } from '../store/types';
 import { actorName, type Actor } from './roles';
 import type { Auditor } from './audit';
 import { LeakReports } from './leak-reports';
 import { expiryUnderPolicy } from './key-policy';
+import { mergedEndUserQuota } from './end-users';
 import { isNfkcStable, normalizeEmail } from './emails';
 import { hashPassword, passwordProblem } from './passwords';
 
@@ -32,8 +33,9 @@ export class Accounts {
     this.leaks = new LeakReports(store, auditor, now);
   }
 
-  async createAccount(name: unknown, by: Actor, client: string | undefined, quota: Partial<Quota> = {}, budget: Partial<Budget> = {}, keyPolicy?: KeyPolicy | null): Promise<AccountRecord> {
-    const record: AccountRecord = { id: `acc_${randomBytes(9).toString('base64url')}`, name: requiredName(name), createdAt: this.now().toISOString(), quota: { ...NO_QUOTA, ...quota }, budget: { ...NO_BUDGET, ...budget }, ...(keyPolicy ? { keyPolicy } : {}) };
+  async createAccount(name: unknown, by: Actor, client: string | undefined, quota: Partial<Quota> = {}, budget: Partial<Budget> = {}, keyPolicy?: KeyPolicy | null, endUserQuota?: Partial<EndUserQuota> | null): Promise<AccountRecord> {
+    const perEndUser = endUserQuota ? mergedEndUserQuota(undefined, endUserQuota) : null;
+    const record: AccountRecord = { id: `acc_${randomBytes(9).toString('base64url')}`, name: requiredName(name), createdAt: this.now().toISOString(), quota: { ...NO_QUOTA, ...quota }, budget: { ...NO_BUDGET, ...budget }, ...(keyPolicy ? { keyPolicy } : {}), ...(perEndUser ? { endUserQuota: perEndUser } : {}) };
     try {
       await this.store.createAccount(record);
     } catch (err) {
@@ -50,12 +52,13 @@ export class Accounts {
     return account;
   }
 
-  async updateAccount(id: string, changes: { name?: unknown; quota?: Partial<Quota>; budget?: Partial<Budget>; keyPolicy?: KeyPolicy | null }, by: Actor, client: string | undefined): Promise<AccountRecord> {
+  async updateAccount(id: string, changes: { name?: unknown; quota?: Partial<Quota>; budget?: Partial<Budget>; keyPolicy?: KeyPolicy | null; endUserQuota?: Partial<EndUserQuota> | null }, by: Actor, client: string | undefined): Promise<AccountRecord> {
     const before = await this.account(id);
     const name = changes.name === undefined ? undefined : requiredName(changes.name);
+    const endUserQuota = changes.endUserQuota === undefined ? undefined : mergedEndUserQuota(before.endUserQuota, changes.endUserQuota);
     let after: AccountRecord | undefined;
     try {
-      after = await this.store.updateAccount(id, { name, quota: changes.quota, budget: changes.budget, keyPolicy: changes.keyPolicy });
+      after = await this.store.updateAccount(id, { name, quota: changes.quota, budget: changes.budget, keyPolicy: changes.keyPolicy, endUserQuota });
     } catch (err) {
       if (err instanceof AccountNameTaken) throw errors.accountNameTaken(err.accountName);
       throw err;
@@ -70,6 +73,9 @@ export class Accounts {
     }
     if (changes.keyPolicy !== undefined && JSON.stringify(after.keyPolicy ?? null) !== JSON.stringify(before.keyPolicy ?? null)) {
       await this.auditor.record({ accountId: id, actor: actorName(by), action: 'key_policy.changed', target: id, client, details: { from: before.keyPolicy ?? null, to: after.keyPolicy ?? null } });
+    }
+    if (endUserQuota !== undefined && JSON.stringify(after.endUserQuota ?? null) !== JSON.stringify(before.endUserQuota ?? null)) {
+      await this.auditor.record({ accountId: id, actor: actorName(by), action: 'end_user_quota.changed', target: id, client, details: { from: before.endUserQuota ?? null, to: after.endUserQuota ?? null } });
     }
     return after;
   }

@@ -10,7 +10,10 @@ const DAY = /^\d{4}-\d{2}-\d{2}$/;
 export function dateRange(from: unknown, to: unknown, now = new Date()): { from: string; to: string } {
   const day = (value: unknown, field: string, fallback: string) => {
     if (value === undefined) return fallback;
-    if (typeof value !== 'string' || !DAY.test(value) || Number.isNaN(Date.parse(value))) throw errors.invalidBody(field, `'${field}' must be a date such as 2026-11-27.`);
+    // A day that is one (2026-02-30 is not: Date.parse takes it as March 2), from 1970 on.
+    const at = typeof value === 'string' && DAY.test(value) && value >= '1970-01-01' ? Date.parse(`${value}T00:00:00Z`) : Number.NaN;
+    const real = !Number.isNaN(at) && new Date(at).toISOString().slice(0, 10) === value;
+    if (!real) throw errors.invalidBody(field, `'${field}' must be a date such as 2026-11-27.`);
     return value;
   };
   const today = now.toISOString().slice(0, 10);
@@ -23,6 +26,7 @@ const BREAKDOWN_FIELDS = new Set(['by', 'from', 'to', 'keyId', 'endUser', 'limit
 /** Rows a breakdown answers by default, and at most. */
 export const BREAKDOWN_LIMIT = 100;
 export const BREAKDOWN_MAX = 1000;
+export const BREAKDOWN_MAX_DAYS = 366;
 
 /**
  * A breakdown's query string: `by` (model or endUser), `from`/`to`, and optionally `keyId`, `endUser`
@@ -41,7 +45,10 @@ export function breakdownQuery(query: Record<string, unknown>, accountId: string
   const rows = limit === undefined ? BREAKDOWN_LIMIT : Number(limit);
   if (!Number.isInteger(rows) || rows < 1 || rows > BREAKDOWN_MAX || !/^\d+$/.test(limit ?? '1')) throw errors.invalidBody('limit', `'limit' must be a whole number from 1 to ${BREAKDOWN_MAX}.`);
   const digest = endUser === undefined ? undefined : END_USER_DIGEST.test(endUser) ? endUser : endUserDigest(accountId, endUser);
-  return { ...dateRange(query.from, query.to, now), query: { by, limit: rows, ...(keyId ? { keyId } : {}), ...(digest ? { endUser: digest } : {}) } };
+  const range = dateRange(query.from, query.to, now);
+  // Days outside whole months are summed row by row (ledger-spans.ts): a year at most.
+  if (Date.parse(range.to) - Date.parse(range.from) > (BREAKDOWN_MAX_DAYS - 1) * 86_400_000) throw errors.invalidBody('from', `A breakdown covers at most ${BREAKDOWN_MAX_DAYS} days.`);
+  return { ...range, query: { by, limit: rows, ...(keyId ? { keyId } : {}), ...(digest ? { endUser: digest } : {}) } };
 }
 
 /** A breakdown's row as the APIs answer it: the model or end user it is of, its cost in the currency. */

@@ -11,6 +11,7 @@ import { passwordPath, type Accounts } from '../accounts/service';
 import type { Actor } from '../accounts/roles';
 import { normalizeEmail } from '../accounts/emails';
 import { keyPolicyField } from '../accounts/key-policy';
+import { endUserQuotaField } from '../accounts/end-users';
 import { breakdownQuery, dateRange, shareRow, usageRow } from '../accounts/usage';
 import { errors } from '../errors';
 import { defaultAccountId } from '../store/default-account';
@@ -20,8 +21,8 @@ const ADMIN: Actor = { kind: 'admin-token' };
 const client = (req: Request) => req.socket.remoteAddress;
 
 /** The router behind the admin token guard (app.ts puts the guard in front of it). */
-/** An account as the admin API shows it: `keyPolicy` null when it has none. */
-const accountView = (account: AccountRecord) => ({ ...account, keyPolicy: account.keyPolicy ?? null });
+/** An account as the admin API shows it: `keyPolicy` and `endUserQuota` null when it has none. */
+const accountView = (account: AccountRecord) => ({ ...account, keyPolicy: account.keyPolicy ?? null, endUserQuota: account.endUserQuota ?? null });
 
 function expiringWithin(value: unknown): number | undefined {
   if (value === undefined) return undefined;
@@ -91,8 +92,8 @@ export function adminApi(accounts: Accounts, currency: () => string = () => 'USD
   });
 
   api.post('/accounts', async (req, res) => {
-    const body = onlyFields(objectBody(req.body), ['name', 'quota', 'budget', 'keyPolicy']);
-    res.status(201).json(accountView(await accounts.createAccount(body.name, ADMIN, client(req), quota(body.quota, 'quota'), budget(body.budget, 'budget'), keyPolicyField(body.keyPolicy))));
+    const body = onlyFields(objectBody(req.body), ['name', 'quota', 'budget', 'keyPolicy', 'endUserQuota']);
+    res.status(201).json(accountView(await accounts.createAccount(body.name, ADMIN, client(req), quota(body.quota, 'quota'), budget(body.budget, 'budget'), keyPolicyField(body.keyPolicy), endUserQuotaField(body.endUserQuota))));
   });
 
   api.get('/accounts', async (_req, res) => {
@@ -104,8 +105,8 @@ export function adminApi(accounts: Accounts, currency: () => string = () => 'USD
   });
 
   api.patch('/accounts/:id', async (req, res) => {
-    const body = onlyFields(objectBody(req.body), ['name', 'quota', 'budget', 'keyPolicy']);
-    res.json(accountView(await accounts.updateAccount(req.params.id, { name: body.name, quota: quota(body.quota, 'quota'), budget: budget(body.budget, 'budget'), keyPolicy: keyPolicyField(body.keyPolicy) }, ADMIN, client(req))));
+    const body = onlyFields(objectBody(req.body), ['name', 'quota', 'budget', 'keyPolicy', 'endUserQuota']);
+    res.json(accountView(await accounts.updateAccount(req.params.id, { name: body.name, quota: quota(body.quota, 'quota'), budget: budget(body.budget, 'budget'), keyPolicy: keyPolicyField(body.keyPolicy), endUserQuota: endUserQuotaField(body.endUserQuota) }, ADMIN, client(req))));
   });
 
   api.get('/accounts/:id/members', async (req, res) => {

@@ -40,6 +40,8 @@ const NO_DETAIL: UseDetail = { model: '', endUser: '' };
 export const OVER_CAP = '*';
 /** Ledger rows a key may make a day, in one process, unless the config says otherwise. */
 export const DEFAULT_PAIRS_PER_KEY_DAY = 10_000;
+/** All keys together: at most this many times a key's cap a day, in one process. */
+export const PROCESS_PAIRS = 10;
 
 /** Where a key's use of a day (of one model and end user) is counted until it is written. */
 const slotOf = (keyId: string, date: string, model: string, endUser: string) => `${keyId} ${date} ${model} ${endUser}`;
@@ -57,6 +59,8 @@ export class UsageRecorder {
    */
   private pairs = new Map<string, Set<string>>();
   private pairsDate = '';
+  /** Pairs kept today in all, under PROCESS_PAIRS times a key's cap: many keys at their cap would hold too much. */
+  private pairsToday = 0;
 
   constructor(
     private readonly store: Pick<Store, 'recordUse'>,
@@ -171,14 +175,16 @@ export class UsageRecorder {
     if (date > this.pairsDate) {
       this.pairs = new Map();
       this.pairsDate = date;
+      this.pairsToday = 0;
     }
     const day = `${keyId} ${date}`;
     let seen = this.pairs.get(day);
     if (!seen) this.pairs.set(day, (seen = new Set()));
     const pair = `${detail.model} ${detail.endUser}`;
     if (seen.has(pair)) return detail;
-    if (seen.size >= this.pairsPerKeyDay) return { model: OVER_CAP, endUser: OVER_CAP };
+    if (seen.size >= this.pairsPerKeyDay || this.pairsToday >= PROCESS_PAIRS * this.pairsPerKeyDay) return { model: OVER_CAP, endUser: OVER_CAP };
     seen.add(pair);
+    this.pairsToday++;
     return detail;
   }
 }

@@ -32,9 +32,11 @@ export function readAndValidateBody(limits: BodyLimits, endpoint: Endpoint = 'ch
     if (text === undefined) throw errors.invalidJson('it is not valid UTF-8');
     const request = validateModelRequest(endpoint, parseJson(text));
     if (request instanceof GatewayError) throw request;
-    const endUser = req.headers['x-chatgate-end-user'];
-    if (typeof endUser === 'string' && endUser !== '') {
-      if (endUser.length > MAX_END_USER_LENGTH) throw errors.invalidHeader('X-Chatgate-End-User', `'X-Chatgate-End-User' must be at most ${MAX_END_USER_LENGTH} characters.`);
+    const header = req.headers['x-chatgate-end-user'];
+    if (typeof header === 'string' && header !== '') {
+      // Node gives header bytes as latin1: read as UTF-8, an id names the same end user here as in the body.
+      const endUser = decodeUtf8Strict(Buffer.from(header, 'latin1'));
+      if (endUser === undefined || endUser.length > MAX_END_USER_LENGTH) throw errors.invalidHeader('X-Chatgate-End-User', `'X-Chatgate-End-User' must be UTF-8 of at most ${MAX_END_USER_LENGTH} characters.`);
       request.endUser = endUser; // the application's own word on its user, over the body's
     }
 

@@ -127,6 +127,7 @@ export function validateChatRequest(body: unknown): ModelRequest | GatewayError 
 
 /** Longer than any model id in use (Hugging Face repository ids are at most 96 characters). */
 export const MAX_MODEL_LENGTH = 256;
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 
 /**
  * `model`: `<provider>/<model_name>`, split at the first slash, or a name without one (an alias, which
@@ -138,6 +139,8 @@ export function splitModel(model: unknown): Pick<ModelRequest, 'model' | 'provid
   if (typeof model !== 'string' || model === '') return errors.invalidBody('model', shape);
   // The model is echoed in errors and written to every access line: a key holder must not fill logs with it.
   if (model.length > MAX_MODEL_LENGTH) return errors.invalidBody('model', `'model' must be at most ${MAX_MODEL_LENGTH} characters.`);
+  // No model name holds a control character; usage is kept by model, and PostgreSQL refuses a NUL in text.
+  if (CONTROL.test(model)) return errors.invalidBody('model', "'model' must not contain control characters.");
   const slash = model.indexOf('/');
   if (slash === -1) return { model, provider: undefined, modelName: undefined };
   if (slash === 0 || slash === model.length - 1) return errors.invalidBody('model', shape);

@@ -55,7 +55,7 @@ export class PostgresAccountStore {
 
   async createAccount(record: AccountRecord): Promise<void> {
     try {
-      await this.query('insert into chatgate_accounts (id, name, created_at, tokens_per_day, tokens_per_month, budget_day_nanos, budget_month_nanos, key_max_lifetime_days) values ($1, $2, $3, $4, $5, $6, $7, $8)', [
+      await this.query('insert into chatgate_accounts (id, name, created_at, tokens_per_day, tokens_per_month, budget_day_nanos, budget_month_nanos, key_max_lifetime_days, end_user_tokens_per_day, end_user_budget_day_nanos) values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)', [
         record.id,
         record.name,
         record.createdAt,
@@ -64,6 +64,8 @@ export class PostgresAccountStore {
         nanosOf(record.budget.perDay),
         nanosOf(record.budget.perMonth),
         record.keyPolicy?.maxLifetimeDays ?? null,
+        record.endUserQuota?.tokensPerDay ?? null,
+        nanosOf(record.endUserQuota?.budgetPerDay ?? null),
       ]);
     } catch (err) {
       if ((err as { code?: string; constraint?: string }).code === '23505' && (err as { constraint?: string }).constraint === 'chatgate_accounts_name_key') throw new AccountNameTaken(record.name);
@@ -311,9 +313,9 @@ export class PostgresAccountStore {
 
   async pruneUsage(before: string, limit: number): Promise<number> {
     let deleted = 0;
-    // The months whose every day is before `before` go from the monthly sums.
-    for (const [table, column, until] of [['chatgate_usage_ledger', 'date', before], ['chatgate_usage_daily', 'date', before], ['chatgate_usage_ledger_monthly', 'month', monthStart(before)]] as const) {
-      const { rowCount } = await this.query(`delete from ${table} where ctid in (select ctid from ${table} where ${column} < $1 limit $2)`, [until, limit - deleted]);
+    // Whole months only: a month's sums stay those of its days.
+    for (const [table, column] of [['chatgate_usage_ledger', 'date'], ['chatgate_usage_daily', 'date'], ['chatgate_usage_ledger_monthly', 'month']] as const) {
+      const { rowCount } = await this.query(`delete from ${table} where ctid in (select ctid from ${table} where ${column} < $1 limit $2)`, [monthStart(before), limit - deleted]);
       deleted += rowCount ?? 0;
       if (deleted >= limit) break;
     }

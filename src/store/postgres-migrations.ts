@@ -356,6 +356,11 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
         from chatgate_usage_ledger group by 1, 2, 3, 4, 5;
     `,
   },
+  {
+    // What each end user of an account may use per UTC day: tokens, and money in nano-units (null: no limit).
+    version: 16,
+    sql: `alter table chatgate_accounts add column end_user_tokens_per_day bigint, add column end_user_budget_day_nanos bigint;`,
+  },
 ];
 
 /** Applies the migrations not applied yet, in one transaction under the advisory lock (replicas starting together apply each once). */

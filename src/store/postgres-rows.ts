@@ -1,5 +1,5 @@
 /** PostgreSQL rows as the driver returns them, and the records they become. */
-import { budgetOf } from './sqlite/rows';
+import { budgetOf, endUserQuotaOf } from './sqlite/rows';
 import type { AccountRecord, IdentityRecord, KeyAuthRecord, KeyRecord, MembershipRecord, PersonRecord, Role, SessionRecord } from './types';
 
 export interface KeyRow {
@@ -72,6 +72,8 @@ export interface AccountRow {
   budget_day_nanos: string | null;
   budget_month_nanos: string | null;
   key_max_lifetime_days: number | null;
+  end_user_tokens_per_day?: string | null;
+  end_user_budget_day_nanos?: string | null;
 }
 export interface PersonRow {
   email: string;
@@ -127,6 +129,7 @@ export const toAccount = (row: AccountRow): AccountRecord => ({
   quota: { tokensPerDay: nullableNumber(row.tokens_per_day), tokensPerMonth: nullableNumber(row.tokens_per_month) },
   budget: budgetOf(row),
   ...(row.key_max_lifetime_days !== null && row.key_max_lifetime_days !== undefined ? { keyPolicy: { maxLifetimeDays: row.key_max_lifetime_days } } : {}),
+  ...endUserQuotaOf(row.end_user_tokens_per_day, row.end_user_budget_day_nanos),
 });
 export const toPerson = (row: PersonRow): PersonRecord => ({
   email: row.email,

@@ -166,6 +166,14 @@ export interface AccountRecord {
   budget: Budget;
   /** The longest a key of the account may live (days from its creation); absent: no limit. */
   keyPolicy?: KeyPolicy;
+  /** What each end user of the account's keys may use per UTC day (accounts/end-users.ts); absent: no limit. */
+  endUserQuota?: EndUserQuota;
+}
+
+/** Per end user and UTC day: tokens, and money in the price table's currency; null: no limit of that kind. */
+export interface EndUserQuota {
+  tokensPerDay: number | null;
+  budgetPerDay: number | null;
 }
 
 export interface KeyPolicy {
@@ -178,6 +186,8 @@ export interface AccountChanges {
   budget?: Partial<Budget>;
   /** null: no policy any more. */
   keyPolicy?: KeyPolicy | null;
+  /** null: no end user quota any more. */
+  endUserQuota?: EndUserQuota | null;
 }
 
 /** A person who signs in to the console, by email (lower case). */
@@ -368,7 +378,7 @@ export interface AccountStore {
    * day, key, model and end user): the `limit` largest by cost, then tokens, then requests.
    */
   usageBreakdown(accountId: string, from: string, to: string, query: BreakdownQuery): Promise<UsageShare[]>;
-  /** Deletes at most `limit` usage rows (ledger and daily) of days before `before` (YYYY-MM-DD): how many it deleted. */
+  /** Deletes at most `limit` usage rows (ledger and daily) of the months before the one `before` (YYYY-MM-DD) is in: how many it deleted. */
   pruneUsage(before: string, limit: number): Promise<number>;
 
   /** Adds tokens to quota counters (scope -> tokens); counters of past periods may be dropped. */

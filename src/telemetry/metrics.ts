@@ -128,13 +128,13 @@ export function createMetrics() {
     }),
     quotaRefused: new CounterFamily({
       name: 'chatgate_quota_refused_total',
-      help: 'Requests refused 429 insufficient_quota, by whose quota (key or account) and period (day or month, UTC).',
+      help: 'Requests refused 429 insufficient_quota, by whose quota (key, account, or endUser: an end user of an account) and period (day or month, UTC).',
       labelNames: ['scope', 'period'] as const,
       registers,
     }),
     budgetRefused: new CounterFamily({
       name: 'chatgate_budget_refused_total',
-      help: 'Requests refused 429 insufficient_quota for a budget, by whose budget (key or account) and period (day or month, UTC).',
+      help: 'Requests refused 429 insufficient_quota for a budget, by whose budget (key, account, or endUser) and period (day or month, UTC).',
       labelNames: ['scope', 'period'] as const,
       registers,
     }),

@@ -56,6 +56,8 @@ for (const [size, viewport] of [['desktop', { width: 1280, height: 800 }], ['pho
       await page.locator('#usage-by-end-user-body').getByText('No usage in this period.').waitFor();
       await page.getByTestId('breakdown-month').selectOption('this');
       await users.first().waitFor();
+      const asked: string[] = [];
+      page.on('request', (sent) => asked.push(sent.url()));
       await page.getByTestId('end-user-id').fill('alice');
       await page.getByTestId('end-user-submit').click();
       await page.getByTestId('end-user-model-row').first().waitFor();
@@ -66,6 +68,9 @@ for (const [size, viewport] of [['desktop', { width: 1280, height: 800 }], ['pho
       await page.getByTestId('end-user-id').fill('nobody-here');
       await page.getByTestId('end-user-submit').click();
       await page.getByTestId('end-user-none').waitFor();
+      // The ids typed were made into digests in the page: neither left it.
+      expect(asked.filter((url) => url.includes('/usage/breakdown'))).toHaveLength(2);
+      expect(asked.join(' ')).not.toMatch(/alice|nobody-here/);
       if (size === 'phone') await expectNoSidewaysScroll(page);
 
       const csvPath = await page.getByTestId('usage-end-users-csv').getAttribute('href');

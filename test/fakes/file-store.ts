@@ -164,6 +164,8 @@ export class FileKeyStore implements Store {
       const updated: AccountRecord = { ...existing, ...definedFields({ name: changes.name }), quota: { ...existing.quota, ...definedFields(changes.quota) }, budget: { ...existing.budget, ...definedFields(changes.budget) } };
       if (changes.keyPolicy === null) delete updated.keyPolicy;
       else if (changes.keyPolicy !== undefined) updated.keyPolicy = { ...changes.keyPolicy };
+      if (changes.endUserQuota === null) delete updated.endUserQuota;
+      else if (changes.endUserQuota !== undefined) updated.endUserQuota = { ...changes.endUserQuota };
       return { data: { ...data, accounts: data.accounts.map((a) => (a.id === id ? updated : a)) }, result: updated };
     });
   }

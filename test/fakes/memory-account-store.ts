@@ -42,6 +42,8 @@ export class MemoryAccountStore implements AccountStore {
     account.budget = { ...account.budget, ...changes.budget };
     if (changes.keyPolicy === null) delete account.keyPolicy;
     else if (changes.keyPolicy !== undefined) account.keyPolicy = { ...changes.keyPolicy };
+    if (changes.endUserQuota === null) delete account.endUserQuota;
+    else if (changes.endUserQuota !== undefined) account.endUserQuota = { ...changes.endUserQuota };
     return copy(account);
   }
   async getPerson(email: string) {

@@ -45,8 +45,9 @@ export function addToLedger(rows: LedgerRow[], uses: readonly KeyUse[]): void {
   }
 }
 
-/** Deletes at most `limit` rows of days before `before` from each list in turn: how many it deleted. */
-export function pruneRows(lists: ReadonlyArray<Array<{ date: string }>>, before: string, limit: number): number {
+/** Deletes at most `limit` rows of the months before the one `before` is in, from each list in turn: how many it deleted. */
+export function pruneRows(lists: ReadonlyArray<Array<{ date: string }>>, day: string, limit: number): number {
+  const before = `${day.slice(0, 7)}-01`;
   let deleted = 0;
   for (const rows of lists) {
     for (let i = rows.length - 1; i >= 0 && deleted < limit; i--) {

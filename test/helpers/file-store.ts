@@ -3,6 +3,11 @@ import { issueKey } from '../../src/auth/issue';
 import { FileKeyStore } from '../fakes/file-store';
 import type { KeyRecord, Store } from '../../src/store/types';
 
+const monthsBack = (months: number, day: number) => { const now = new Date(); return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - months, day)).toISOString().slice(0, 10); };
+/** The 10th of the month before last, and that month's first and last days. */
+const PAST_DAY = monthsBack(2, 10);
+const PAST_MONTH = { from: monthsBack(2, 1), to: monthsBack(1, 0) };
+
 /** A file store holding every record kind, made through the store interface as the gateway makes them. */
 export async function fileStoreWithEverything(file: string) {
   const source = new FileKeyStore(file);
@@ -13,6 +18,8 @@ export async function fileStoreWithEverything(file: string) {
   const { record: teamKey } = await issueKey(source, { name: 'team key', accountId: 'acc_team', expiresAt: new Date('2099-01-01T00:00:00Z') });
   await source.revoke(teamKey.id, now);
   await source.recordUse([{ keyId: record.id, accountId: record.accountId, date: '2030-01-02', at: now, requests: 4, refused: 2, costNanos: 123_456_789, promptTokens: 40, completionTokens: 12, model: '', endUser: '' }]);
+  // A day of a month that is over: the import sums it into its month too (whole months are read from their sums).
+  await source.recordUse([{ keyId: record.id, accountId: record.accountId, date: PAST_DAY, at: new Date(`${PAST_DAY}T12:00:00Z`), requests: 3, refused: 1, costNanos: 5, promptTokens: 30, completionTokens: 6, model: '', endUser: '' }]);
   await source.putPerson({ email: 'owner@example.com', admin: true, passwordHash: 'scrypt$hash', createdAt: now.toISOString(), passwordWithOidc: true });
   await source.putPerson({ email: 'member@example.com', admin: false, passwordHash: null, createdAt: now.toISOString() });
   await source.bindIdentity({ issuer: 'https://idp.example', subject: 'sub-1', email: 'owner@example.com', createdAt: now.toISOString() });
@@ -39,7 +46,8 @@ export async function expectReadsBackAs(store: Store, source: FileKeyStore, { re
   const byEmail = (a: { email: string }, b: { email: string }) => a.email.localeCompare(b.email);
   expect(await store.get(record.id)).toEqual(await source.get(record.id));
   expect((await store.list()).sort(byId)).toEqual((await source.list()).sort(byId));
-  expect((await store.get(record.id))?.usage).toEqual({ requests: 4, promptTokens: 40, completionTokens: 12 });
+  expect((await store.get(record.id))?.usage).toEqual({ requests: 7, promptTokens: 70, completionTokens: 18 });
+  expect(await store.usageBreakdown(record.accountId, PAST_MONTH.from, PAST_MONTH.to, { by: 'endUser', limit: 10 })).toEqual([{ group: '', requests: 3, refused: 1, costNanos: 5, promptTokens: 30, completionTokens: 6 }]);
   expect((await store.get(teamKey.id))?.revokedAt).not.toBeNull();
   expect((await store.listAccounts()).find((a) => a.id === 'acc_team')).toEqual((await source.listAccounts()).find((a) => a.id === 'acc_team'));
   expect(await store.getPerson('owner@example.com')).toEqual(await source.getPerson('owner@example.com'));

@@ -66,7 +66,7 @@ test('store import into PostgreSQL: every record kind, read back as the file sto
     tokens: [1, 0],
     counters: [1, 0],
     audit: [3, 0],
-    usage: [1, 0],
+    usage: [2, 0],
     quotaUsage: [1, 0],
   });
   expect(first.stdout).not.toContain(key);

@@ -66,7 +66,7 @@ test('one file, mode 0600, in WAL mode with foreign keys on; processes opening i
   const { db } = pair[1]!.sql;
   expect(db.prepare('PRAGMA journal_mode').get()).toEqual({ journal_mode: 'wal' });
   expect(db.prepare('PRAGMA foreign_keys').get()).toEqual({ foreign_keys: 1 });
-  expect(db.prepare('select version from chatgate_schema_migrations order by version').all().map((row) => ({ ...(row as object) }))).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9].map((version) => ({ version })));
+  expect(db.prepare('select version from chatgate_schema_migrations order by version').all().map((row) => ({ ...(row as object) }))).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map((version) => ({ version })));
   // Every lookup by something other than the primary key has its index.
   const plan = (sql: string) => JSON.stringify(db.prepare(`explain query plan ${sql}`).all());
   expect(plan("select * from chatgate_keys where digest = 'x'")).toMatch(/USING INDEX/);
@@ -217,7 +217,7 @@ test('store import: every record kind of a keys.json, as the file store reads it
     tokens: [1, 0],
     counters: [1, 0],
     audit: [3, 0],
-    usage: [1, 0],
+    usage: [2, 0],
     quotaUsage: [1, 0],
   });
   expect(first.stdout).not.toContain(key);

@@ -4,7 +4,7 @@
  * application sends (the server makes its digest: only digests are kept); the end users as CSV.
  */
 import { $, formatNumber, formatAmount, el, setError, utcDay } from './console-dom.js';
-import { API, api, busy } from './console-state.js';
+import { API, api, busy, state } from './console-state.js';
 
 /** End users shown in the table; the CSV has up to the API's most. */
 const SHOWN = 20;
@@ -54,19 +54,28 @@ export async function loadBreakdowns(keyId) {
   const [models, users] = await Promise.all([api('GET', `/usage/breakdown?${query('model', 100)}`), api('GET', `/usage/breakdown?${query('endUser', SHOWN)}`)]);
   fill($('usage-by-model-body'), models.data, 'model', 'usage-model-row');
   fill($('usage-by-end-user-body'), users.data, 'endUser', 'usage-end-user-row');
-  $('end-user-form').dataset.from = from;
-  $('end-user-form').dataset.to = to;
+}
+
+/**
+ * An end user's digest as the gateway makes it (accounts/end-users.ts): `eu_` and 22 base64url
+ * characters of SHA-256 over the account's id, a NUL and the id. Made here, so that the id the person
+ * typed never leaves the page (a proxy in front of the gateway may log query strings).
+ */
+async function endUserDigest(accountId, id) {
+  const bytes = new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(`${accountId}\u0000${id}`)));
+  const base64 = btoa(String.fromCharCode(...bytes)).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+  return `eu_${base64.slice(0, 22)}`;
 }
 
 async function findEndUser(event) {
   event.preventDefault();
-  const form = $('end-user-form');
   const id = $('end-user-id').value.trim();
   const result = $('end-user-result');
   setError($('end-user-error'), null);
   result.replaceChildren();
-  if (!id) return;
-  const params = new URLSearchParams({ by: 'model', endUser: id, from: form.dataset.from || '', to: form.dataset.to || '' });
+  if (!id || !state.session || !state.session.account) return;
+  const { from, to } = monthRange($('breakdown-month').value);
+  const params = new URLSearchParams({ by: 'model', endUser: await endUserDigest(state.session.account.id, id), from, to });
   const found = await busy($('end-user-submit'), () => api('GET', `/usage/breakdown?${params}`), (error) => setError($('end-user-error'), error));
   if (!found) return;
   if (found.data.length === 0) {

@@ -37,6 +37,13 @@ export async function importData(store: SqliteKeyStore, data: Data): Promise<Imp
       report[added ? 'imported' : 'present'][row.kind]++;
       if (added && row.with) insert(row.with.table, row.with.params);
     }
+    // The imported days (of no model and no end user) summed into their months again, from the ledger.
+    if (report.imported.usage > 0) {
+      sql.run(`insert into chatgate_usage_ledger_monthly (account_id, month, key_id, model, end_user, requests, refused, prompt_tokens, completion_tokens, cost_nanos)
+        select account_id, substr(date, 1, 7) || '-01', key_id, model, end_user, sum(requests), sum(refused), sum(prompt_tokens), sum(completion_tokens), sum(cost_nanos)
+        from chatgate_usage_ledger where model = '' and end_user = '' group by 1, 2, 3, 4, 5
+        on conflict (account_id, month, key_id, model, end_user) do update set requests = excluded.requests, refused = excluded.refused, prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens, cost_nanos = excluded.cost_nanos`);
+    }
   });
   return report;
 }

@@ -293,6 +293,14 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
         from chatgate_usage_ledger group by 1, 2, 3, 4, 5;
     `,
   },
+  {
+    // What each end user of an account may use per UTC day (as in PostgreSQL's migration 16).
+    version: 10,
+    sql: `
+      alter table chatgate_accounts add column end_user_tokens_per_day integer;
+      alter table chatgate_accounts add column end_user_budget_day_nanos integer;
+    `,
+  },
 ];
 
 /** Applies the migrations this file lacks; true when it made the schema (a new database). */

@@ -3,7 +3,7 @@
  * Date.toISOString writes them (UTC, milliseconds), whatever form a caller gave, so that they sort
  * and compare as text and read back as PostgreSQL's do.
  */
-import type { AccountRecord, AuditEvent, Budget, IdentityRecord, KeyRecord, MembershipRecord, OneTimeToken, PersonRecord, Role, SessionRecord } from '../types';
+import type { AccountRecord, AuditEvent, Budget, EndUserQuota, IdentityRecord, KeyRecord, MembershipRecord, OneTimeToken, PersonRecord, Role, SessionRecord } from '../types';
 
 export interface KeyRow {
   id: string;
@@ -43,6 +43,8 @@ export interface AccountRow {
   budget_day_nanos: number | null;
   budget_month_nanos: number | null;
   key_max_lifetime_days: number | null;
+  end_user_tokens_per_day?: number | null;
+  end_user_budget_day_nanos?: number | null;
 }
 export interface PersonRow {
   email: string;
@@ -163,6 +165,8 @@ export const accountParams = (a: AccountRecord) => ({
   budget_day_nanos: nanosOf(a.budget.perDay),
   budget_month_nanos: nanosOf(a.budget.perMonth),
   key_max_lifetime_days: a.keyPolicy?.maxLifetimeDays ?? null,
+  end_user_tokens_per_day: a.endUserQuota?.tokensPerDay ?? null,
+  end_user_budget_day_nanos: nanosOf(a.endUserQuota?.budgetPerDay ?? null),
 });
 export const toAccount = (row: AccountRow): AccountRecord => ({
   id: row.id,
@@ -171,7 +175,14 @@ export const toAccount = (row: AccountRow): AccountRecord => ({
   quota: { tokensPerDay: row.tokens_per_day, tokensPerMonth: row.tokens_per_month },
   budget: budgetOf(row),
   ...(row.key_max_lifetime_days !== null && row.key_max_lifetime_days !== undefined ? { keyPolicy: { maxLifetimeDays: row.key_max_lifetime_days } } : {}),
+  ...endUserQuotaOf(row.end_user_tokens_per_day, row.end_user_budget_day_nanos),
 });
+
+/** An account's end user quota from its columns: absent when both are null. */
+export function endUserQuotaOf(tokens: number | string | null | undefined, budgetNanos: number | string | null | undefined): { endUserQuota?: EndUserQuota } {
+  if ((tokens === null || tokens === undefined) && (budgetNanos === null || budgetNanos === undefined)) return {};
+  return { endUserQuota: { tokensPerDay: tokens === null || tokens === undefined ? null : Number(tokens), budgetPerDay: budgetNanos === null || budgetNanos === undefined ? null : Number(budgetNanos) / 1e9 } };
+}
 
 /**
  * A budget is kept in whole nano-units of the currency (1e-9), as costs are, so that what was spent

@@ -94,13 +94,14 @@ export class SqliteUsage {
     );
   }
 
+  /** Whole months only: a month's sums stay those of its days. */
   prune(before: string, limit: number): Promise<number> {
+    const until = monthStart(before);
     return this.sql.write(() => {
-      let deleted = this.sql.run(`delete from chatgate_usage_ledger where (${LEDGER_KEY}) in (select ${LEDGER_KEY} from chatgate_usage_ledger where date < ? limit ?)`, before, limit).changes;
-      if (deleted < limit) deleted += this.sql.run('delete from chatgate_usage_daily where rowid in (select rowid from chatgate_usage_daily where date < ? limit ?)', before, limit - deleted).changes;
-      // The months whose every day is before `before` go from the monthly sums.
+      let deleted = this.sql.run(`delete from chatgate_usage_ledger where (${LEDGER_KEY}) in (select ${LEDGER_KEY} from chatgate_usage_ledger where date < ? limit ?)`, until, limit).changes;
+      if (deleted < limit) deleted += this.sql.run('delete from chatgate_usage_daily where rowid in (select rowid from chatgate_usage_daily where date < ? limit ?)', until, limit - deleted).changes;
       const monthKey = LEDGER_KEY.replace('date', 'month');
-      if (deleted < limit) deleted += this.sql.run(`delete from chatgate_usage_ledger_monthly where (${monthKey}) in (select ${monthKey} from chatgate_usage_ledger_monthly where month < ? limit ?)`, monthStart(before), limit - deleted).changes;
+      if (deleted < limit) deleted += this.sql.run(`delete from chatgate_usage_ledger_monthly where (${monthKey}) in (select ${monthKey} from chatgate_usage_ledger_monthly where month < ? limit ?)`, until, limit - deleted).changes;
       return deleted;
     });
   }
