@@ -24,7 +24,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { loadOrCreateDevCertificate } from '../src/process/dev-certificate';
 import { spawnChatgate } from './chatgate-process';
-import { repositoryRoot, scaleDatabase } from './scale';
+import { repositoryRoot, scaleDatabase, stop } from './host';
 
 /** Under this, at the 95th percentile, the Usage tab loads (the target). */
 export const TARGET_MS = 200;
@@ -137,8 +137,7 @@ export async function runLedger(url: string, plan: LedgerPlan, progress: (line: 
     const pages = [...samples].map(([name, times]) => ({ name, target: name.startsWith('Usage tab'), p50: quantile(times, 0.5), p95: quantile(times, 0.95), max: quantile(times, 1) }));
     return { at: new Date().toISOString(), ...seeded, seedSeconds: Math.round(seedSeconds * 10) / 10, pages, failures };
   } finally {
-    for (const child of children) child.kill('SIGTERM');
-    await Promise.all(children.map((child) => new Promise((resolve) => (child.exitCode !== null ? resolve(undefined) : child.once('exit', resolve)))));
+    await Promise.all(children.map(stop));
     rmSync(dir, { recursive: true, force: true });
   }
 }

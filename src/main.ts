@@ -27,8 +27,7 @@ import { consoleApp } from './console/app';
 import { createOidcRoutes } from './accounts/oidc';
 import { createMailer } from './accounts/mailer';
 import { QuotaTracker, TOKENS, type AccountLimits, type Measure, type QuotaCounters } from './accounts/quota';
-import { BUDGET, inNanos } from './accounts/enforce-budget';
-import { NANOS } from './accounts/prices';
+import { BUDGET, budgetLimitsOf } from './accounts/enforce-budget';
 import { Alerts, type AlertSettings } from './accounts/alerts';
 import type { AccountRecord } from './store/types';
 import { loadConfig, type Config } from './config';
@@ -211,8 +210,7 @@ async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, 
     return made;
   };
   const quota = await tracker(TOKENS, (account) => ({ ...account.quota, endUserPerDay: account.endUserQuota?.tokensPerDay ?? null }));
-  const perEndUser = (budgetPerDay: number | null | undefined) => (budgetPerDay === null || budgetPerDay === undefined ? null : Math.round(budgetPerDay * NANOS));
-  const budgets = await tracker(BUDGET, (account) => ({ ...inNanos(account.budget), endUserPerDay: perEndUser(account.endUserQuota?.budgetPerDay) }));
+  const budgets = await tracker(BUDGET, budgetLimitsOf);
   // The platform's default rate limits, which a reload may change (buildServing keeps this current).
   const platform = { limits: config.rateLimit as Config['rateLimit'], currency: config.prices.currency };
   const mailer = config.console.enabled && config.console.smtp ? createMailer(config.console.smtp) : undefined;

@@ -22,7 +22,8 @@ import { errors } from '../errors';
 import { reserveNow } from './enforce-quota';
 import { endUserOf } from './end-users';
 import { NANOS } from './prices';
-import type { Measure, QuotaTracker } from './quota';
+import type { AccountLimits, Measure, QuotaTracker } from './quota';
+import type { AccountRecord } from '../store/types';
 
 /** What budgets count: nano-units of the currency; limits in units become nano-units here. */
 export const BUDGET: Measure = {
@@ -34,6 +35,12 @@ export const BUDGET: Measure = {
 /** A budget in units as the tracker reads limits (in nano-units, in the shape of a quota). */
 export function inNanos(budget: { readonly perDay: number | null; readonly perMonth: number | null }): { tokensPerDay: number | null; tokensPerMonth: number | null } {
   return { tokensPerDay: budget.perDay === null ? null : Math.round(budget.perDay * NANOS), tokensPerMonth: budget.perMonth === null ? null : Math.round(budget.perMonth * NANOS) };
+}
+
+/** An account's budgets as the budget tracker counts them (nano-units): its own for the day and month, and each end user's for the day. */
+export function budgetLimitsOf(account: AccountRecord): AccountLimits {
+  const perEndUser = account.endUserQuota?.budgetPerDay ?? null;
+  return { ...inNanos(account.budget), endUserPerDay: perEndUser === null ? null : Math.round(perEndUser * NANOS) };
 }
 
 /** What a routed request may cost, in nano-units, for so many prompt and output tokens; undefined: its model has no price. */

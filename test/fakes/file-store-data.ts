@@ -1,6 +1,7 @@
 /** Pure: the file store's changes that are more than a line, as new data from old. */
-import { periodOf, sum, type Data } from '../../src/store/file-schema';
-import type { KeyUse } from '../../src/store/types';
+import { definedFields } from '../../src/common/defined-fields';
+import { periodOf, sum, voidedBy, type Data } from '../../src/store/file-schema';
+import type { IdentityRecord, KeyUse, MembershipRecord, OneTimeToken, PersonRecord } from '../../src/store/types';
 
 /** A batch of use added to each key's totals and latest use, and to its daily rows (those before `oldest` dropped). */
 export function withUse(data: Data, uses: readonly KeyUse[], oldest: string): Data {
@@ -55,4 +56,53 @@ export function withQuotaUsage(data: Data, amounts: ReadonlyMap<string, number>,
   for (const [scope, tokens] of amounts) quotaUsage[scope] = (quotaUsage[scope] ?? 0) + tokens;
   for (const scope of Object.keys(quotaUsage)) if (periodOf(scope) < oldest.slice(0, periodOf(scope).length)) delete quotaUsage[scope];
   return { ...data, quotaUsage };
+}
+
+/** A person added, or one there changed (admin, a password given, passwordWithOidc): the person as kept. */
+export function withPerson(data: Data, record: PersonRecord): { data: Data; result: PersonRecord } {
+  const existing = data.people.find((p) => p.email === record.email);
+  const person = existing ? { ...existing, admin: record.admin, passwordHash: record.passwordHash ?? existing.passwordHash, ...definedFields({ passwordWithOidc: record.passwordWithOidc }) } : record;
+  return { data: { ...data, people: [...data.people.filter((p) => p.email !== record.email), person] }, result: person };
+}
+
+/** A person's password set (or cleared), their set-password links voided. */
+export function withPassword(data: Data, email: string, passwordHash: string | null): { data: Data; result: PersonRecord | undefined } {
+  const existing = data.people.find((p) => p.email === email);
+  if (!existing) return { data, result: undefined };
+  const person = { ...existing, passwordHash };
+  const tokens = data.tokens.filter((t) => !(t.kind === 'password' && t.email === email));
+  return { data: { ...data, people: data.people.map((p) => (p.email === email ? person : p)), tokens }, result: person };
+}
+
+/** A member added, or one there given the record's role. */
+export function withMember(data: Data, record: MembershipRecord): { data: Data; result: MembershipRecord } {
+  const same = (m: MembershipRecord) => m.accountId === record.accountId && m.email === record.email;
+  const existing = data.members.find(same);
+  const member = existing ? { ...existing, role: record.role } : record;
+  return { data: { ...data, members: [...data.members.filter((m) => !same(m)), member] }, result: member };
+}
+
+/** A one-time token kept; expired ones, and those it voids (an older set-password link), go. */
+export function withToken(data: Data, token: OneTimeToken, now: Date): { data: Data; result: undefined } {
+  const kept = data.tokens.filter((t) => t.expiresAt > now.toISOString() && !voidedBy(token, t));
+  return { data: { ...data, tokens: [...kept, token] }, result: undefined };
+}
+
+/** A one-time token taken (used once), with those it voids; it is the result while it has not expired. */
+export function withTokenTaken(data: Data, digest: string, kind: OneTimeToken['kind'], now: Date): { data: Data; result: OneTimeToken | undefined } {
+  const token = data.tokens.find((t) => t.digest === digest && t.kind === kind);
+  const tokens = data.tokens.filter((t) => t !== token && !(token && voidedBy(token, t)));
+  return { data: { ...data, tokens }, result: token && token.expiresAt > now.toISOString() ? token : undefined };
+}
+
+/** An OIDC identity bound, unless its subject, or another of the person's at that issuer, is bound already. */
+export function withIdentity(data: Data, record: IdentityRecord): { data: Data; result: boolean } {
+  const taken = data.identities.some((i) => i.issuer === record.issuer && (i.subject === record.subject || i.email === record.email));
+  return taken ? { data, result: false } : { data: { ...data, identities: [...data.identities, record] }, result: true };
+}
+
+/** A member removed: whether there was one. */
+export function withoutMember(data: Data, accountId: string, email: string): { data: Data; result: boolean } {
+  const members = data.members.filter((m) => !(m.accountId === accountId && m.email === email));
+  return { data: { ...data, members }, result: members.length !== data.members.length };
 }

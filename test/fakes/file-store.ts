@@ -10,32 +10,15 @@ import { definedFields } from '../../src/common/defined-fields';
 import { StoreUnreadable } from '../../src/store/guarded';
 import { fileStamp, replaceFile, withLockFile } from './file-store-lock';
 import { applyBatch, ChangeBatches, type BatchChange, type QueuedChange } from './file-store-batches';
-import { withCountersBumped, withQuotaUsage, withUse } from './file-store-data';
-import { addToLedger, breakdownOf, pruneRows, type LedgerRow } from './usage-ledger';
+import { withCountersBumped, withIdentity, withMember, withoutMember, withPassword, withPerson, withQuotaUsage, withToken, withTokenTaken, withUse } from './file-store-data';
+import { accountChanged } from './account-changes';
+import { addToLedger, breakdownOf, ledgerOf, pruneRows, type LedgerRow } from './usage-ledger';
 import { MemoryAccountStore } from './memory-account-store';
-import { byDateThenKey, daysBefore, emptyData, parseContents, voidedBy, type Data } from '../../src/store/file-schema';
+import { byDateThenKey, daysBefore, emptyData, parseContents, type Data } from '../../src/store/file-schema';
 
 export { removeStaleLock } from './file-store-lock';
 export { parseContents, type Data } from '../../src/store/file-schema';
-import {
-  AccountNameTaken,
-  type AccountChanges,
-  type AccountRecord,
-  type AlertRecord,
-  type AuditEvent,
-  type IdentityRecord,
-  type KeyChanges,
-  type KeyRecord,
-  type KeyUse,
-  type MembershipRecord,
-  type OneTimeToken,
-  type PersonRecord,
-  type SessionRecord,
-  type Store,
-  type UsageDay,
-  type BreakdownQuery,
-  type UsageShare,
-} from '../../src/store/types';
+import { AccountNameTaken, type AccountChanges, type AccountRecord, type AlertRecord, type AuditEvent, type IdentityRecord, type KeyChanges, type KeyRecord, type KeyUse, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type Store, type UsageDay, type BreakdownQuery, type UsageShare } from '../../src/store/types';
 
 /** How often the file's stamp is polled for changes made by other processes. */
 const WATCH_INTERVAL_MS = 1000;
@@ -52,8 +35,6 @@ type Change<T> = BatchChange<Data, T>;
 
 /** Usage batch ids recorded, by file. */
 const recordedBatches = new Map<string, Set<string>>();
-/** The ledger's rows, by file: the retired file store never had a ledger; this fake keeps one in this process. */
-const ledgers = new Map<string, LedgerRow[]>();
 
 export class FileKeyStore implements Store {
   private snapshot: Snapshot | undefined;
@@ -161,11 +142,7 @@ export class FileKeyStore implements Store {
       const existing = data.accounts.find((a) => a.id === id);
       if (!existing) return { data, result: undefined };
       if (changes.name !== undefined && data.accounts.some((a) => a.name === changes.name && a.id !== id)) throw new AccountNameTaken(changes.name);
-      const updated: AccountRecord = { ...existing, ...definedFields({ name: changes.name }), quota: { ...existing.quota, ...definedFields(changes.quota) }, budget: { ...existing.budget, ...definedFields(changes.budget) } };
-      if (changes.keyPolicy === null) delete updated.keyPolicy;
-      else if (changes.keyPolicy !== undefined) updated.keyPolicy = { ...changes.keyPolicy };
-      if (changes.endUserQuota === null) delete updated.endUserQuota;
-      else if (changes.endUserQuota !== undefined) updated.endUserQuota = { ...changes.endUserQuota };
+      const updated = accountChanged(existing, changes);
       return { data: { ...data, accounts: data.accounts.map((a) => (a.id === id ? updated : a)) }, result: updated };
     });
   }
@@ -175,29 +152,11 @@ export class FileKeyStore implements Store {
   }
 
   putPerson(record: PersonRecord): Promise<PersonRecord> {
-    return this.modify((data) => {
-      const existing = data.people.find((p) => p.email === record.email);
-      const person = existing
-        ? { ...existing, admin: record.admin, passwordHash: record.passwordHash ?? existing.passwordHash, ...definedFields({ passwordWithOidc: record.passwordWithOidc }) }
-        : record;
-      return { data: { ...data, people: [...data.people.filter((p) => p.email !== record.email), person] }, result: person };
-    });
+    return this.modify((data) => withPerson(data, record));
   }
 
   setPassword(email: string, passwordHash: string | null): Promise<PersonRecord | undefined> {
-    return this.modify((data) => {
-      const existing = data.people.find((p) => p.email === email);
-      if (!existing) return { data, result: undefined };
-      const person = { ...existing, passwordHash };
-      return {
-        data: {
-          ...data,
-          people: data.people.map((p) => (p.email === email ? person : p)),
-          tokens: data.tokens.filter((t) => !(t.kind === 'password' && t.email === email)),
-        },
-        result: person,
-      };
-    });
+    return this.modify((data) => withPassword(data, email, passwordHash));
   }
 
   async findIdentity(issuer: string, subject: string): Promise<IdentityRecord | undefined> {
@@ -209,26 +168,15 @@ export class FileKeyStore implements Store {
   }
 
   bindIdentity(record: IdentityRecord): Promise<boolean> {
-    return this.modify((data) => {
-      const taken = data.identities.some((i) => i.issuer === record.issuer && (i.subject === record.subject || i.email === record.email));
-      return taken ? { data, result: false } : { data: { ...data, identities: [...data.identities, record] }, result: true };
-    });
+    return this.modify((data) => withIdentity(data, record));
   }
 
   putMember(record: MembershipRecord): Promise<MembershipRecord> {
-    return this.modify((data) => {
-      const existing = data.members.find((m) => m.accountId === record.accountId && m.email === record.email);
-      const member = existing ? { ...existing, role: record.role } : record;
-      const others = data.members.filter((m) => !(m.accountId === record.accountId && m.email === record.email));
-      return { data: { ...data, members: [...others, member] }, result: member };
-    });
+    return this.modify((data) => withMember(data, record));
   }
 
   removeMember(accountId: string, email: string): Promise<boolean> {
-    return this.modify((data) => {
-      const members = data.members.filter((m) => !(m.accountId === accountId && m.email === email));
-      return { data: { ...data, members }, result: members.length !== data.members.length };
-    });
+    return this.modify((data) => withoutMember(data, accountId, email));
   }
 
   async listMembers(accountId: string): Promise<MembershipRecord[]> {
@@ -240,11 +188,8 @@ export class FileKeyStore implements Store {
   }
 
   async createSession(record: SessionRecord): Promise<void> {
-    await this.modify((data) => {
-      const now = new Date().toISOString();
-      const live = data.sessions.filter((s) => s.expiresAt > now); // ended ones go as new ones come
-      return { data: { ...data, sessions: [...live, record] }, result: undefined };
-    });
+    // Ended ones go as new ones come.
+    await this.modify((data) => ({ data: { ...data, sessions: [...data.sessions.filter((s) => s.expiresAt > new Date().toISOString()), record] }, result: undefined }));
   }
 
   async findSession(digest: string): Promise<SessionRecord | undefined> {
@@ -270,19 +215,11 @@ export class FileKeyStore implements Store {
   }
 
   async createToken(token: OneTimeToken): Promise<void> {
-    await this.modify((data) => {
-      const now = new Date().toISOString();
-      const kept = data.tokens.filter((t) => t.expiresAt > now && !voidedBy(token, t));
-      return { data: { ...data, tokens: [...kept, token] }, result: undefined };
-    });
+    await this.modify((data) => withToken(data, token, new Date()));
   }
 
   takeToken(digest: string, kind: OneTimeToken['kind'], now: Date): Promise<OneTimeToken | undefined> {
-    return this.modify((data) => {
-      const token = data.tokens.find((t) => t.digest === digest && t.kind === kind);
-      const tokens = data.tokens.filter((t) => t !== token && !(token && voidedBy(token, t)));
-      return { data: { ...data, tokens }, result: token && token.expiresAt > now.toISOString() ? token : undefined };
-    });
+    return this.modify((data) => withTokenTaken(data, digest, kind, now));
   }
 
   bumpCounters(counters: ReadonlyArray<{ name: string; expiresAt: Date }>, now: Date): Promise<number[]> {
@@ -322,9 +259,7 @@ export class FileKeyStore implements Store {
   }
 
   private ledger(): LedgerRow[] {
-    const rows = ledgers.get(this.file) ?? [];
-    ledgers.set(this.file, rows);
-    return rows;
+    return ledgerOf(this.file);
   }
 
   async addQuotaUsage(amounts: ReadonlyMap<string, number>): Promise<void> {

@@ -5,6 +5,7 @@
  */
 import { AccountNameTaken, ALERTS_KEPT_DAYS, type AccountChanges, type AccountRecord, type AccountStore, type AlertRecord, type AuditEvent, type IdentityRecord, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type UsageDay, type BreakdownQuery } from '../../src/store/types';
 import { breakdownOf, pruneRows, type LedgerRow } from './usage-ledger';
+import { accountChanged } from './account-changes';
 
 const copy = <T>(value: T): T => (value === undefined ? value : structuredClone(value));
 
@@ -37,14 +38,9 @@ export class MemoryAccountStore implements AccountStore {
   async updateAccount(id: string, changes: AccountChanges) {
     const account = this.accounts.get(id);
     if (!account) return undefined;
-    if (changes.name !== undefined) account.name = changes.name;
-    account.quota = { ...account.quota, ...changes.quota };
-    account.budget = { ...account.budget, ...changes.budget };
-    if (changes.keyPolicy === null) delete account.keyPolicy;
-    else if (changes.keyPolicy !== undefined) account.keyPolicy = { ...changes.keyPolicy };
-    if (changes.endUserQuota === null) delete account.endUserQuota;
-    else if (changes.endUserQuota !== undefined) account.endUserQuota = { ...changes.endUserQuota };
-    return copy(account);
+    const updated = accountChanged(account, changes);
+    this.accounts.set(id, updated);
+    return copy(updated);
   }
   async getPerson(email: string) {
     return copy(this.people.get(email));

@@ -1,0 +1,12 @@
+/** Pure: an account with changes applied, as the SQL stores apply them; the fakes share it. */
+import { definedFields } from '../../src/common/defined-fields';
+import type { AccountChanges, AccountRecord } from '../../src/store/types';
+
+export function accountChanged(existing: AccountRecord, changes: AccountChanges): AccountRecord {
+  const updated: AccountRecord = { ...existing, ...definedFields({ name: changes.name }), quota: { ...existing.quota, ...definedFields(changes.quota) }, budget: { ...existing.budget, ...definedFields(changes.budget) } };
+  if (changes.keyPolicy === null) delete updated.keyPolicy;
+  else if (changes.keyPolicy !== undefined) updated.keyPolicy = { ...changes.keyPolicy };
+  if (changes.endUserQuota === null) delete updated.endUserQuota;
+  else if (changes.endUserQuota !== undefined) updated.endUserQuota = { ...changes.endUserQuota };
+  return updated;
+}
