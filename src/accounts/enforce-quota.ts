@@ -115,7 +115,8 @@ export function reserveQuota(tracker: QuotaTracker, options: ReserveOptions, ref
  * left, is still drained and charged (proxy.ts). A client gone before the shared counters answered
  * gets nothing (the room goes back, `done` is not called).
  */
-export function reserveNow(tracker: QuotaTracker, key: CallerKey, endUser: string | undefined, amount: number, res: Response, holdAfterCloseMs: number, done: (outcome: QuotaReservation | (QuotaRefusal & { room: number }) | undefined) => void): void {
+export function reserveNow(tracker: QuotaTracker, key: CallerKey, named: string | undefined, amount: number, res: Response, holdAfterCloseMs: number, done: (outcome: QuotaReservation | (QuotaRefusal & { room: number }) | undefined) => void): void {
+  const endUser = named !== undefined && tracker.limitsEndUsers(key.accountId) ? named : undefined;
   // An end user's counter is met here first (the stage before the body could not know it): its first
   // request on this replica waits for one read of its shared total, as a key's does (enforceQuota).
   // A client gone meanwhile gets nothing reserved.

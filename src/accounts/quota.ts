@@ -177,6 +177,12 @@ export class QuotaTracker {
     return [...this.countersOf(key, endUser, this.now())].map(({ counter }) => counter).filter((counter) => !counter.read);
   }
 
+  /** Whether the account (as last read) limits each end user: only then has a request's end user a counter. */
+  limitsEndUsers(accountId: string): boolean {
+    const account = this.accountQuotas.get(accountId);
+    return !!account && (account.endUserPerDay ?? null) !== null;
+  }
+
   /** Whether the key, its account (as last read) or the end user has a limit: what reserve() needs to be asked. */
   limits(key: CallerKey, endUser?: string): boolean {
     const own = this.measure.keyLimits(key);

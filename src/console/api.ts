@@ -201,8 +201,7 @@ export function consoleApi({ accounts, sessions, oidc, platformLimits, currency 
     const current = alerts.filter((alert) => alert.kind !== 'key.expiring' && (alert.periodStart === today || alert.periodStart === today.slice(0, 7)));
     // Keys revoked as leaked in the last 7 days (the audit trail's key.leaked), with where they were found.
     const weekAgo = new Date(Date.now() - 7 * 86_400_000).toISOString();
-    const leaks = !owners ? [] : (await store.listAudit(accountId, 500))
-      .filter((event) => event.action === 'key.leaked' && event.at >= weekAgo)
+    const leaks = !owners ? [] : (await store.listAudit(accountId, 100, { action: 'key.leaked', since: weekAgo }))
       .map((event) => ({ keyId: event.target, at: event.at, ...(typeof event.details?.url === 'string' ? { url: event.details.url } : {}) }));
     res.json({ object: 'list', currency: currency(), data: current.map(({ id: _id, accountId: _account, sentAt: _sent, ...shown }) => shown), leaks });
   });

@@ -16,6 +16,7 @@ import type {
   AccountRecord,
   AlertRecord,
   AuditEvent,
+  AuditFilter,
   IdentityRecord,
   KeyAuthRecord,
   KeyChanges,
@@ -178,8 +179,8 @@ export class GuardedKeyStore implements Store {
   appendAudit(event: AuditEvent): Promise<void> {
     return this.call(() => this.inner.appendAudit(event));
   }
-  listAudit(accountId: string | null, limit: number): Promise<AuditEvent[]> {
-    return this.call(() => this.inner.listAudit(accountId, limit));
+  listAudit(accountId: string | null, limit: number, filter?: AuditFilter): Promise<AuditEvent[]> {
+    return this.call(() => this.inner.listAudit(accountId, limit, filter));
   }
   usage(accountId: string, from: string, to: string): Promise<UsageDay[]> {
     return this.call(() => this.inner.usage(accountId, from, to));

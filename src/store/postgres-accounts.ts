@@ -16,6 +16,7 @@ import {
   type AccountRecord,
   type AlertRecord,
   type AuditEvent,
+  type AuditFilter,
   type IdentityRecord,
   type MembershipRecord,
   type OneTimeToken,
@@ -275,11 +276,12 @@ export class PostgresAccountStore {
     ]);
   }
 
-  async listAudit(accountId: string | null, limit: number): Promise<AuditEvent[]> {
-    const { rows } =
-      accountId === null
-        ? await this.query<AuditRow>('select * from chatgate_audit order by at desc, id desc limit $1', [limit])
-        : await this.query<AuditRow>('select * from chatgate_audit where account_id = $1 order by at desc, id desc limit $2', [accountId, limit]);
+  async listAudit(accountId: string | null, limit: number, filter: AuditFilter = {}): Promise<AuditEvent[]> {
+    const { rows } = await this.query<AuditRow>(
+      `select * from chatgate_audit where ($1::text is null or account_id = $1) and ($3::text is null or action = $3) and ($4::timestamptz is null or at >= $4)
+       order by at desc, id desc limit $2`,
+      [accountId, limit, filter.action ?? null, filter.since ?? null],
+    );
     return rows.map((row) => ({ id: row.id, accountId: row.account_id, at: row.at.toISOString(), actor: row.actor, action: row.action, target: row.target, client: row.client, details: row.details }));
   }
 

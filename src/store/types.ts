@@ -268,6 +268,12 @@ export interface AuditEvent {
 
 export { ALERTS_KEPT_DAYS, type AlertRecord, type BreakdownQuery, type UsageDay, type UsageShare } from './records';
 
+/** Which audit events a listing keeps: those of one action, those at or after an instant (ISO 8601). */
+export interface AuditFilter {
+  action?: string;
+  since?: string;
+}
+
 export interface AccountStore {
   /** Refuses (AccountNameTaken) a name another account has. */
   createAccount(record: AccountRecord): Promise<void>;
@@ -334,8 +340,8 @@ export interface AccountStore {
 
   /** Append-only. */
   appendAudit(event: AuditEvent): Promise<void>;
-  /** The newest first; all accounts' when accountId is null. */
-  listAudit(accountId: string | null, limit: number): Promise<AuditEvent[]>;
+  /** The newest first; all accounts' when accountId is null; of one action, and at or after `since`, when the filter says. */
+  listAudit(accountId: string | null, limit: number, filter?: AuditFilter): Promise<AuditEvent[]>;
 
   /** Daily usage of an account's keys, dates inclusive. */
   usage(accountId: string, from: string, to: string): Promise<UsageDay[]>;

@@ -1,6 +1,9 @@
-/** Pure: an account with changes applied, as the SQL stores apply them; the fakes share it. */
+/** Pure: an account with changes applied, and an audit listing's filter, as the SQL stores apply them; the fakes share them. */
 import { definedFields } from '../../src/common/defined-fields';
-import type { AccountChanges, AccountRecord } from '../../src/store/types';
+import type { AccountChanges, AccountRecord, AuditEvent, AuditFilter } from '../../src/store/types';
+
+export const auditKept = (event: AuditEvent, accountId: string | null, filter: AuditFilter) =>
+  (accountId === null || event.accountId === accountId) && (filter.action === undefined || event.action === filter.action) && (filter.since === undefined || event.at >= new Date(filter.since).toISOString());
 
 export function accountChanged(existing: AccountRecord, changes: AccountChanges): AccountRecord {
   const updated: AccountRecord = { ...existing, ...definedFields({ name: changes.name }), quota: { ...existing.quota, ...definedFields(changes.quota) }, budget: { ...existing.budget, ...definedFields(changes.budget) } };

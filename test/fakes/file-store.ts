@@ -11,14 +11,14 @@ import { StoreUnreadable } from '../../src/store/guarded';
 import { fileStamp, replaceFile, withLockFile } from './file-store-lock';
 import { applyBatch, ChangeBatches, type BatchChange, type QueuedChange } from './file-store-batches';
 import { withCountersBumped, withIdentity, withMember, withoutMember, withPassword, withPerson, withQuotaUsage, withToken, withTokenTaken, withUse } from './file-store-data';
-import { accountChanged } from './account-changes';
+import { accountChanged, auditKept } from './account-changes';
 import { addToLedger, breakdownOf, ledgerOf, pruneRows, type LedgerRow } from './usage-ledger';
 import { MemoryAccountStore } from './memory-account-store';
 import { byDateThenKey, daysBefore, emptyData, parseContents, type Data } from '../../src/store/file-schema';
 
 export { removeStaleLock } from './file-store-lock';
 export { parseContents, type Data } from '../../src/store/file-schema';
-import { AccountNameTaken, type AccountChanges, type AccountRecord, type AlertRecord, type AuditEvent, type IdentityRecord, type KeyChanges, type KeyRecord, type KeyUse, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type Store, type UsageDay, type BreakdownQuery, type UsageShare } from '../../src/store/types';
+import { AccountNameTaken, type AccountChanges, type AccountRecord, type AlertRecord, type AuditEvent, type AuditFilter, type IdentityRecord, type KeyChanges, type KeyRecord, type KeyUse, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type Store, type UsageDay, type BreakdownQuery, type UsageShare } from '../../src/store/types';
 
 /** How often the file's stamp is polled for changes made by other processes. */
 const WATCH_INTERVAL_MS = 1000;
@@ -236,8 +236,8 @@ export class FileKeyStore implements Store {
     await this.modify((data) => ({ data: { ...data, audit: [...data.audit, event] }, result: undefined }));
   }
 
-  async listAudit(accountId: string | null, limit: number): Promise<AuditEvent[]> {
-    const audit = (await this.read()).audit.filter((e) => accountId === null || e.accountId === accountId);
+  async listAudit(accountId: string | null, limit: number, filter: AuditFilter = {}): Promise<AuditEvent[]> {
+    const audit = (await this.read()).audit.filter((e) => auditKept(e, accountId, filter));
     return audit.slice(-limit).reverse();
   }
 

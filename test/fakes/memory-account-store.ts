@@ -3,9 +3,9 @@
  * real backends pass the same contract in test/store/contract.test.ts). Records are copied in and out,
  * as a real store's are.
  */
-import { AccountNameTaken, ALERTS_KEPT_DAYS, type AccountChanges, type AccountRecord, type AccountStore, type AlertRecord, type AuditEvent, type IdentityRecord, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type UsageDay, type BreakdownQuery } from '../../src/store/types';
+import { AccountNameTaken, ALERTS_KEPT_DAYS, type AccountChanges, type AccountRecord, type AccountStore, type AlertRecord, type AuditEvent, type AuditFilter, type IdentityRecord, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type UsageDay, type BreakdownQuery } from '../../src/store/types';
 import { breakdownOf, pruneRows, type LedgerRow } from './usage-ledger';
-import { accountChanged } from './account-changes';
+import { accountChanged, auditKept } from './account-changes';
 
 const copy = <T>(value: T): T => (value === undefined ? value : structuredClone(value));
 
@@ -136,9 +136,9 @@ export class MemoryAccountStore implements AccountStore {
   async appendAudit(event: AuditEvent) {
     this.audit.push(copy(event));
   }
-  async listAudit(accountId: string | null, limit: number) {
+  async listAudit(accountId: string | null, limit: number, filter: AuditFilter = {}) {
     return this.audit
-      .filter((e) => accountId === null || e.accountId === accountId)
+      .filter((e) => auditKept(e, accountId, filter))
       .slice(-limit)
       .reverse()
       .map(copy);

@@ -158,6 +158,21 @@ describe.each(backends)('%s key store', (kind, makeBackend) => {
     ]);
   });
 
+  test('listAudit: the newest first, of one account, of one action, since an instant', async () => {
+    const event = (id: string, at: string, action: string, accountId: string | null = 'acc_audit') => ({ id, accountId, at, actor: 'admin-token', action, target: 'key_x', client: null, details: {} });
+    await store.appendAudit(event('aud_a1', '2031-01-01T00:00:00.000Z', 'key.leaked'));
+    for (let i = 0; i < 5; i++) await other.appendAudit(event(`aud_b${i}`, `2031-01-02T00:00:0${i}.000Z`, 'key.created'));
+    await store.appendAudit(event('aud_a2', '2031-01-03T00:00:00.000Z', 'key.leaked'));
+    await store.appendAudit(event('aud_c1', '2031-01-04T00:00:00.000Z', 'key.leaked', 'acc_elsewhere'));
+    const ids = (events: Array<{ id: string }>) => events.map((e) => e.id);
+    expect(ids(await other.listAudit('acc_audit', 3))).toEqual(['aud_a2', 'aud_b4', 'aud_b3']);
+    // The leaks are found however many other events came after them; the account's own only.
+    expect(ids(await other.listAudit('acc_audit', 3, { action: 'key.leaked' }))).toEqual(['aud_a2', 'aud_a1']);
+    expect(ids(await store.listAudit('acc_audit', 10, { action: 'key.leaked', since: '2031-01-02T00:00:00.000Z' }))).toEqual(['aud_a2']);
+    expect(ids(await store.listAudit('acc_audit', 10, { since: '2031-01-02T00:00:04.000Z' }))).toEqual(['aud_a2', 'aud_b4']);
+    expect(ids(await store.listAudit(null, 10, { action: 'key.leaked', since: '2031-01-02T00:00:00.000Z' }))).toEqual(['aud_c1', 'aud_a2']);
+  });
+
   test('the ledger breaks a day down by model and end user; the daily rows are its sums; another account sees none of it', async () => {
     const [k1, k2] = await Promise.all(['ledger-1', 'ledger-2'].map(async (name) => (await issueKey(store, { name })).record));
     await store.createAccount({ id: 'acc_ledger_other', name: 'ledger-other', createdAt: new Date().toISOString(), quota: { tokensPerDay: null, tokensPerMonth: null }, budget: { perDay: null, perMonth: null } });

@@ -6,7 +6,7 @@
  * checkpoints.ts); a key change made by any of them reaches the others' caches within POLL_MS (changes.ts).
  */
 import { randomUUID } from 'node:crypto';
-import { AccountNameTaken, type AccountChanges, type AccountRecord, type AlertRecord, type AuditEvent, type IdentityRecord, type KeyAuthRecord, type KeyChanges, type KeyRecord, type KeyUse, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type Store, type UsageDay, type BreakdownQuery, type UsageShare } from '../types';
+import { AccountNameTaken, type AccountChanges, type AccountRecord, type AlertRecord, type AuditEvent, type AuditFilter, type IdentityRecord, type KeyAuthRecord, type KeyChanges, type KeyRecord, type KeyUse, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type Store, type UsageDay, type BreakdownQuery, type UsageShare } from '../types';
 import { SqliteAlerts } from './alerts';
 import { ChangeFeed, type ChangeListener } from './changes';
 import { SqliteSessions } from './sessions';
@@ -272,13 +272,10 @@ export class SqliteKeyStore implements Store {
     await this.sql.write(() => this.sql.run(rows.insertSql('insert', 'chatgate_audit', statements.AUDIT_COLUMNS), rows.auditParams(event)));
   }
 
-  listAudit(accountId: string | null, limit: number): Promise<AuditEvent[]> {
-    return this.sql.read(() =>
-      (accountId === null
-        ? this.sql.all<AuditRow>('select * from chatgate_audit order by at desc, seq desc limit ?', limit)
-        : this.sql.all<AuditRow>('select * from chatgate_audit where account_id = ? order by at desc, seq desc limit ?', accountId, limit)
-      ).map(rows.toAudit),
-    );
+  listAudit(accountId: string | null, limit: number, filter: AuditFilter = {}): Promise<AuditEvent[]> {
+    const where = ['(@account is null or account_id = @account)', '(@action is null or action = @action)', '(@since is null or at >= @since)'].join(' and ');
+    const params = { account: accountId, action: filter.action ?? null, since: filter.since === undefined ? null : rows.instant(filter.since), limit };
+    return this.sql.read(() => this.sql.all<AuditRow>(`select * from chatgate_audit where ${where} order by at desc, seq desc limit @limit`, params).map(rows.toAudit));
   }
 
   usage(accountId: string, from: string, to: string): Promise<UsageDay[]> {
