@@ -67,6 +67,18 @@ test('the header, then safety_identifier, then user name the end user; usage by 
   for (const name of ['alice@example.com', 'bob-7', 'carol', 'jos']) expect(stored).not.toContain(name);
 });
 
+test('a key pasted into a model name is not kept with the usage: the ledger has it redacted', async () => {
+  const { key, id } = await f.gw.issueKey({ name: 'pasted' });
+  expect((await request(f.gw.url, { ca: f.gw.ca, headers: bearer(key), body: bytes({ model: `mock/${key}` }) })).status).toBe(200);
+  const accountId = await accountOf(id);
+  const models = await eventually(async () => {
+    const rows = await breakdown(accountId, { by: 'model', keyId: id });
+    return rows.length > 0 ? rows.map((row) => row.model) : undefined;
+  }, 10_000);
+  expect(models).toEqual(['mock/cgk_[redacted]']);
+  expect(readFileSync(f.gw.storeFile).toString('latin1') + (existsSync(`${f.gw.storeFile}-wal`) ? readFileSync(`${f.gw.storeFile}-wal`).toString('latin1') : '')).not.toContain(key.slice(4));
+});
+
 test('a client naming a new end user on every request makes at most the cap of ledger rows a day; the rest is counted under *', async () => {
   const { key, id } = await f.gw.issueKey({ name: 'many users' });
   const answers = await Promise.all(

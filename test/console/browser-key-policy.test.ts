@@ -7,7 +7,7 @@
  */
 import type { Page } from 'playwright-core';
 import { openConsoleWindow, type ConsoleWindow } from '../helpers/console-window';
-import { consoleFixture, expectNoSidewaysScroll, signIn } from '../helpers/console-fixture';
+import { consoleFixture, expectNoSidewaysScroll, sessionCookie, signIn } from '../helpers/console-fixture';
 import { request } from '../helpers/http';
 
 const PASSWORD = 'a key policy owner password';
@@ -15,11 +15,7 @@ const f = consoleFixture();
 const admin = f.admin;
 type Account = { id: string; keyPolicy: { maxLifetimeDays: number } | null };
 
-async function sessionCookie(email: string): Promise<string> {
-  const answer = await request(f.gw.url, { ca: f.gw.ca, path: '/console/api/session', headers: { 'content-type': 'application/json', origin: f.gw.url }, body: JSON.stringify({ email, password: PASSWORD }) });
-  expect(answer.status).toBe(200);
-  return String(answer.headers['set-cookie']).split(';')[0]!;
-}
+const cookieOf = (email: string) => sessionCookie(f.gw, email, PASSWORD);
 const patchAccount = async (cookie: string, body: unknown) =>
   request(f.gw.url, { ca: f.gw.ca, method: 'PATCH', path: '/console/api/account', headers: { cookie, origin: f.gw.url, 'content-type': 'application/json' }, body: JSON.stringify(body) });
 
@@ -80,12 +76,12 @@ test('a member sees no key policy form and is refused by the API; hostile bodies
   const account = (await admin<Account>('POST', '/accounts', { name: 'Policy hostile', keyPolicy: { maxLifetimeDays: 90 } })).id;
   await admin('POST', `/accounts/${account}/members`, { email: 'policy-member@example.com', role: 'member', password: PASSWORD });
   await admin('POST', `/accounts/${account}/members`, { email: 'policy-boss@example.com', role: 'owner', password: PASSWORD });
-  const member = await sessionCookie('policy-member@example.com');
+  const member = await cookieOf('policy-member@example.com');
   const refused = await patchAccount(member, { keyPolicy: null });
   expect(refused.status).toBe(403);
   expect(refused.json<{ error: { code: string } }>().error.code).toBe('permission_denied');
 
-  const owner = await sessionCookie('policy-boss@example.com');
+  const owner = await cookieOf('policy-boss@example.com');
   for (const [body, param] of [
     [{ keyPolicy: { maxLifetimeDays: 0 } }, 'keyPolicy.maxLifetimeDays'],
     [{ keyPolicy: { maxLifetimeDays: 3651 } }, 'keyPolicy.maxLifetimeDays'],

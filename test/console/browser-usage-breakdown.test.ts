@@ -6,17 +6,13 @@
  */
 import { endUserDigest } from '../../src/accounts/end-users';
 import { openConsoleWindow, type ConsoleWindow } from '../helpers/console-window';
-import { consoleFixture, expectNoSidewaysScroll, signIn } from '../helpers/console-fixture';
+import { consoleFixture, expectNoSidewaysScroll, sessionCookie, signIn } from '../helpers/console-fixture';
 import { bearer, chatBody, request } from '../helpers/http';
 
 const PASSWORD = 'a usage breakdown owner password';
 const f = consoleFixture({ auth: { createFirstKey: false, lastUsedFlushMs: 100 } });
 
-async function sessionCookie(email: string): Promise<string> {
-  const answer = await request(f.gw.url, { ca: f.gw.ca, path: '/console/api/session', headers: { 'content-type': 'application/json', origin: f.gw.url }, body: JSON.stringify({ email, password: PASSWORD }) });
-  expect(answer.status).toBe(200);
-  return String(answer.headers['set-cookie']).split(';')[0]!;
-}
+const cookieOf = (email: string) => sessionCookie(f.gw, email, PASSWORD);
 
 /** An account with an owner, and a key of it that served requests for alice (3, two models) and bob (1). */
 async function accountWithUse(name: string) {
@@ -74,7 +70,7 @@ for (const [size, viewport] of [['desktop', { width: 1280, height: 800 }], ['pho
       if (size === 'phone') await expectNoSidewaysScroll(page);
 
       const csvPath = await page.getByTestId('usage-end-users-csv').getAttribute('href');
-      const csv = await request(f.gw.url, { ca: f.gw.ca, method: 'GET', path: csvPath!, headers: { cookie: await sessionCookie(owner) } });
+      const csv = await request(f.gw.url, { ca: f.gw.ca, method: 'GET', path: csvPath!, headers: { cookie: await cookieOf(owner) } });
       expect(csv.status).toBe(200);
       expect(csv.headers['content-type']).toMatch(/^text\/csv/);
       const lines = csv.body.trim().split('\r\n');
@@ -93,7 +89,7 @@ test("another account's owner sees none of it; a query field the API does not ta
   const stranger = 'breakdown-stranger@example.com';
   const theirs = (await f.admin<{ id: string }>('POST', '/accounts', { name: 'Breakdown stranger' })).id;
   await f.admin('POST', `/accounts/${theirs}/members`, { email: stranger, role: 'owner', password: PASSWORD });
-  const cookie = await sessionCookie(stranger);
+  const cookie = await cookieOf(stranger);
   const ask = (query: string) => request(f.gw.url, { ca: f.gw.ca, method: 'GET', path: `/console/api/usage/breakdown?${query}`, headers: { cookie } });
   expect((await ask('by=endUser')).json<{ data: unknown[] }>().data).toEqual([]);
   expect((await ask(`by=model&endUser=${endUserDigest(account, 'alice')}`)).json<{ data: unknown[] }>().data).toEqual([]);

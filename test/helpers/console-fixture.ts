@@ -38,6 +38,13 @@ export function consoleFixture(settings: Record<string, unknown> = {}): ConsoleF
   return fixture;
 }
 
+/** A console session signed in through the API (no page): its cookie, `name=value`. */
+export async function sessionCookie(gw: TestGateway, email: string, password: string): Promise<string> {
+  const answer = await request(gw.url, { ca: gw.ca, path: '/console/api/session', headers: { 'content-type': 'application/json', origin: gw.url }, body: JSON.stringify({ email, password }) });
+  expect(answer.status).toBe(200);
+  return String(answer.headers['set-cookie']).split(';')[0]!;
+}
+
 /** Signs the person in through the page's form, from the console's address. */
 export async function signIn(page: Page, origin: string, email: string, password: string): Promise<void> {
   await page.goto(`${origin}/console/`);

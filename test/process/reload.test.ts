@@ -50,13 +50,16 @@ test('new providers, workers and limits take effect; requests in flight finish w
   const inFlight = Promise.all(Array.from({ length: 5 }, () => send()));
   await slowWorker.reported(5);
 
-  const reloaded = { ...base(), rateLimit: { requestsPerMinute: 3, timeoutMs: 150 }, shutdown: { drainTimeoutMs: 1234 }, providers: { mock: { workers: [newWorker.url] }, extra: { workers: [newWorker.url] } } };
+  const reloaded = { ...base(), rateLimit: { requestsPerMinute: 3, timeoutMs: 150 }, shutdown: { drainTimeoutMs: 1234 }, usage: { retentionDays: 90, drainAfterDisconnectMs: 1000 }, providers: { mock: { workers: [newWorker.url] }, extra: { workers: [newWorker.url] } } };
   writeFileSync(configFile(), YAML.stringify(reloaded));
   await hangUp();
   expect(logged('config reloaded')).toHaveLength(1);
   const [kept] = logged('these settings change only on restart; the running values are kept');
   expect(kept!.settings).toEqual(expect.arrayContaining(['shutdown', 'rateLimit.timeoutMs']));
   expect(kept!.settings).not.toContain('providers');
+  // The usage recorder outlives a reload: its retention is kept; the drain (read per request) changes.
+  expect(kept!.settings).toContain('usage.retentionDays');
+  expect(kept!.settings).not.toContain('usage.drainAfterDisconnectMs');
 
   expect((await inFlight).map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
   expect(slowWorker.received).toHaveLength(5);

@@ -1,0 +1,77 @@
+/**
+ * The usage recorder's bounds, against a store that only records what it is given: the ledger pairs
+ * (model and end user) one key makes a day, and all keys of a process together; and the retention
+ * job that deletes old months in calls of PRUNE_SLICE rows until a call finds fewer, and stops.
+ */
+import { OVER_CAP, PROCESS_PAIRS, PRUNE_SLICE, retainUsage, UsageRecorder } from '../../src/auth/usage-recorder';
+import type { KeyUse } from '../../src/store/types';
+
+function recorder(pairsPerKeyDay: number) {
+  const written: KeyUse[] = [];
+  return { written, usage: new UsageRecorder({ recordUse: async (uses) => void written.push(...uses) }, undefined, pairsPerKeyDay) };
+}
+const at = new Date('2031-03-04T05:06:07Z');
+
+test("a key's pairs past its cap are counted under *, nothing lost; a pair seen before keeps its row", async () => {
+  const { written, usage } = recorder(3);
+  const key = { id: 'key_a', accountId: 'acc' };
+  for (let i = 0; i < 10; i++) usage.ended(key, true, at, { model: 'p/m', endUser: `eu_${i}` });
+  usage.ended(key, true, at, { model: 'p/m', endUser: 'eu_0' }); // seen: its own row
+  await usage.flush();
+  const rows = new Map(written.map((use) => [use.endUser, use.requests]));
+  expect(rows).toEqual(new Map([['eu_0', 2], ['eu_1', 1], ['eu_2', 1], [OVER_CAP, 7]]));
+  expect(written.find((use) => use.endUser === OVER_CAP)?.model).toBe(OVER_CAP);
+});
+
+test('all keys of a process together keep at most PROCESS_PAIRS caps of pairs a day', async () => {
+  const { written, usage } = recorder(2);
+  const keys = PROCESS_PAIRS + 5;
+  for (let k = 0; k < keys; k++) for (let i = 0; i < 2; i++) usage.ended({ id: `key_${k}`, accountId: 'acc' }, true, at, { model: 'p/m', endUser: `eu_${i}` });
+  await usage.flush();
+  const named = written.filter((use) => use.endUser !== OVER_CAP);
+  expect(named).toHaveLength(PROCESS_PAIRS * 2);
+  expect(written.reduce((sum, use) => sum + use.requests, 0)).toBe(keys * 2);
+  // A new day starts the count again.
+  usage.ended({ id: 'key_late', accountId: 'acc' }, true, new Date('2031-03-05T00:00:01Z'), { model: 'p/m', endUser: 'eu_9' });
+  written.length = 0;
+  await usage.flush();
+  expect(written.map((use) => use.endUser)).toEqual(['eu_9']);
+});
+
+test('retention deletes in calls of PRUNE_SLICE until one finds fewer, dated retentionDays back, and stops when told', async () => {
+  const calls: Array<[string, number]> = [];
+  let left = 2 * PRUNE_SLICE + 7;
+  const stop = retainUsage(
+    {
+      pruneUsage: async (before, limit) => {
+        calls.push([before, limit]);
+        const deleted = Math.min(left, limit);
+        left -= deleted;
+        return deleted;
+      },
+    },
+    100,
+    () => undefined,
+    60_000,
+    0,
+  );
+  const until = Date.now() + 5000;
+  while (calls.length < 3 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 10));
+  stop();
+  expect(calls).toHaveLength(3);
+  const expected = new Date(Date.now() - 100 * 86_400_000).toISOString().slice(0, 10);
+  for (const [before, limit] of calls) expect([before, limit]).toEqual([expected, PRUNE_SLICE]);
+  expect(left).toBe(0);
+});
+
+test('a retention call that fails is reported, and the job tries again at its next round', async () => {
+  const errors: unknown[] = [];
+  let calls = 0;
+  const stop = retainUsage({ pruneUsage: async () => { calls++; throw new Error('store away'); } }, 100, (err) => errors.push(err), 20, 0);
+  const until = Date.now() + 5000;
+  while (errors.length < 2 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 10));
+  stop();
+  expect(errors.length).toBeGreaterThanOrEqual(2);
+  expect(calls).toBe(errors.length);
+  expect(String(errors[0])).toContain('store away');
+});
