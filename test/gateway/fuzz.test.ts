@@ -234,7 +234,7 @@ function problemWith(answer: Answer, expect: Expect, key: string): string | unde
 
 const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) / 1024;
 
-const liveHeapMiB = () => measured.liveMiB(['nodejs_heap_size_used_bytes']);
+const liveHeapMiB = () => measured.liveMiB();
 
 test(`${TOTAL.toLocaleString('en')} fuzzed requests: only valid ones reach the worker, every refusal is a well-formed 4xx, the gateway holds`, async () => {
   const g = generator(SEED);

@@ -54,6 +54,14 @@ export class HeapGraph {
     return named;
   }
 
+  /** The bytes of every object in the snapshot: all that was reachable. */
+  totalSize(): number {
+    const selfSize = this.raw.snapshot.meta.node_fields.indexOf('self_size');
+    let total = 0;
+    for (let field = selfSize; field < this.raw.nodes.length; field += this.nodeFields) total += this.raw.nodes[field]!;
+    return total;
+  }
+
   /** How many strings a string is made of: 1 if flat, more for a tree of concatenations. */
   stringPieces(node: number): number {
     if (this.type(node) !== 'concatenated string') return 1;
