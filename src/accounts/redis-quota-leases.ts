@@ -22,6 +22,9 @@ import type { LeaseAnswer, LeaseAsk } from './quota-scopes';
 
 export class EpochLost extends Error {}
 
+/** How long a grow refused while other replicas lease room waits before it asks again. */
+const RETRY_AFTER_MS = 25;
+
 export class Leases {
   private readonly leases = new Map<string, number>();
   private readonly releases = new Map<string, number>();
@@ -38,6 +41,8 @@ export class Leases {
     private readonly replica: string,
     /** A lease counts while its replica read its counters within this window. */
     private readonly windowMs: number,
+    /** How long a grow may take in all, its second ask included. */
+    private readonly timeoutMs: number,
   ) {}
 
   /** This replica's lease of the scope as it knows it (0 when it has none). */
@@ -50,8 +55,29 @@ export class Leases {
     return this.asked.get(scope) ?? 0;
   }
 
-  /** Grows the leases by these needs (one call, all or none). */
+  /**
+   * Grows the leases by these needs (one call, all or none). Refused while other replicas lease room
+   * that would do, it asks once more shortly after: near a limit a replica gives back what it no
+   * longer needs as each request ends (quota-leases.ts), and a grow that reaches Redis just before
+   * that release would refuse room about to be free. Both calls end within the Redis timeout.
+   */
   async grow(epoch: string, asks: readonly LeaseAsk[]): Promise<LeaseAnswer> {
+    const sent = performance.now();
+    const first = await this.growOnce(epoch, asks);
+    const short = first.short === undefined ? undefined : asks[first.short];
+    if (!short || !(this.othersOf(short.scope) > 0) || (first.rooms[first.short!] ?? 0) + this.othersOf(short.scope) < short.need) return first;
+    const left = this.timeoutMs - (performance.now() - sent) - RETRY_AFTER_MS;
+    if (left <= 0) return first;
+    await new Promise((resolve) => setTimeout(resolve, RETRY_AFTER_MS));
+    const again = this.growOnce(epoch, asks);
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<LeaseAnswer>((resolve) => (timer = setTimeout(() => resolve(first), left)));
+    // Past the deadline the first answer stands; what the late call leased this replica's view then counts (never more than Redis holds).
+    again.catch(() => undefined);
+    return Promise.race([again, late]).finally(() => clearTimeout(timer));
+  }
+
+  private async growOnce(epoch: string, asks: readonly LeaseAsk[]): Promise<LeaseAnswer> {
     this.inFlight++;
     this.started++;
     for (const ask of asks) this.asked.set(ask.scope, this.asking(ask.scope) + ask.need);

@@ -97,7 +97,7 @@ export class RedisQuotaCounters implements QuotaCounters {
     redis.on('error', () => undefined); // surfaced by the failing commands
     this.redis = defineScripts(redis);
     this.leaseWindowMs = options.leaseWindowMs ?? 5000;
-    this.held = new Leases(this.redis, this.replica, this.leaseWindowMs);
+    this.held = new Leases(this.redis, this.replica, this.leaseWindowMs, options.timeoutMs);
   }
 
   /** Room held in Redis for this replica's requests (redis-quota-leases.ts). */

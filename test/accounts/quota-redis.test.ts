@@ -4,8 +4,10 @@
  * a counter Redis lost alone is too, a batch a frozen Redis ran late counts once, and while Redis is
  * away the replicas count through the store (or, with the store away too, each spends its share).
  */
+import { createHash } from 'node:crypto';
 import Redis from 'ioredis';
 import { RedisQuotaCounters, type QuotaTruth } from '../../src/accounts/redis-quota';
+import { GROW } from '../../src/accounts/redis-quota-scripts';
 import { eventually } from '../helpers/processes';
 import { ThrowawayRedis } from '../helpers/redis';
 
@@ -280,6 +282,35 @@ describe('leases (room Redis holds for a replica, redis-quota-leases.ts)', () =>
     await inspect.del(`chatgate:quota:${DAY}`);
     await expect(grow(a, 10, 100)).rejects.toThrow(/not in redis/);
     expect(await lease(DAY)).toEqual({});
+  });
+
+  test("refused while another replica leases the room, a grow asks once more: a release that reaches Redis just after it is not missed", async () => {
+    const store = new MemoryTruth();
+    const [a, b] = [await replica(store), await replica(store)];
+    await sync(a, use(30, DAY));
+    await sync(b);
+    expect((await grow(a, 60, 100)).short).toBeUndefined(); // a leases nearly all that is left
+    expect((await grow(b, 20, 100)).short).toBe(0); // control: nothing given back, b is refused (after asking twice)
+    const grows = createHash('sha1').update(GROW).digest('hex');
+    const watcher = new Redis(redis.url);
+    const monitor = await watcher.monitor();
+    try {
+      // a gives back 40 as soon as Redis has run b's first ask: only a second ask can see it.
+      let released = false;
+      monitor.on('monitor', (_time: string, args: string[]) => {
+        if (released || args[0]?.toLowerCase() !== 'evalsha' || args[1] !== grows) return;
+        released = true;
+        a.leases.release(DAY, 40, true);
+      });
+      const answer = await grow(b, 20, 100);
+      expect(answer.short).toBeUndefined();
+      expect(released).toBe(true);
+      const held = Object.values(await lease(DAY)).reduce((sum, value) => sum + Number(value), 0);
+      expect(30 + held).toBeLessThanOrEqual(100);
+    } finally {
+      monitor.disconnect();
+      watcher.disconnect();
+    }
   });
 
   test('two replicas asking at once never lease past the limit: 40 grows of 10 against 300, 30 of them used', async () => {
