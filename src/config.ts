@@ -58,7 +58,8 @@ const schema = z.strictObject({
   keyStore: z
     .discriminatedUnion('type', [
       // The embedded default: one SQLite file, shared by the gateway, its processes and the CLI.
-      z.strictObject({ type: z.literal('sqlite'), path: z.string().min(1).default('./data/chatgate.db'), timeoutMs: milliseconds.default(1_000) }),
+      // Its path defaults to <dataDir>/chatgate.db (filled in below, where dataDir is known).
+      z.strictObject({ type: z.literal('sqlite'), path: z.string().min(1).optional(), timeoutMs: milliseconds.default(1_000) }),
       // Retired: the JSON file store, rewritten whole on every change. Named here only to say how to move off it.
       z.object({ type: z.literal('file'), path: z.unknown().optional() }).transform((retired, ctx) => {
         const file = typeof retired.path === 'string' ? retired.path : './data/keys.json';
@@ -272,6 +273,10 @@ const schema = z.strictObject({
       if (!(provider in config.providers)) ctx.addIssue({ code: 'custom', path: target.at, message: `names provider '${provider}', which is not configured` });
     }
   }
+}).transform((config) => {
+  const { keyStore } = config;
+  if (keyStore.type !== 'sqlite') return { ...config, keyStore };
+  return { ...config, keyStore: { ...keyStore, path: keyStore.path ?? `${config.dataDir.replace(/\/+$/, '')}/chatgate.db` } };
 });
 
 type Overrides<T> = { [K in keyof T]?: T[K] extends readonly unknown[] ? T[K] : T[K] extends object ? Partial<T[K]> : T[K] };

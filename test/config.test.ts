@@ -33,6 +33,10 @@ test('the embedded defaults are the documented ones', () => {
   expect(parseConfig({ providers: { mock: { workers: ['http://127.0.0.1:9100'] } } }).keyStore).toEqual({ type: 'sqlite', path: './data/chatgate.db', timeoutMs: 1000 });
   expect(Object.keys(config.providers)).toEqual(['mock']);
   expect(config.providers.mock!.workers).toEqual(['http://127.0.0.1:9100']);
+  // The database follows dataDir unless keyStore names its own path.
+  const workers = { mock: { workers: ['http://127.0.0.1:9100'] } };
+  expect(parseConfig({ providers: workers, dataDir: '/var/lib/chatgate/' }).keyStore).toMatchObject({ type: 'sqlite', path: '/var/lib/chatgate/chatgate.db' });
+  expect(parseConfig({ providers: workers, dataDir: '/var/lib/chatgate', keyStore: { type: 'sqlite', path: '/srv/keys.db' } }).keyStore).toMatchObject({ path: '/srv/keys.db' });
   expect(config.limits.maxBodyBytes).toBe(16 * 1024 * 1024);
   expect(config.trustedProxies).toEqual([]);
   expect(config.tls).toBeUndefined();

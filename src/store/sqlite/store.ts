@@ -1,5 +1,5 @@
 /**
- * The embedded store, the default: one SQLite file (default ./data/chatgate.db) holding keys by digest, accounts, people and
+ * The embedded store, the default: one SQLite file (default <dataDir>/chatgate.db) holding keys by digest, accounts, people and
  * their identities, members, console sessions and one-time tokens (sessions.ts), counters, usage (usage.ts), quota counters,
  * alerts (alerts.ts) and the audit trail, each in its table with the indexes its lookups use; a key create is one insert,
  * whatever the number of keys. The gateway, the CLI and `server.processes` siblings share the file (database.ts;
