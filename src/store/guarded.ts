@@ -15,6 +15,7 @@ import type {
   AccountChanges,
   AccountRecord,
   AlertRecord,
+  ServerSecret,
   AuditEvent,
   AuditFilter,
   IdentityRecord,
@@ -213,6 +214,12 @@ export class GuardedKeyStore implements Store {
   }
   listUnsentAlerts(now: Date): Promise<AlertRecord[]> {
     return this.call(() => this.inner.listUnsentAlerts(now));
+  }
+  getServerSecret(id: string): Promise<ServerSecret | undefined> {
+    return this.call(() => this.inner.getServerSecret(id));
+  }
+  putServerSecret(secret: ServerSecret): Promise<ServerSecret> {
+    return this.call(() => this.inner.putServerSecret(secret));
   }
   onChange(listener: (digests: string[] | undefined) => void): void {
     this.inner.onChange(listener);

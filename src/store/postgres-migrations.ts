@@ -361,6 +361,11 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
     version: 16,
     sql: `alter table chatgate_accounts add column end_user_tokens_per_day bigint, add column end_user_budget_day_nanos bigint;`,
   },
+  {
+    // Secrets the gateway makes for itself (the client tokens' signing keys, one a day).
+    version: 17,
+    sql: `create table chatgate_server_secrets (id text primary key, secret text not null, created_at timestamptz not null);`,
+  },
 ];
 
 /** Applies the migrations not applied yet, in one transaction under the advisory lock (replicas starting together apply each once). */

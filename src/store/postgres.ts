@@ -13,7 +13,7 @@
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import pg from 'pg';
-import type { KeyAuthRecord, KeyChanges, KeyRecord, KeyUse, Store } from './types';
+import type { KeyAuthRecord, KeyChanges, KeyRecord, KeyUse, ServerSecret, Store } from './types';
 
 import type { ImportReport } from './import-plan';
 import { PostgresAccountStore } from './postgres-accounts';
@@ -266,6 +266,22 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
 
   async ping(): Promise<void> {
     await this.query('select 1');
+  }
+
+  async getServerSecret(id: string): Promise<ServerSecret | undefined> {
+    const { rows } = await this.query<{ id: string; secret: string; created_at: Date }>('select * from chatgate_server_secrets where id = $1', [id]);
+    return rows[0] && { id: rows[0].id, secret: rows[0].secret, createdAt: rows[0].created_at.toISOString() };
+  }
+
+  async putServerSecret(secret: ServerSecret): Promise<ServerSecret> {
+    const { rows } = await this.query<{ id: string; secret: string; created_at: Date }>(
+      'insert into chatgate_server_secrets (id, secret, created_at) values ($1, $2, $3) on conflict (id) do nothing returning *',
+      [secret.id, secret.secret, secret.createdAt],
+    );
+    // Not inserted: another replica's is kept (read anew: the insert's snapshot may predate its commit).
+    const kept = rows[0] ? { id: rows[0].id, secret: rows[0].secret, createdAt: rows[0].created_at.toISOString() } : await this.getServerSecret(secret.id);
+    if (!kept) throw new Error(`server secret ${secret.id}: neither made nor found`);
+    return kept;
   }
 
   /** `chatgate store import`: a file store's keys.json, every record kind, in one transaction. */

@@ -1,5 +1,15 @@
 /** Records of the store contract (types.ts) that are counts rather than things: usage, its breakdowns, alerts. */
 
+/**
+ * A secret the gateway makes for itself and keeps in the store, so that every replica has the same
+ * one: the key that signs client tokens of one UTC day (`client-tokens:YYYYMMDD`). Random, base64url.
+ */
+export interface ServerSecret {
+  id: string;
+  secret: string;
+  createdAt: string;
+}
+
 /** What one key used on one UTC day. */
 export interface UsageDay {
   date: string;

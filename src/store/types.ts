@@ -4,7 +4,7 @@
  * the console's sessions and one-time tokens, daily usage, quota counters and the audit trail. Both
  * pass one contract test suite (test/store/contract.test.ts).
  */
-import type { AlertRecord, BreakdownQuery, UsageDay, UsageShare } from './records';
+import type { AlertRecord, BreakdownQuery, ServerSecret, UsageDay, UsageShare } from './records';
 
 export interface KeyRecord {
   id: string;
@@ -266,7 +266,7 @@ export interface AuditEvent {
   details: Record<string, unknown>;
 }
 
-export { ALERTS_KEPT_DAYS, type AlertRecord, type BreakdownQuery, type UsageDay, type UsageShare } from './records';
+export { ALERTS_KEPT_DAYS, type AlertRecord, type BreakdownQuery, type ServerSecret, type UsageDay, type UsageShare } from './records';
 
 /** Which audit events a listing keeps: those of one action, those at or after an instant (ISO 8601). */
 export interface AuditFilter {
@@ -372,6 +372,10 @@ export interface AccountStore {
   listAlerts(accountId: string, since: Date): Promise<AlertRecord[]>;
   /** Alerts not sent whose claim's lease ended before `now` (a delivery that failed): at most 100, the oldest first. */
   listUnsentAlerts(now: Date): Promise<AlertRecord[]>;
+
+  getServerSecret(id: string): Promise<ServerSecret | undefined>;
+  /** Keeps the secret unless one with its id is kept already: the one kept, so replicas making one at once agree. */
+  putServerSecret(secret: ServerSecret): Promise<ServerSecret>;
 }
 
 /** Everything a backend holds. */

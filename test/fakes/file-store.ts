@@ -18,7 +18,7 @@ import { byDateThenKey, daysBefore, emptyData, parseContents, type Data } from '
 
 export { removeStaleLock } from './file-store-lock';
 export { parseContents, type Data } from '../../src/store/file-schema';
-import { AccountNameTaken, type AccountChanges, type AccountRecord, type AlertRecord, type AuditEvent, type AuditFilter, type IdentityRecord, type KeyChanges, type KeyRecord, type KeyUse, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type Store, type UsageDay, type BreakdownQuery, type UsageShare } from '../../src/store/types';
+import { AccountNameTaken, type AccountChanges, type AccountRecord, type AlertRecord, type AuditEvent, type AuditFilter, type IdentityRecord, type KeyChanges, type KeyRecord, type KeyUse, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type Store, type UsageDay, type BreakdownQuery, type UsageShare, type ServerSecret } from '../../src/store/types';
 
 /** How often the file's stamp is polled for changes made by other processes. */
 const WATCH_INTERVAL_MS = 1000;
@@ -280,6 +280,19 @@ export class FileKeyStore implements Store {
   }
   listUnsentAlerts(now: Date): Promise<AlertRecord[]> {
     return this.alertsHere.listUnsentAlerts(now);
+  }
+  /** Shared by the instances open on one file (this fake's processes are one process's objects). */
+  private static readonly secrets = new Map<string, MemoryAccountStore>();
+  private get secretsHere(): MemoryAccountStore {
+    let here = FileKeyStore.secrets.get(this.file);
+    if (!here) FileKeyStore.secrets.set(this.file, (here = new MemoryAccountStore()));
+    return here;
+  }
+  getServerSecret(id: string): Promise<ServerSecret | undefined> {
+    return this.secretsHere.getServerSecret(id);
+  }
+  putServerSecret(secret: ServerSecret): Promise<ServerSecret> {
+    return this.secretsHere.putServerSecret(secret);
   }
 
   async quotaUsage(scopes: readonly string[]): Promise<Map<string, number>> {

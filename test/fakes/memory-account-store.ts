@@ -3,7 +3,7 @@
  * real backends pass the same contract in test/store/contract.test.ts). Records are copied in and out,
  * as a real store's are.
  */
-import { AccountNameTaken, ALERTS_KEPT_DAYS, type AccountChanges, type AccountRecord, type AccountStore, type AlertRecord, type AuditEvent, type AuditFilter, type IdentityRecord, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type UsageDay, type BreakdownQuery } from '../../src/store/types';
+import { AccountNameTaken, ALERTS_KEPT_DAYS, type AccountChanges, type AccountRecord, type AccountStore, type AlertRecord, type AuditEvent, type AuditFilter, type IdentityRecord, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type UsageDay, type BreakdownQuery, type ServerSecret } from '../../src/store/types';
 import { breakdownOf, pruneRows, type LedgerRow } from './usage-ledger';
 import { accountChanged, auditKept } from './account-changes';
 
@@ -160,6 +160,15 @@ export class MemoryAccountStore implements AccountStore {
   }
 
   private readonly alerts = new Map<string, AlertRecord & { claimedUntil: number }>();
+  private readonly secrets = new Map<string, ServerSecret>();
+  async getServerSecret(id: string) {
+    const kept = this.secrets.get(id);
+    return kept && { ...kept };
+  }
+  async putServerSecret(secret: ServerSecret) {
+    if (!this.secrets.has(secret.id)) this.secrets.set(secret.id, { ...secret });
+    return { ...this.secrets.get(secret.id)! };
+  }
   async claimAlert(alert: AlertRecord, leaseMs: number, now: Date) {
     for (const [id, kept] of this.alerts) if (Date.parse(kept.at) < now.getTime() - ALERTS_KEPT_DAYS * 86_400_000) this.alerts.delete(id);
     const held = this.alerts.get(alert.id);

@@ -158,6 +158,15 @@ describe.each(backends)('%s key store', (kind, makeBackend) => {
     ]);
   });
 
+  test('server secrets: the first kept wins, for every process, however many make one at once', async () => {
+    const made = (n: number) => ({ id: `client-tokens:2031010${kind.length}`, secret: `secret-${n}`, createdAt: `2031-01-01T00:00:0${n}.000Z` });
+    expect(await other.getServerSecret(made(0).id)).toBeUndefined();
+    const kept = await Promise.all([store.putServerSecret(made(1)), other.putServerSecret(made(2)), store.putServerSecret(made(3))]);
+    expect(new Set(kept.map((secret) => secret.secret)).size).toBe(1);
+    expect(await other.getServerSecret(made(0).id)).toEqual(kept[0]);
+    expect(await store.putServerSecret(made(4))).toEqual(kept[0]);
+  });
+
   test('listAudit: the newest first, of one account, of one action, since an instant', async () => {
     const event = (id: string, at: string, action: string, accountId: string | null = 'acc_audit') => ({ id, accountId, at, actor: 'admin-token', action, target: 'key_x', client: null, details: {} });
     await store.appendAudit(event('aud_a1', '2031-01-01T00:00:00.000Z', 'key.leaked'));
@@ -335,7 +344,7 @@ describe('PostgreSQL migrations', () => {
       const { rows } = await client.query('select version from chatgate_schema_migrations');
       const index = await client.query("select indexdef from pg_indexes where tablename = 'chatgate_keys' and indexname = 'chatgate_keys_digest'");
       await client.end();
-      expect(rows.map((r) => r.version).sort((a, b) => a - b)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]);
+      expect(rows.map((r) => r.version).sort((a, b) => a - b)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]);
       expect(index.rows[0]?.indexdef).toMatch(/UNIQUE INDEX .* USING btree \(digest\)/);
     } finally {
       await database.drop();

@@ -301,6 +301,11 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
       alter table chatgate_accounts add column end_user_budget_day_nanos integer;
     `,
   },
+  {
+    // Secrets the gateway makes for itself (as in PostgreSQL's migration 17).
+    version: 11,
+    sql: `create table chatgate_server_secrets (id text primary key, secret text not null, created_at text not null);`,
+  },
 ];
 
 /** Applies the migrations this file lacks; true when it made the schema (a new database). */

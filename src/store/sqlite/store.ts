@@ -6,7 +6,7 @@
  * checkpoints.ts); a key change made by any of them reaches the others' caches within POLL_MS (changes.ts).
  */
 import { randomUUID } from 'node:crypto';
-import { AccountNameTaken, type AccountChanges, type AccountRecord, type AlertRecord, type AuditEvent, type AuditFilter, type IdentityRecord, type KeyAuthRecord, type KeyChanges, type KeyRecord, type KeyUse, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type Store, type UsageDay, type BreakdownQuery, type UsageShare } from '../types';
+import { AccountNameTaken, type AccountChanges, type AccountRecord, type AlertRecord, type AuditEvent, type AuditFilter, type IdentityRecord, type KeyAuthRecord, type KeyChanges, type KeyRecord, type KeyUse, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type Store, type UsageDay, type BreakdownQuery, type UsageShare, type ServerSecret } from '../types';
 import { SqliteAlerts } from './alerts';
 import { ChangeFeed, type ChangeListener } from './changes';
 import { SqliteSessions } from './sessions';
@@ -245,6 +245,13 @@ export class SqliteKeyStore implements Store {
   }
   listUnsentAlerts(now: Date): Promise<AlertRecord[]> {
     return this.alerts.unsent(now);
+  }
+
+  getServerSecret(id: string): Promise<ServerSecret | undefined> {
+    return this.sql.read(() => this.sql.get<{ id: string; secret: string; created_at: string }>('select * from chatgate_server_secrets where id = ?', id)).then((row) => row && { id: row.id, secret: row.secret, createdAt: row.created_at });
+  }
+  putServerSecret(secret: ServerSecret): Promise<ServerSecret> {
+    return this.sql.write(() => this.sql.run('insert into chatgate_server_secrets (id, secret, created_at) values (?, ?, ?) on conflict (id) do nothing', secret.id, secret.secret, secret.createdAt)).then(async () => (await this.getServerSecret(secret.id))!);
   }
 
   bumpCounters(counters: ReadonlyArray<{ name: string; expiresAt: Date }>, now: Date): Promise<number[]> {
