@@ -11,6 +11,8 @@
 import express, { type RequestHandler, type Router } from 'express';
 import { authenticate } from './auth/authenticate';
 import type { KeyCache } from './auth/cache';
+import type { ClientTokens } from './auth/client-tokens';
+import { CLIENT_TOKENS_PATH, corsFor, mintClientTokens } from './auth/client-token-route';
 import type { KeyAuthRecord } from './store/types';
 import { readAndValidateBody } from './pipeline/body';
 import type { Config } from './config';
@@ -59,6 +61,8 @@ export interface PublicAppDeps {
   onKeyRequestEnded?: KeyRequestEnded;
   /** POST /secret-scanning/github, when the config trusts a GitHub signing key (accounts/leak-reports.ts). */
   leakReports?: RequestHandler[];
+  /** Client tokens' signing and checking (auth/client-tokens.ts); used when clientTokens.enabled. */
+  clientTokens?: ClientTokens;
   spans?: SpanExport;
   quota: QuotaTracker;
   /** Budgets in money (accounts/enforce-budget.ts); absent: none enforced. */
@@ -67,7 +71,7 @@ export interface PublicAppDeps {
   console?: Router;
 }
 
-export function createPublicApp({ config, metrics, log, keyCache, providers, aliases = new Map(), proxy, limiter, quota, budgets, onKeyUsed, onKeyRequestEnded, leakReports, spans, console }: PublicAppDeps): express.Express {
+export function createPublicApp({ config, metrics, log, keyCache, providers, aliases = new Map(), proxy, limiter, quota, budgets, onKeyUsed, onKeyRequestEnded, leakReports, clientTokens, spans, console }: PublicAppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.disable('etag');
@@ -79,7 +83,11 @@ export function createPublicApp({ config, metrics, log, keyCache, providers, ali
   const observe = observeRequests(metrics, config.log.access ? accessLogOf(log) : undefined, spans, undefined, onKeyRequestEnded);
   const idsAndTransport = [assignRequestId, continueTrace, requireHttps, limitHeaderCount(config.limits.maxHeaders)];
   const front = [observe, securityHeaders(API_SECURITY_HEADERS), ...idsAndTransport];
-  const authenticateKey = authenticate({ cache: keyCache, onFailure: (reason) => metrics.authFailures.series({ reason }).inc(), onSuccess: onKeyUsed });
+  const tokens = config.clientTokens.enabled ? clientTokens : undefined;
+  const authenticateKey = authenticate({ cache: keyCache, tokens, onFailure: (reason) => metrics.authFailures.series({ reason }).inc(), onSuccess: onKeyUsed });
+  // CORS for the pages that may call with a client token: nothing at all on the hot path without any.
+  const cors = config.clientTokens.allowedOrigins.length > 0 ? corsFor(config.clientTokens.allowedOrigins) : undefined;
+  const answerCors = cors ? [cors.answer] : [];
   const limits = { maxBytes: config.limits.maxBodyBytes, maxJsonDepth: config.limits.maxJsonDepth, maxJsonElements: config.limits.maxJsonElements };
   const budgetRefused = (scope: 'key' | 'account' | 'endUser', period: 'day' | 'month') => metrics.budgetRefused.series({ scope, period }).inc();
   const admit = [
@@ -99,11 +107,13 @@ export function createPublicApp({ config, metrics, log, keyCache, providers, ali
   // Chat completions first: the hot route is the router's first layer. Every endpoint has the same
   // chain; only what its body must hold differs.
   for (const endpoint of ENDPOINTS) {
-    app.post(ENDPOINT_PATHS[endpoint], ...front, ...admit, readAndValidateBody(limits, endpoint), reserve, ...bound, routeRequest, ...reserveMoney, proxy.handle);
+    app.post(ENDPOINT_PATHS[endpoint], ...front, ...answerCors, ...admit, readAndValidateBody(limits, endpoint), reserve, ...bound, routeRequest, ...reserveMoney, proxy.handle);
   }
   const models = modelLister(providers, aliases);
-  app.get(MODELS_PATH, ...front, authenticateKey, models.list);
-  app.get(`${MODELS_PATH}/*model`, ...front, authenticateKey, models.retrieve);
+  app.get(MODELS_PATH, ...front, ...answerCors, authenticateKey, models.list);
+  app.get(`${MODELS_PATH}/*model`, ...front, ...answerCors, authenticateKey, models.retrieve);
+  if (cors) app.options([...Object.values(ENDPOINT_PATHS), MODELS_PATH, `${MODELS_PATH}/*model`], ...front, cors.preflight);
+  if (tokens) app.post(CLIENT_TOKENS_PATH, ...front, authenticateKey, limitRate(limiter, metrics), ...mintClientTokens(tokens));
   // The console is a page: a page's security headers, the same observing, ids and transport guard.
   if (console) {
     app.use(CONSOLE_PATH, observe, securityHeaders(CONSOLE_SECURITY_HEADERS), ...idsAndTransport, console);
@@ -118,6 +128,11 @@ export function createPublicApp({ config, metrics, log, keyCache, providers, ali
   app.all(Object.values(ENDPOINT_PATHS), (req) => {
     throw errors.methodNotAllowed(req.method, 'POST');
   });
+  if (tokens) {
+    app.all(CLIENT_TOKENS_PATH, (req) => {
+      throw errors.methodNotAllowed(req.method, 'POST');
+    });
+  }
   app.all([MODELS_PATH, `${MODELS_PATH}/*model`], (req) => {
     throw errors.methodNotAllowed(req.method, 'GET');
   });

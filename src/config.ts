@@ -8,7 +8,7 @@ import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import YAML from 'yaml';
 import { z } from 'zod';
-import { alerts, alias, count, host, hostName, milliseconds, port, prices, provider, secretScanning, trustedProxies, upstreamSettings, workerUrl, type UpstreamSettings } from './config/parts';
+import { alerts, alias, clientTokens, count, host, hostName, milliseconds, port, prices, provider, secretScanning, trustedProxies, upstreamSettings, workerUrl, type UpstreamSettings } from './config/parts';
 
 export { DEFAULT_FORWARD_HEADERS, NEVER_FORWARDED, type UpstreamSettings } from './config/parts';
 
@@ -209,6 +209,7 @@ const schema = z.strictObject({
   prices,
   /** Leak reports that revoke (GitHub's secret scanning partner reports). */
   secretScanning,
+  clientTokens,
   /** Alerts at thresholds of quotas and budgets (accounts/alerts.ts). */
   alerts,
   /** Token quotas of accounts and keys: counters every replica shares, synced this often. */

@@ -19,6 +19,7 @@ import { githubLeakReports } from './accounts/leak-reports';
 import { judgeReadiness, PING_DEADLINE_MS, within, type Readiness } from './admin/readiness';
 import { createPublicApp } from './app';
 import { KeyCache } from './auth/cache';
+import { ClientTokens } from './auth/client-tokens';
 import type { GuardedKeyStore } from './store/guarded';
 import { retainUsage, UsageRecorder } from './auth/usage-recorder';
 import { startPrimary, type WorkerMessages } from './process/cluster';
@@ -28,7 +29,7 @@ import { createOidcRoutes } from './accounts/oidc';
 import { createMailer } from './accounts/mailer';
 import { QuotaTracker, TOKENS, type AccountLimits, type Measure, type QuotaCounters } from './accounts/quota';
 import { BUDGET, budgetLimitsOf } from './accounts/enforce-budget';
-import { Alerts, type AlertSettings } from './accounts/alerts';
+import { Alerts, alertSettings } from './accounts/alerts';
 import type { AccountRecord } from './store/types';
 import { loadConfig, type Config } from './config';
 import { GatewayError } from './errors';
@@ -225,6 +226,7 @@ async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, 
   });
   return {
     platform,
+    clientTokens: new ClientTokens(keyStore),
     leaks: people.accounts.leaks,
     githubSigningKeys,
     keyCache,
@@ -250,8 +252,6 @@ async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, 
 }
 
 type LastingParts = Awaited<ReturnType<typeof buildLastingParts>>;
-
-const alertSettings = (config: Config): AlertSettings => ({ webhookUrl: config.alerts.webhookUrl, timeoutMs: config.alerts.timeoutMs, currency: config.prices.currency });
 
 /**
  * The request path for one config: providers and their health checks, limits, proxy, the app. A
@@ -303,7 +303,7 @@ async function buildServing(config: Config, log: Logger, metrics: Metrics, lasti
   lasting.platform.currency = config.prices.currency;
   lasting.alerts.configure(alertSettings(config));
   for (const tracker of [lasting.quota, lasting.budgets]) tracker.setThresholds(config.alerts.thresholds);
-  const publicApp = createPublicApp({ config, metrics, log, keyCache, providers, aliases: buildAliases(config), proxy, limiter, quota: lasting.quota, budgets: lasting.budgets, onKeyUsed: (record) => usage.used(record), onKeyRequestEnded: (key, served, context) => usage.ended(key, served, undefined, useDetail(context, key.accountId, undefined)), leakReports, spans: lasting.spans, console: lasting.consoleRouter });
+  const publicApp = createPublicApp({ config, metrics, log, keyCache, providers, aliases: buildAliases(config), proxy, limiter, quota: lasting.quota, budgets: lasting.budgets, onKeyUsed: (record) => usage.used(record), onKeyRequestEnded: (key, served, context) => usage.ended(key, served, undefined, useDetail(context, key.accountId, undefined)), leakReports, clientTokens: lasting.clientTokens, spans: lasting.spans, console: lasting.consoleRouter });
   let inFlight = 0;
   let drained: (() => void) | undefined;
   return {

@@ -11,6 +11,7 @@
  * The webhook's URL is a secret of the operator's (Slack's and Teams' carry their token in it): it is
  * in no log line, audit entry or error.
  */
+import type { Config } from '../config';
 import type { Logger } from '../telemetry/log';
 import type { AccountStore, AlertRecord, KeyStore } from '../store/types';
 import type { Auditor } from './audit';
@@ -23,6 +24,9 @@ export interface AlertSettings {
   /** The price table's currency: what budgets count in. */
   currency: string;
 }
+
+/** The alert settings of a config. */
+export const alertSettings = (config: Config): AlertSettings => ({ webhookUrl: config.alerts.webhookUrl, timeoutMs: config.alerts.timeoutMs, currency: config.prices.currency });
 
 /** Waits before the attempts after the first (ms): five tries within about 15 s. */
 const BACKOFF_MS = [1000, 2000, 4000, 8000];

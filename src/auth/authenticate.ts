@@ -8,15 +8,18 @@ import { parseAuthorization } from './credentials';
 import { looksLikeKey } from '../common/key-shape';
 import type { KeyCache } from './cache';
 import type { KeyAuthRecord } from '../store/types';
+import { CLIENT_TOKEN_PREFIX, type ClientTokens, type ClientTokenScope, type Verified } from './client-tokens';
 
 export interface AuthenticateDeps {
   cache: KeyCache;
+  /** Client tokens (client-tokens.ts): a `cgt_` credential stands in for its parent key. Absent: none accepted. */
+  tokens?: ClientTokens;
   onFailure(reason: AuthFailureReason): void;
   onSuccess?(record: KeyAuthRecord): void;
   now?: () => number;
 }
 
-export function authenticate({ cache, onFailure, onSuccess, now = Date.now }: AuthenticateDeps): RequestHandler {
+export function authenticate({ cache, tokens, onFailure, onSuccess, now = Date.now }: AuthenticateDeps): RequestHandler {
   const admit = (record: KeyAuthRecord | undefined, req: Request, res: Response, next: NextFunction) => {
     const refusal = refusalOf(record, now());
     if (refusal) {
@@ -31,6 +34,21 @@ export function authenticate({ cache, onFailure, onSuccess, now = Date.now }: Au
     onSuccess?.(record!);
     next();
   };
+  /** A client token: its parent key, as it is now (revoked, rotated, expired: refused), narrowed to the token's scope. */
+  const admitToken = (tokens: ClientTokens, token: string, req: Request, res: Response, next: NextFunction) => {
+    const withParent = (verified: Verified) => {
+      if ('refused' in verified) {
+        onFailure(verified.refused);
+        throw errors.invalidApiKey();
+      }
+      const { scope } = verified;
+      const hit = cache.cachedDigest(scope.parent);
+      if (hit) return admit(hit.record && narrowed(hit.record, scope), req, res, next);
+      return lookup(() => cache.lookupDigest(scope.parent)).then((record) => admit(record && narrowed(record, scope), req, res, next));
+    };
+    const verified = tokens.verify(token);
+    return verified instanceof Promise ? lookup(() => verified).then(withParent) : withParent(verified);
+  };
   // Not async: a cached key (nearly every request) is admitted without a promise or a later tick.
   return function authenticateRequest(req, res, next) {
     const credentials = parseAuthorization(req.headers.authorization);
@@ -38,16 +56,23 @@ export function authenticate({ cache, onFailure, onSuccess, now = Date.now }: Au
       onFailure(credentials.problem);
       throw credentials.problem === 'missing' ? errors.missingApiKey() : errors.invalidAuthorizationHeader(credentials.reason);
     }
+    if (tokens && credentials.key.startsWith(CLIENT_TOKEN_PREFIX)) return admitToken(tokens, credentials.key, req, res, next);
     if (!looksLikeKey(credentials.key)) return admit(undefined, req, res, next);
     const hit = cache.cached(credentials.key);
     if (hit) return admit(hit.record, req, res, next);
-    return lookup(cache, credentials.key).then((record) => admit(record, req, res, next));
+    return lookup(() => cache.lookup(credentials.key)).then((record) => admit(record, req, res, next));
   };
 }
 
-async function lookup(cache: KeyCache, key: string): Promise<KeyAuthRecord | undefined> {
+/** The key (or a client token's parent) as its token allows it: endpoints narrowed here, models and output bound by the route stage. */
+function narrowed(record: KeyAuthRecord, scope: ClientTokenScope): KeyAuthRecord {
+  return { ...record, endpoints: scope.endpoints ?? record.endpoints, clientToken: { models: scope.models, maxTokens: scope.maxTokens, expiresAt: scope.expiresAt } } as KeyAuthRecord;
+}
+
+/** A store read for authenticating: its failure is 503 key_store_unavailable, never a 500. */
+async function lookup<T>(read: () => Promise<T>): Promise<T> {
   try {
-    return await cache.lookup(key);
+    return await read();
   } catch (cause) {
     if (cause instanceof GatewayError) throw cause; // the store's guard: 503 key_store_unavailable
     const unavailable = errors.keyStoreUnavailable();

@@ -108,12 +108,21 @@ export class KeyCache {
     return this.cachedByDigest(digestKey(key));
   }
 
+  /** As `cached`, by the key's digest (a client token names its parent key so). */
+  cachedDigest(digest: string): { record: CachedKey | undefined } | undefined {
+    return this.cachedByDigest(digest);
+  }
+
   /**
    * The record for this key, or undefined when the store does not know it. Rejects (503
    * key_store_unavailable) when the store cannot be reached and the key is not known well enough.
    */
-  async lookup(key: string): Promise<CachedKey | undefined> {
-    const digest = digestKey(key);
+  lookup(key: string): Promise<CachedKey | undefined> {
+    return this.lookupDigest(digestKey(key));
+  }
+
+  /** As `lookup`, by the key's digest. */
+  async lookupDigest(digest: string): Promise<CachedKey | undefined> {
     const hit = this.cachedByDigest(digest);
     if (hit) return hit.record;
     this.events.miss();

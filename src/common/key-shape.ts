@@ -15,7 +15,8 @@ export const KEY_BODY_LENGTH = 43;
 export const KEY_CHECKSUM_LENGTH = 6;
 const CHECKSUMMED = /^cgk_[0-9A-Za-z]{49}$/;
 const LEGACY = /^cgk_[A-Za-z0-9_-]{43}$/;
-const KEY_LIKE = /cgk_[A-Za-z0-9_-]{8,}/g;
+/** A key, or a client token (`cgt_`, auth/client-tokens.ts: its dots included), whole or in part. */
+const KEY_LIKE = /cg([kt])_[A-Za-z0-9_.-]{8,}/g;
 const HOLDS_KEY = /cgk_[A-Za-z0-9_-]{8,}/;
 export const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
@@ -70,5 +71,5 @@ export function holdsKey(text: string): boolean {
 
 /** Anything in `text` that looks like a key (or most of one) replaced: for client text that is echoed or logged. */
 export function withoutKeys(text: string): string {
-  return text.replace(KEY_LIKE, `${KEY_PREFIX}[redacted]`);
+  return text.replace(KEY_LIKE, (_whole, kind: string) => `cg${kind}_[redacted]`);
 }

@@ -210,6 +210,22 @@ export const secretScanning = z
   })
   .prefault({});
 
+/** An origin as a browser sends it: scheme, host and any port, nothing after. */
+const origin = z.string().refine((value) => {
+  try {
+    return /^https?:$/.test(new URL(value).protocol) && new URL(value).origin === value;
+  } catch {
+    return false;
+  }
+}, 'must be an origin as browsers send it: http(s)://host[:port], lower case, no path or trailing slash');
+
+/**
+ * `clientTokens`: short-lived tokens a key mints for code on people's devices (POST /v1/client-tokens,
+ * auth/client-tokens.ts). `allowedOrigins`: the web pages (origins) whose scripts may call the model
+ * endpoints (CORS); none by default. `enabled: false` refuses `cgt_` tokens and the mint.
+ */
+export const clientTokens = z.strictObject({ enabled: z.boolean().default(true), allowedOrigins: z.array(origin).max(100).default([]) }).prefault({});
+
 /**
  * Alerts at thresholds of quotas and budgets: one POST to `webhookUrl` (JSON; its `text` reads well in
  * Slack or Teams) per threshold per period of a key's or an account's limit, from one replica.

@@ -6,7 +6,7 @@
  */
 import type { RequestHandler } from 'express';
 import { modelAllowed } from '../common/model-globs';
-import { contextOf, required } from '../context';
+import { contextOf, required, type CallerKey } from '../context';
 import { errors } from '../errors';
 import type { AliasTable } from '../upstream/aliases';
 import type { Provider, ProviderTable } from '../upstream/providers';
@@ -42,13 +42,21 @@ export function modelLister(providers: ProviderTable, aliases: AliasTable = new 
       .map((alias) => ({ id: alias.name, object: 'model' as const, created: startedAt, owned_by: 'chatgate' })),
   ];
 
+  /** A client token's models narrow its key's: what both allow. */
+  const visibleTo = (key: CallerKey): ModelEntry[] => {
+    const models = visible(key.models);
+    if (!key.clientToken?.models) return models;
+    const narrowed = new Set(visible(key.clientToken.models).map((model) => model.id));
+    return models.filter((model) => narrowed.has(model.id));
+  };
+
   const list: RequestHandler = (_req, res) => {
-    res.json({ object: 'list', data: visible(required(contextOf(res).key, 'key').models) });
+    res.json({ object: 'list', data: visibleTo(required(contextOf(res).key, 'key')) });
   };
 
   const retrieve: RequestHandler = (req, res) => {
     const id = ([] as string[]).concat(req.params.model ?? []).join('/');
-    const found = visible(required(contextOf(res).key, 'key').models).find((model) => model.id === id);
+    const found = visibleTo(required(contextOf(res).key, 'key')).find((model) => model.id === id);
     if (!found) throw errors.modelNotFound(id);
     res.json(found);
   };

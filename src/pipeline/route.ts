@@ -17,6 +17,9 @@ import { rewriteModel, setTopLevelMember } from './json-members';
 const MODEL_SHAPE = "'model' must be '<provider>/<model_name>', for example 'mock/echo', or the name of a configured model alias.";
 
 /** Where a request may go, in the order to try: the chosen target, then the fallbacks. */
+/** The key's allow-list, and a client token's standing in for it, both allow the model. */
+const keyAllows = (key: CallerKey, model: string) => modelAllowed(key.models, model) && (!key.clientToken?.models || modelAllowed(key.clientToken.models, model));
+
 interface Destination {
   readonly provider: string;
   readonly modelName: string;
@@ -32,8 +35,8 @@ export function route(providers: ProviderTable, aliases: AliasTable, random: () 
   /** The alias's targets this key may use and this endpoint is served by: the pick first, then the fallbacks. */
   function aliasDestinations(alias: Alias, key: CallerKey, endpoint: Endpoint): Destination[] {
     // The key's allow-list holds the alias by name, or the target it points at.
-    const byName = modelAllowed(key.models, alias.name);
-    const allowed = (target: AliasTarget) => byName || modelAllowed(key.models, target.model);
+    const byName = keyAllows(key, alias.name);
+    const allowed = (target: AliasTarget) => byName || keyAllows(key, target.model);
     const targets = alias.targets.filter(allowed);
     const fallback = alias.fallback.filter(allowed);
     if (targets.length === 0 && fallback.length === 0) throw errors.modelNotAllowed(alias.name);
@@ -52,7 +55,7 @@ export function route(providers: ProviderTable, aliases: AliasTable, random: () 
   function directDestination(request: ModelRequest, key: CallerKey): Destination {
     // A name without a provider that is no alias is a malformed model, as before aliases existed.
     if (request.provider === undefined) throw errors.invalidBody('model', MODEL_SHAPE);
-    if (!modelAllowed(key.models, request.model)) throw errors.modelNotAllowed(request.model);
+    if (!keyAllows(key, request.model)) throw errors.modelNotAllowed(request.model);
     const provider = providers.get(request.provider);
     if (!provider || request.modelName === undefined) throw errors.modelNotFound(request.model);
     if (!provider.endpoints.has(request.endpoint)) throw errors.modelNotServedHere(request.model, ENDPOINT_PATHS[request.endpoint]);
@@ -78,8 +81,11 @@ export function route(providers: ProviderTable, aliases: AliasTable, random: () 
     // Under a quota, the output bound the reservation holds: for a request that set none, in the
     // endpoint's own field; for one capped to what is left (quota.capMaxTokens), in each field it set,
     // each lowered to the bound and never raised (chat's two fields may differ: a worker reads either).
-    if (context.reservedOutputBound !== undefined) {
-      const bound = context.reservedOutputBound;
+    // A client token's maxTokens bounds the output the same way.
+    const tokenBound = key.clientToken?.maxTokens;
+    const outputBound = tokenBound === undefined ? context.reservedOutputBound : Math.min(tokenBound, context.reservedOutputBound ?? Infinity);
+    if (outputBound !== undefined) {
+      const bound = outputBound;
       const set = Object.entries(request.outputBounds ?? {});
       if (set.length === 0) text = setTopLevelMember(text, endpoint === 'responses' ? 'max_output_tokens' : 'max_tokens', String(bound));
       for (const [field, value] of set) if (value > bound) text = setTopLevelMember(text, field, String(bound));

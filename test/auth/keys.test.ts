@@ -111,6 +111,8 @@ test('withoutKeys hides whole and partial keys in client text, and leaves the re
   const key = generateKey();
   expect(withoutKeys(`model ${key}/m and ${key.slice(0, 20)}`)).toBe('model cgk_[redacted]/m and cgk_[redacted]');
   expect(withoutKeys('mock/echo cgk_short')).toBe('mock/echo cgk_short');
+  // A client token too, dots and all.
+  expect(withoutKeys('model cgt_20261129.eyJwIjoiYWJj.QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVowMTIzNDU2Nzg5')).toBe('model cgt_[redacted]');
 });
 
 test('sameSecret: equal texts only, whatever their lengths', () => {

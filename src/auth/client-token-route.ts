@@ -1,0 +1,121 @@
+/**
+ * `POST /v1/client-tokens` (a key mints a client token, client-tokens.ts) and the CORS answers that
+ * let browser code on configured origins (`clientTokens.allowedOrigins`) call the model endpoints
+ * with one. Minting is never open to browsers: it takes the key itself.
+ */
+import express, { type Request, type RequestHandler } from 'express';
+import { ENDPOINTS } from '../common/endpoints';
+import { modelAllowed } from '../common/model-globs';
+import { contextOf, required } from '../context';
+import { errors } from '../errors';
+import { parseAuthorization } from './credentials';
+import { MAX_TTL_SECONDS, type ClientTokens, type ClientTokenScope } from './client-tokens';
+import { digestKey } from './keys';
+
+export const CLIENT_TOKENS_PATH = '/v1/client-tokens';
+const DEFAULT_TTL_SECONDS = 600;
+const FIELDS = new Set(['ttlSeconds', 'models', 'endpoints', 'maxTokens']);
+const MAX_MODELS = 100;
+const MAX_BODY_BYTES = 16 * 1024;
+
+/** The mint: its body read raw and bounded (never inflated), then checked field by field. */
+export function mintClientTokens(tokens: ClientTokens, now: () => number = Date.now): RequestHandler[] {
+  const raw = express.raw({ type: () => true, limit: MAX_BODY_BYTES, inflate: false });
+  const mint: RequestHandler = async (req, res) => {
+    const key = required(contextOf(res).key, 'key');
+    if (key.clientToken) throw errors.permissionDenied('mint a client token with a client token');
+    const asked = requestOf(req);
+    const ttlSeconds = asked.ttlSeconds ?? DEFAULT_TTL_SECONDS;
+    if (asked.models) {
+      const outside = asked.models.find((model) => !modelAllowed(key.models, model));
+      if (outside !== undefined) throw errors.invalidBody('models', `'${outside.slice(0, 256)}' is not among the models this key may use.`);
+    }
+    if (asked.endpoints && key.endpoints.length > 0) {
+      const outside = asked.endpoints.find((endpoint) => !key.endpoints.includes(endpoint));
+      if (outside !== undefined) throw errors.invalidBody('endpoints', `'${outside}' is not among the endpoints this key may call.`);
+    }
+    // The secret that authenticated the request, by digest: a token ends with it (rotation, revocation).
+    const credentials = parseAuthorization(req.headers.authorization);
+    if (!credentials.ok) throw errors.missingApiKey(); // authenticated already: not reached
+    const expiresAt = now() + ttlSeconds * 1000;
+    const scope: ClientTokenScope = { parent: digestKey(credentials.key), expiresAt, models: asked.models, endpoints: asked.endpoints ?? (key.endpoints.length > 0 ? [...key.endpoints] : undefined), maxTokens: asked.maxTokens };
+    const token = await tokens.mint(scope);
+    res.status(201).set('cache-control', 'no-store').json({ token, expiresAt: new Date(expiresAt).toISOString() });
+  };
+  return [raw, mint];
+}
+
+interface MintRequest {
+  ttlSeconds?: number;
+  models?: string[];
+  endpoints?: string[];
+  maxTokens?: number;
+}
+
+/** The body's fields, each checked; unknown fields are refused, not ignored. An empty body asks for the defaults. */
+function requestOf(req: Request): MintRequest {
+  const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+  if (body.length === 0) return {};
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body.toString('utf8'));
+  } catch (err) {
+    throw errors.invalidJson((err as Error).message);
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw errors.invalidBody(null, 'The body must be a JSON object.');
+  const fields = parsed as Record<string, unknown>;
+  const unknown = Object.keys(fields).find((field) => !FIELDS.has(field));
+  if (unknown !== undefined) throw errors.invalidBody(unknown.slice(0, 64), `Unknown field '${unknown.slice(0, 64)}': a client token takes ttlSeconds, models, endpoints and maxTokens.`);
+  const { ttlSeconds, models, endpoints, maxTokens } = fields;
+  if (ttlSeconds !== undefined && !(Number.isInteger(ttlSeconds) && (ttlSeconds as number) >= 1 && (ttlSeconds as number) <= MAX_TTL_SECONDS)) {
+    throw errors.invalidBody('ttlSeconds', `ttlSeconds must be a whole number of seconds from 1 to ${MAX_TTL_SECONDS}.`);
+  }
+  if (models !== undefined && !(Array.isArray(models) && models.length >= 1 && models.length <= MAX_MODELS && models.every((model) => typeof model === 'string' && model.length >= 1 && model.length <= 256))) {
+    throw errors.invalidBody('models', `models must be a list of 1 to ${MAX_MODELS} model names or globs.`);
+  }
+  const known: readonly string[] = ENDPOINTS;
+  if (endpoints !== undefined && !(Array.isArray(endpoints) && endpoints.length >= 1 && endpoints.every((endpoint) => typeof endpoint === 'string' && known.includes(endpoint)))) {
+    throw errors.invalidBody('endpoints', `endpoints must be a list of at least one of ${ENDPOINTS.join(', ')}.`);
+  }
+  if (maxTokens !== undefined && !(Number.isInteger(maxTokens) && (maxTokens as number) >= 1 && (maxTokens as number) <= 10_000_000)) {
+    throw errors.invalidBody('maxTokens', 'maxTokens must be a whole number from 1 to 10000000.');
+  }
+  return { ttlSeconds: ttlSeconds as number | undefined, models: models as string[] | undefined, endpoints: endpoints as string[] | undefined, maxTokens: maxTokens as number | undefined };
+}
+
+const HEADER_LIST = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+(\s*,\s*[A-Za-z0-9!#$%&'*+.^_`|~-]+)*$/;
+const EXPOSED = 'x-request-id, retry-after, x-ratelimit-limit-requests, x-ratelimit-remaining-requests, x-ratelimit-reset-requests, x-ratelimit-limit-tokens, x-ratelimit-remaining-tokens, x-ratelimit-reset-tokens';
+
+/**
+ * CORS for the model endpoints, for the configured origins only (exact `scheme://host[:port]`): a
+ * preflight gets 204 with what it asked for (no cookies are ever read, so no credentials mode); an
+ * answer gets `Access-Control-Allow-Origin`. Any other origin gets nothing, and a browser keeps its
+ * page from reading the answer.
+ */
+export function corsFor(allowedOrigins: readonly string[]): { answer: RequestHandler; preflight: RequestHandler } {
+  const allowed = new Set(allowedOrigins);
+  const originOf = (req: Request) => {
+    const origin = req.headers.origin;
+    return typeof origin === 'string' && allowed.has(origin) ? origin : undefined;
+  };
+  const answer: RequestHandler = (req, res, next) => {
+    res.vary('Origin');
+    const origin = originOf(req);
+    if (origin) res.set({ 'access-control-allow-origin': origin, 'access-control-expose-headers': EXPOSED });
+    next();
+  };
+  const preflight: RequestHandler = (req, res, next) => {
+    const origin = originOf(req);
+    const method = req.headers['access-control-request-method'];
+    if (!origin || typeof method !== 'string') return next(); // not a preflight this gateway answers: 405 as before
+    const headers = req.headers['access-control-request-headers'];
+    res.vary('Origin').status(204).set({
+      'access-control-allow-origin': origin,
+      'access-control-allow-methods': 'POST, GET',
+      'access-control-allow-headers': typeof headers === 'string' && headers.length <= 2048 && HEADER_LIST.test(headers) ? headers : 'authorization, content-type',
+      'access-control-max-age': '600',
+    });
+    res.end();
+  };
+  return { answer, preflight };
+}
