@@ -38,7 +38,7 @@ export interface CallerKey {
   /** The endpoints the key may call; empty means every one. */
   readonly endpoints: readonly string[];
   /** Set when a client token stands in for the key: what it narrows (its endpoints are in `endpoints`). */
-  readonly clientToken?: Readonly<{ models?: readonly string[]; maxTokens?: number; expiresAt: number }>;
+  readonly clientToken?: Readonly<{ models?: readonly string[]; maxTokens?: number; endUser?: string; expiresAt: number }>;
   /** The key's own limits; null: the configured default; 0: no limit for this key. */
   readonly rateLimit: Readonly<{ requestsPerMinute: number | null; tokensPerMinute: number | null; maxConcurrent: number | null }>;
 }

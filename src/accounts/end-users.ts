@@ -21,7 +21,10 @@ export const END_USER_DIGEST = /^eu_[A-Za-z0-9_-]{22}$/;
 
 /** The digest of the end user a request names, made once a request; undefined when it names none. */
 export function endUserOf(context: RequestContext, accountId: string): string | undefined {
-  const named = context.modelRequest?.endUser;
+  // A client token's end user is the one its minting application vouched for (or none): browser code
+  // naming its own would dodge or spend another's end-user quota.
+  const token = context.key?.clientToken;
+  const named = token ? token.endUser : context.modelRequest?.endUser;
   if (named !== undefined && context.endUserDigest === undefined) context.endUserDigest = endUserDigest(accountId, named);
   return context.endUserDigest;
 }

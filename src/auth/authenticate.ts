@@ -64,9 +64,18 @@ export function authenticate({ cache, tokens, onFailure, onSuccess, now = Date.n
   };
 }
 
-/** The key (or a client token's parent) as its token allows it: endpoints narrowed here, models and output bound by the route stage. */
+/** Matches no endpoint: a token whose endpoints its key no longer has (an empty list would mean every one). */
+const NO_ENDPOINT = ['(none left)'];
+
+/**
+ * The key as a client token allows it, from the key as it is now: endpoints narrowed here (to what
+ * both allow, so a key narrowed after the mint narrows its tokens too), models, output bound and end
+ * user applied by later stages.
+ */
 function narrowed(record: KeyAuthRecord, scope: ClientTokenScope): KeyAuthRecord {
-  return { ...record, endpoints: scope.endpoints ?? record.endpoints, clientToken: { models: scope.models, maxTokens: scope.maxTokens, expiresAt: scope.expiresAt } } as KeyAuthRecord;
+  const both = scope.endpoints && (record.endpoints.length === 0 ? scope.endpoints : scope.endpoints.filter((endpoint) => record.endpoints.includes(endpoint)));
+  const clientToken = { models: scope.models, maxTokens: scope.maxTokens, endUser: scope.endUser, expiresAt: scope.expiresAt };
+  return { ...record, endpoints: !both ? record.endpoints : both.length > 0 ? both : NO_ENDPOINT, clientToken } as KeyAuthRecord;
 }
 
 /** A store read for authenticating: its failure is 503 key_store_unavailable, never a 500. */
@@ -91,8 +100,8 @@ function refusalOf(record: KeyAuthRecord | undefined, now: number): AuthFailureR
   return undefined;
 }
 
-/** Each key's allowed ranges, made once per record (the cache keeps records). */
-const allowLists = new WeakMap<KeyAuthRecord, BlockList>();
+/** Each key's allowed ranges, made once per record's list (the cache keeps records; a client token's copy shares its key's list). */
+const allowLists = new WeakMap<readonly string[], BlockList>();
 
 /**
  * Whether the client address (Express's `req.ip`: the connection's, or through `trustedProxies` the
@@ -101,14 +110,14 @@ const allowLists = new WeakMap<KeyAuthRecord, BlockList>();
  */
 function fromAllowedAddress(record: KeyAuthRecord, ip: string | undefined): boolean {
   if (!ip) return false;
-  let list = allowLists.get(record);
+  let list = allowLists.get(record.allowedIps);
   if (!list) {
     list = new BlockList();
     for (const cidr of record.allowedIps) {
       const [address = '', prefix = ''] = cidr.split('/');
       list.addSubnet(address, Number(prefix), isIPv4(address) ? 'ipv4' : 'ipv6');
     }
-    allowLists.set(record, list);
+    allowLists.set(record.allowedIps, list);
   }
   const mapped = ip.startsWith('::ffff:') ? ip.slice(7) : '';
   if (isIPv4(mapped)) return list.check(mapped, 'ipv4');

@@ -5,16 +5,17 @@
  */
 import express, { type Request, type RequestHandler } from 'express';
 import { ENDPOINTS } from '../common/endpoints';
+import { withoutKeys } from '../common/key-shape';
 import { modelAllowed } from '../common/model-globs';
 import { contextOf, required } from '../context';
 import { errors } from '../errors';
 import { parseAuthorization } from './credentials';
-import { MAX_TTL_SECONDS, type ClientTokens, type ClientTokenScope } from './client-tokens';
+import { MAX_TTL_SECONDS, TokenTooLarge, type ClientTokens, type ClientTokenScope } from './client-tokens';
 import { digestKey } from './keys';
 
 export const CLIENT_TOKENS_PATH = '/v1/client-tokens';
 const DEFAULT_TTL_SECONDS = 600;
-const FIELDS = new Set(['ttlSeconds', 'models', 'endpoints', 'maxTokens']);
+const FIELDS = new Set(['ttlSeconds', 'models', 'endpoints', 'maxTokens', 'endUser']);
 const MAX_MODELS = 100;
 const MAX_BODY_BYTES = 16 * 1024;
 
@@ -28,7 +29,7 @@ export function mintClientTokens(tokens: ClientTokens, now: () => number = Date.
     const ttlSeconds = asked.ttlSeconds ?? DEFAULT_TTL_SECONDS;
     if (asked.models) {
       const outside = asked.models.find((model) => !modelAllowed(key.models, model));
-      if (outside !== undefined) throw errors.invalidBody('models', `'${outside.slice(0, 256)}' is not among the models this key may use.`);
+      if (outside !== undefined) throw errors.invalidBody('models', `'${withoutKeys(outside)}' is not among the models this key may use.`);
     }
     if (asked.endpoints && key.endpoints.length > 0) {
       const outside = asked.endpoints.find((endpoint) => !key.endpoints.includes(endpoint));
@@ -38,8 +39,11 @@ export function mintClientTokens(tokens: ClientTokens, now: () => number = Date.
     const credentials = parseAuthorization(req.headers.authorization);
     if (!credentials.ok) throw errors.missingApiKey(); // authenticated already: not reached
     const expiresAt = now() + ttlSeconds * 1000;
-    const scope: ClientTokenScope = { parent: digestKey(credentials.key), expiresAt, models: asked.models, endpoints: asked.endpoints ?? (key.endpoints.length > 0 ? [...key.endpoints] : undefined), maxTokens: asked.maxTokens };
-    const token = await tokens.mint(scope);
+    // Endpoints and models not asked for are the key's as they are at each request, not as they are now.
+    const scope: ClientTokenScope = { parent: digestKey(credentials.key), expiresAt, models: asked.models, endpoints: asked.endpoints, maxTokens: asked.maxTokens, endUser: asked.endUser };
+    const token = await tokens.mint(scope).catch((err: unknown) => {
+      throw err instanceof TokenTooLarge ? errors.invalidBody('models', 'The models asked for are too long together to fit in a token: name fewer, or use a glob.') : err;
+    });
     res.status(201).set('cache-control', 'no-store').json({ token, expiresAt: new Date(expiresAt).toISOString() });
   };
   return [raw, mint];
@@ -50,6 +54,7 @@ interface MintRequest {
   models?: string[];
   endpoints?: string[];
   maxTokens?: number;
+  endUser?: string;
 }
 
 /** The body's fields, each checked; unknown fields are refused, not ignored. An empty body asks for the defaults. */
@@ -59,14 +64,17 @@ function requestOf(req: Request): MintRequest {
   let parsed: unknown;
   try {
     parsed = JSON.parse(body.toString('utf8'));
-  } catch (err) {
-    throw errors.invalidJson((err as Error).message);
+  } catch {
+    throw errors.invalidJson('syntax error'); // the parser's message quotes the body: it may hold a key
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw errors.invalidBody(null, 'The body must be a JSON object.');
   const fields = parsed as Record<string, unknown>;
   const unknown = Object.keys(fields).find((field) => !FIELDS.has(field));
-  if (unknown !== undefined) throw errors.invalidBody(unknown.slice(0, 64), `Unknown field '${unknown.slice(0, 64)}': a client token takes ttlSeconds, models, endpoints and maxTokens.`);
-  const { ttlSeconds, models, endpoints, maxTokens } = fields;
+  if (unknown !== undefined) {
+    const named = withoutKeys(unknown.slice(0, 64));
+    throw errors.invalidBody(named, `Unknown field '${named}': a client token takes ttlSeconds, models, endpoints, maxTokens and endUser.`);
+  }
+  const { ttlSeconds, models, endpoints, maxTokens, endUser } = fields;
   if (ttlSeconds !== undefined && !(Number.isInteger(ttlSeconds) && (ttlSeconds as number) >= 1 && (ttlSeconds as number) <= MAX_TTL_SECONDS)) {
     throw errors.invalidBody('ttlSeconds', `ttlSeconds must be a whole number of seconds from 1 to ${MAX_TTL_SECONDS}.`);
   }
@@ -80,7 +88,8 @@ function requestOf(req: Request): MintRequest {
   if (maxTokens !== undefined && !(Number.isInteger(maxTokens) && (maxTokens as number) >= 1 && (maxTokens as number) <= 10_000_000)) {
     throw errors.invalidBody('maxTokens', 'maxTokens must be a whole number from 1 to 10000000.');
   }
-  return { ttlSeconds: ttlSeconds as number | undefined, models: models as string[] | undefined, endpoints: endpoints as string[] | undefined, maxTokens: maxTokens as number | undefined };
+  if (endUser !== undefined && !(typeof endUser === 'string' && endUser.length >= 1 && endUser.length <= 256)) throw errors.invalidBody('endUser', 'endUser must be the id of your user, 1 to 256 characters.');
+  return { ttlSeconds: ttlSeconds as number | undefined, models: models as string[] | undefined, endpoints: endpoints as string[] | undefined, maxTokens: maxTokens as number | undefined, endUser: endUser as string | undefined };
 }
 
 const HEADER_LIST = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+(\s*,\s*[A-Za-z0-9!#$%&'*+.^_`|~-]+)*$/;

@@ -16,9 +16,10 @@
  * (as whoever can read it can read the digests): the store is the secret here as it is for keys.
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { CLIENT_TOKEN_PREFIX } from '../common/key-shape';
 import type { ServerSecret } from '../store/types';
 
-export const CLIENT_TOKEN_PREFIX = 'cgt_';
+export { CLIENT_TOKEN_PREFIX };
 /** The longest a token may live. */
 export const MAX_TTL_SECONDS = 3600;
 
@@ -32,9 +33,14 @@ export interface ClientTokenScope {
   models?: string[];
   /** The endpoints it may call (within the parent's). */
   endpoints?: string[];
-  /** Each request's output is bounded to this many tokens. */
+  /** Each request's output is bounded to this many tokens, all its answers together. */
   maxTokens?: number;
+  /** The end user the minting application vouches for: its requests count as this one, whatever they say. */
+  endUser?: string;
 }
+
+/** The narrowing asked for does not fit in a token (a few thousand characters of model names). */
+export class TokenTooLarge extends Error {}
 
 export type Verified = { scope: ClientTokenScope } | { refused: 'unknown' | 'expired' };
 
@@ -43,6 +49,7 @@ export interface SecretStore {
   putServerSecret(secret: ServerSecret): Promise<ServerSecret>;
 }
 
+const MAX_PAYLOAD_CHARS = 4096;
 const SHAPE = /^cgt_(\d{8})\.([A-Za-z0-9_-]{10,4096})\.([A-Za-z0-9_-]{43})$/;
 /** A day's secret the store does not have yet is asked for again after this long (another replica may make it). */
 const MISSING_RETRY_MS = 1000;
@@ -61,15 +68,20 @@ export class ClientTokens {
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** A token for this scope (its expiry already set by the caller). */
+  /** A token for this scope (its expiry already set by the caller); TokenTooLarge when the scope does not fit. */
   async mint(scope: ClientTokenScope): Promise<string> {
-    const day = dayOf(this.now());
-    let secret = this.secrets.get(day);
-    if (!secret) {
-      const kept = await this.store.putServerSecret({ id: secretId(day), secret: randomBytes(32).toString('base64url'), createdAt: new Date(this.now()).toISOString() });
-      secret = this.remember(day, kept.secret);
+    const payload = Buffer.from(JSON.stringify({ p: scope.parent, x: scope.expiresAt, m: scope.models, e: scope.endpoints, t: scope.maxTokens, u: scope.endUser, n: randomBytes(6).toString('base64url') })).toString('base64url');
+    if (payload.length > MAX_PAYLOAD_CHARS) throw new TokenTooLarge();
+    const now = this.now();
+    const day = dayOf(now);
+    const secret = this.secrets.get(day) ?? (await this.make(day));
+    // Tomorrow's is made a day ahead, so that every replica finds it in the store from midnight on
+    // (else one asked for it before the first mint of the day would refuse that day's tokens a moment).
+    const tomorrow = dayOf(now + DAY_MS);
+    if (!this.secrets.has(tomorrow) && !this.loading.has(tomorrow)) {
+      const making = this.make(tomorrow).finally(() => this.loading.delete(tomorrow));
+      this.loading.set(tomorrow, making.catch(() => undefined));
     }
-    const payload = Buffer.from(JSON.stringify({ p: scope.parent, x: scope.expiresAt, m: scope.models, e: scope.endpoints, t: scope.maxTokens, n: randomBytes(6).toString('base64url') })).toString('base64url');
     const signed = `${CLIENT_TOKEN_PREFIX}${day}.${payload}`;
     return `${signed}.${mac(secret, signed)}`;
   }
@@ -80,8 +92,10 @@ export class ClientTokens {
     if (!parts) return { refused: 'unknown' };
     const [, day, payload, tag] = parts as unknown as [string, string, string, string];
     const now = this.now();
-    // A token lives an hour at most: one signed two days back has expired, one of a later day is made up.
-    if (day !== dayOf(now) && day !== dayOf(now - DAY_MS)) return { refused: day < dayOf(now) ? 'expired' : 'unknown' };
+    // A token lives an hour at most: one signed two days back has expired. Tomorrow's is taken (from a
+    // replica whose clock is past midnight first): only the gateway has its secret.
+    if (day < dayOf(now - DAY_MS)) return { refused: 'expired' };
+    if (day > dayOf(now + DAY_MS)) return { refused: 'unknown' };
     const secret = this.secrets.get(day);
     const check = (key: Buffer | undefined): Verified => (key ? this.checked(key, `${CLIENT_TOKEN_PREFIX}${day}.${payload}`, tag, payload) : { refused: 'unknown' });
     if (secret) return check(secret);
@@ -95,6 +109,11 @@ export class ClientTokens {
     if (!scope) return { refused: 'unknown' };
     // Exact: the gateway made the token, so no clock leeway.
     return this.now() >= scope.expiresAt ? { refused: 'expired' } : { scope };
+  }
+
+  private async make(day: string): Promise<Buffer> {
+    const kept = await this.store.putServerSecret({ id: secretId(day), secret: randomBytes(32).toString('base64url'), createdAt: new Date(this.now()).toISOString() });
+    return this.remember(day, kept.secret);
   }
 
   private load(day: string): Promise<Buffer | undefined> {
@@ -136,8 +155,8 @@ function scopeOf(payload: string): ClientTokenScope | undefined {
   } catch {
     return undefined;
   }
-  const { p, x, m, e, t } = fields;
+  const { p, x, m, e, t, u } = fields;
   if (typeof p !== 'string' || typeof x !== 'number') return undefined;
-  if ((m !== undefined && !isStrings(m)) || (e !== undefined && !isStrings(e)) || (t !== undefined && typeof t !== 'number')) return undefined;
-  return { parent: p, expiresAt: x, models: m, endpoints: e, maxTokens: t };
+  if ((m !== undefined && !isStrings(m)) || (e !== undefined && !isStrings(e)) || (t !== undefined && typeof t !== 'number') || (u !== undefined && typeof u !== 'string')) return undefined;
+  return { parent: p, expiresAt: x, models: m, endpoints: e, maxTokens: t, endUser: u };
 }

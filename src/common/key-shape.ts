@@ -10,6 +10,8 @@
  * knowing how keys are made or checked (that is auth/keys.ts).
  */
 export const KEY_PREFIX = 'cgk_';
+/** A client token's (auth/client-tokens.ts): redacted like a key wherever client text is echoed, logged or forwarded. */
+export const CLIENT_TOKEN_PREFIX = 'cgt_';
 /** The random part's length, and the checksum's. */
 export const KEY_BODY_LENGTH = 43;
 export const KEY_CHECKSUM_LENGTH = 6;
@@ -17,7 +19,7 @@ const CHECKSUMMED = /^cgk_[0-9A-Za-z]{49}$/;
 const LEGACY = /^cgk_[A-Za-z0-9_-]{43}$/;
 /** A key, or a client token (`cgt_`, auth/client-tokens.ts: its dots included), whole or in part. */
 const KEY_LIKE = /cg([kt])_[A-Za-z0-9_.-]{8,}/g;
-const HOLDS_KEY = /cgk_[A-Za-z0-9_-]{8,}/;
+const HOLDS_KEY = /cg[kt]_[A-Za-z0-9_.-]{8,}/;
 export const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
 export type KeyForm = 'checksummed' | 'legacy' | 'bad-checksum' | 'not-a-key';
@@ -66,7 +68,7 @@ function crc32(text: string): number {
 
 /** Whether `text` holds anything that looks like a key (or most of one). */
 export function holdsKey(text: string): boolean {
-  return text.includes(KEY_PREFIX) && HOLDS_KEY.test(text);
+  return (text.includes(KEY_PREFIX) || text.includes(CLIENT_TOKEN_PREFIX)) && HOLDS_KEY.test(text);
 }
 
 /** Anything in `text` that looks like a key (or most of one) replaced: for client text that is echoed or logged. */

@@ -20,6 +20,13 @@ const MODEL_SHAPE = "'model' must be '<provider>/<model_name>', for example 'moc
 /** The key's allow-list, and a client token's standing in for it, both allow the model. */
 const keyAllows = (key: CallerKey, model: string) => modelAllowed(key.models, model) && (!key.clientToken?.models || modelAllowed(key.clientToken.models, model));
 
+/** A client token's bound on a request's whole output, per answer (n, best_of and prompts each answer); 400 when it leaves none. */
+function perAnswer(maxTokens: number, outputs: number): number {
+  const each = Math.floor(maxTokens / Math.max(1, outputs));
+  if (each < 1) throw errors.invalidBody(null, `This client token bounds a request's output to ${maxTokens} tokens in all: ${outputs} answers (n, best_of, prompts) leave none for each.`);
+  return each;
+}
+
 interface Destination {
   readonly provider: string;
   readonly modelName: string;
@@ -81,8 +88,8 @@ export function route(providers: ProviderTable, aliases: AliasTable, random: () 
     // Under a quota, the output bound the reservation holds: for a request that set none, in the
     // endpoint's own field; for one capped to what is left (quota.capMaxTokens), in each field it set,
     // each lowered to the bound and never raised (chat's two fields may differ: a worker reads either).
-    // A client token's maxTokens bounds the output the same way.
-    const tokenBound = key.clientToken?.maxTokens;
+    // A client token's maxTokens bounds the output the same way, shared by the answers asked for.
+    const tokenBound = key.clientToken?.maxTokens === undefined || endpoint === 'embeddings' ? undefined : perAnswer(key.clientToken.maxTokens, request.outputs);
     const outputBound = tokenBound === undefined ? context.reservedOutputBound : Math.min(tokenBound, context.reservedOutputBound ?? Infinity);
     if (outputBound !== undefined) {
       const bound = outputBound;

@@ -4,7 +4,7 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Request } from 'express';
-import { KEY_PREFIX, withoutKeys } from '../common/key-shape';
+import { CLIENT_TOKEN_PREFIX, KEY_PREFIX, withoutKeys } from '../common/key-shape';
 import type { RequestContext, UpstreamTarget } from '../context';
 import { traceparentOf } from '../telemetry/trace-context';
 import type { Provider } from './providers';
@@ -40,7 +40,7 @@ export function upstreamHeaders(req: Request, context: RequestContext, target: U
 }
 
 /** A value with anything key-shaped replaced; the test first, as nearly every value holds no key. */
-const keyFree = (value: string): string => (value.includes(KEY_PREFIX) ? withoutKeys(value) : value);
+const keyFree = (value: string): string => (value.includes(KEY_PREFIX) || value.includes(CLIENT_TOKEN_PREFIX) ? withoutKeys(value) : value);
 
 /** Headers the client's Connection header names as hop-by-hop (its usual values name none worth a Set). */
 function namedByConnection(connection: string | undefined): Set<string> | undefined {

@@ -12,6 +12,7 @@ import { bearer, chatBody, openaiClient, request } from '../helpers/http';
 import { listenOnLoopback } from '../helpers/net';
 import { eventually } from '../helpers/processes';
 import { digestKey } from '../../src/auth/keys';
+import { endUserDigest } from '../../src/accounts/end-users';
 
 const ORIGIN = 'https://app.example.com';
 const seen: Array<Record<string, unknown>> = [];
@@ -21,7 +22,7 @@ const worker = http.createServer((req, res) => {
   req.on('end', () => {
     if (req.method === 'GET') return void res.end(req.url === '/v1/models' ? JSON.stringify({ object: 'list', data: [{ id: 'a', object: 'model' }, { id: 'b', object: 'model' }] }) : 'ok');
     const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>;
-    seen.push({ ...body, authorization: req.headers.authorization });
+    seen.push({ ...body, authorization: req.headers.authorization, tracestate: req.headers.tracestate, agent: req.headers['user-agent'] });
     const usage = { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 };
     res.setHeader('content-type', 'application/json');
     if (req.url === '/v1/embeddings') return void res.end(JSON.stringify({ object: 'list', data: [{ object: 'embedding', index: 0, embedding: [0.1] }], model: body.model, usage: { prompt_tokens: 5, total_tokens: 5 } }));
@@ -30,10 +31,12 @@ const worker = http.createServer((req, res) => {
 });
 
 let gw: TestGateway;
+let workerUrl: string;
 let parent: { key: string; id: string };
 
 beforeAll(async () => {
-  gw = await startTestGateway({ providers: { mock: { workers: [await listenOnLoopback(worker)] } }, clientTokens: { allowedOrigins: [ORIGIN] }, auth: { lastUsedFlushMs: 200 } });
+  workerUrl = await listenOnLoopback(worker);
+  gw = await startTestGateway({ providers: { mock: { workers: [workerUrl] } }, clientTokens: { allowedOrigins: [ORIGIN] }, auth: { lastUsedFlushMs: 200 } });
   parent = await gw.issueKey({ name: 'web-app', models: ['mock/*'] });
 });
 afterAll(async () => {
@@ -188,4 +191,84 @@ test('CORS: a configured origin may call the model endpoints (preflight and answ
   expect(refusal.headers['access-control-allow-origin']).toBe(ORIGIN);
   const elsewhere = await request(gw.url, { ca: gw.ca, headers: { ...bearer(token), origin: 'https://evil.example.com' }, body: chatBody({ model: 'mock/a' }) });
   expect(elsewhere.headers['access-control-allow-origin']).toBeUndefined();
+});
+
+const today = () => new Date().toISOString().slice(0, 10);
+const sign = (secret: string, day: string, claims: Record<string, unknown>) => {
+  const signed = `cgt_${day}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}`;
+  return `${signed}.${createHmac('sha256', Buffer.from(secret, 'base64url')).update(signed).digest('base64url')}`;
+};
+const dayFrom = (offsetDays: number) => new Date(Date.now() + offsetDays * 86_400_000).toISOString().slice(0, 10).replaceAll('-', '');
+
+test("a token follows its key's scope as it is at each request: endpoints the key lost since the mint are refused", async () => {
+  const key = await gw.issueKey({ name: 'shrinking' });
+  const asked = (await mint(key.key, { endpoints: ['chat', 'embeddings'] })).json<Minted>().token;
+  const unasked = (await mint(key.key, {})).json<Minted>().token;
+  for (const token of [asked, unasked]) expect((await chat(token)).status).toBe(200);
+  await gw.store.update(key.id, { endpoints: ['embeddings'] });
+  for (const token of [asked, unasked]) {
+    await eventually(async () => ((await chat(token)).status === 403 ? true : undefined), 5000);
+    expect((await chat(token)).json<Refusal>().error.code).toBe('endpoint_not_allowed');
+  }
+});
+
+test('maxTokens bounds a request in all: shared by n answers, refused when they leave none; embeddings get no output bound', async () => {
+  const { token } = (await mint(parent.key, { maxTokens: 10 })).json<Minted>();
+  expect((await chat(token, 'mock/a', { n: 2, max_tokens: 500 })).status).toBe(200);
+  expect(seen.at(-1)).toMatchObject({ n: 2, max_tokens: 5 });
+  const many = await chat(token, 'mock/a', { n: 20 });
+  expect(many.status).toBe(400);
+  expect(many.json<Refusal>().error.code).toBe('invalid_body');
+  expect((await request(gw.url, { path: '/v1/embeddings', ca: gw.ca, headers: bearer(token), body: JSON.stringify({ model: 'mock/a', input: 'x' }) })).status).toBe(200);
+  expect(seen.at(-1)!.max_tokens).toBeUndefined();
+});
+
+test('the end user is the one the mint named: what browser code says of itself is not taken', async () => {
+  const key = await gw.issueKey({ name: 'per-user' });
+  const record = (await gw.store.get(key.id))!;
+  const { token } = (await mint(key.key, { endUser: 'alice' })).json<Minted>();
+  const answer = await request(gw.url, { ca: gw.ca, headers: { ...bearer(token), 'x-chatgate-end-user': 'mallory' }, body: chatBody({ model: 'mock/a', user: 'mallory', safety_identifier: 'mallory' }) });
+  expect(answer.status).toBe(200);
+  const users = async () => (await gw.store.usageBreakdown(record.accountId, today(), today(), { by: 'endUser', keyId: key.id, limit: 10 })).map((share) => share.group);
+  await eventually(async () => ((await users()).length > 0 ? true : undefined), 5000);
+  expect(await users()).toEqual([endUserDigest(record.accountId, 'alice')]);
+});
+
+test('only the last two days and the next are signing days, and only with the secret kept for that day', async () => {
+  const { token } = (await mint(parent.key, {})).json<Minted>();
+  const claims = JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString('utf8')) as Record<string, unknown>;
+  const lasting = { ...claims, x: Date.now() + 3_600_000 };
+  // Tomorrow's secret was made with today's first mint (ahead of midnight): a replica whose clock is past it may sign with it.
+  const tomorrow = await gw.store.getServerSecret(`client-tokens:${dayFrom(1)}`);
+  expect(tomorrow).toBeDefined();
+  expect((await chat(sign(tomorrow!.secret, dayFrom(1), lasting))).status).toBe(200);
+  // A week-old day's secret, were it still kept, signs nothing: such a token expired long ago.
+  const old = await gw.store.putServerSecret({ id: `client-tokens:${dayFrom(-7)}`, secret: Buffer.alloc(32, 7).toString('base64url'), createdAt: new Date().toISOString() });
+  expect((await chat(sign(old.secret, dayFrom(-7), lasting))).status).toBe(401);
+});
+
+test("what reaches the worker and the mint's errors holds no token or key", async () => {
+  const { token } = (await mint(parent.key, {})).json<Minted>();
+  const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+  expect((await request(gw.url, { ca: gw.ca, headers: { ...bearer(token), traceparent, tracestate: `vendor=${token}`, 'user-agent': `app ${token}` }, body: chatBody({ model: 'mock/a' }) })).status).toBe(200);
+  expect(JSON.stringify(seen.at(-1))).not.toContain(token.slice(4, 40));
+  const echoed = await mint(parent.key, { [parent.key]: 1 });
+  expect(echoed.status).toBe(400);
+  expect(echoed.body).not.toContain(parent.key.slice(4));
+  const quoted = await request(gw.url, { path: '/v1/client-tokens', ca: gw.ca, headers: bearer(parent.key), body: `{"models": ["${parent.key}"` });
+  expect(quoted.status).toBe(400);
+  expect(quoted.body).not.toContain(parent.key.slice(4));
+  const tooLong = await mint(parent.key, { models: Array.from({ length: 40 }, (_, i) => `mock/${'m'.repeat(100)}${i}`) });
+  expect(tooLong.status).toBe(400);
+  expect(tooLong.json<Refusal>().error.param).toBe('models');
+});
+
+test('clientTokens.enabled: false: no mint, and a token is refused like any made-up key', async () => {
+  const off = await startTestGateway({ providers: { mock: { workers: [workerUrl] } }, clientTokens: { enabled: false } });
+  const key = await off.issueKey({ name: 'off' });
+  const tried = await request(off.url, { path: '/v1/client-tokens', ca: off.ca, headers: bearer(key.key), body: '{}' });
+  expect(tried.status).toBe(404);
+  const { token } = (await mint(parent.key, {})).json<Minted>();
+  expect((await request(off.url, { ca: off.ca, headers: bearer(token), body: chatBody({ model: 'mock/a' }) })).status).toBe(401);
+  await off.stop();
 });
