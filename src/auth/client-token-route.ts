@@ -38,7 +38,10 @@ export function mintClientTokens(tokens: ClientTokens, now: () => number = Date.
     // The secret that authenticated the request, by digest: a token ends with it (rotation, revocation).
     const credentials = parseAuthorization(req.headers.authorization);
     if (!credentials.ok) throw errors.missingApiKey(); // authenticated already: not reached
-    const expiresAt = now() + ttlSeconds * 1000;
+    // Never past the key's own end: its expiry, or the grace of the secret that asked (a rotation's).
+    const record = key as typeof key & { expiresAt?: string | null; previousKey?: true; previousKeyExpiresAt?: string };
+    const keyEnds = [record.expiresAt, record.previousKey ? record.previousKeyExpiresAt : undefined].filter((at): at is string => typeof at === 'string').map(Date.parse);
+    const expiresAt = Math.min(now() + ttlSeconds * 1000, ...keyEnds);
     // Endpoints and models not asked for are the key's as they are at each request, not as they are now.
     const scope: ClientTokenScope = { parent: digestKey(credentials.key), expiresAt, models: asked.models, endpoints: asked.endpoints, maxTokens: asked.maxTokens, endUser: asked.endUser };
     const token = await tokens.mint(scope).catch((err: unknown) => {

@@ -272,3 +272,10 @@ test('clientTokens.enabled: false: no mint, and a token is refused like any made
   expect((await request(off.url, { ca: off.ca, headers: bearer(token), body: chatBody({ model: 'mock/a' }) })).status).toBe(401);
   await off.stop();
 });
+
+test("a token's expiry is never past its key's", async () => {
+  const expiresAt = new Date(Date.now() + 120_000);
+  const key = await gw.issueKey({ name: 'short-lived', expiresAt });
+  const minted = (await mint(key.key, { ttlSeconds: 3600 })).json<Minted>();
+  expect(Date.parse(minted.expiresAt)).toBe(expiresAt.getTime());
+});
