@@ -23,6 +23,8 @@ async function accountWithUse(name: string) {
   for (const [user, model] of [['alice', 'mock/echo'], ['alice', 'mock/echo'], ['alice', 'mock/other'], ['bob', 'mock/echo']]) {
     expect((await request(f.gw.url, { ca: f.gw.ca, headers: bearer(key), body: chatBody({ user, model }) })).status).toBe(200);
   }
+  // One the gateway refuses (no such provider): counted apart, under no model, and never billed.
+  expect((await request(f.gw.url, { ca: f.gw.ca, headers: bearer(key), body: chatBody({ user: 'bob', model: 'nope/x' }) })).status).toBe(404);
   return { account, owner };
 }
 
@@ -44,8 +46,9 @@ for (const [size, viewport] of [['desktop', { width: 1280, height: 800 }], ['pho
       }
       expect(await users.evaluateAll((rows) => rows.map((row) => row.getAttribute('data-end-user')))).toEqual([alice, bob]);
       await expect(users.first().locator('td').first().textContent()).resolves.toBe('3');
-      const models = await page.getByTestId('usage-model-row').evaluateAll((rows) => rows.map((row) => [row.getAttribute('data-model'), row.querySelector('td')?.textContent]));
-      expect(models).toEqual([['mock/echo', '3'], ['mock/other', '1']]);
+      const models = await page.getByTestId('usage-model-row').evaluateAll((rows) => rows.map((row) => [row.getAttribute('data-model'), row.querySelector('td')?.textContent, row.querySelector('[data-testid=refused]')?.textContent]));
+      expect(models).toEqual([['mock/echo', '3', '0'], ['mock/other', '1', '0'], ['', '0', '1']]);
+      await expect(users.nth(1).getByTestId('refused').textContent()).resolves.toBe('1');
 
       // Last month: nothing (the requests are this month's); back to this month for the lookup.
       await page.getByTestId('breakdown-month').selectOption('last');

@@ -21,6 +21,7 @@ function shareRow(share, by, testid) {
   return el('tr', { attrs: { 'data-testid': testid, [`data-${by === 'model' ? 'model' : 'end-user'}`]: group } },
     el('th', { attrs: { scope: 'row' }, className: group === '' || group === '*' ? 'muted' : 'breakable', text: groupLabel(group, by) }),
     el('td', { className: 'num', text: formatNumber(share.requests) }),
+    el('td', { className: 'num', attrs: { 'data-testid': 'refused' }, text: formatNumber(share.refused) }),
     el('td', { className: 'num', text: formatNumber(share.promptTokens + share.completionTokens) }),
     el('td', { className: 'num', text: formatAmount(share.cost) }),
   );
@@ -28,7 +29,7 @@ function shareRow(share, by, testid) {
 
 function fill(body, shares, by, testid) {
   body.replaceChildren();
-  if (shares.length === 0) body.append(el('tr', {}, el('td', { className: 'muted', text: 'No usage in this period.', attrs: { colspan: 4 } })));
+  if (shares.length === 0) body.append(el('tr', {}, el('td', { className: 'muted', text: 'No usage in this period.', attrs: { colspan: 5 } })));
   for (const share of shares) body.append(shareRow(share, by, testid));
 }
 
@@ -83,7 +84,7 @@ async function findEndUser(event) {
     return;
   }
   const table = el('table', { className: 'data', attrs: { 'data-testid': 'end-user-models' } },
-    el('thead', {}, el('tr', {}, ...['Model', 'Requests', 'Tokens', 'Cost'].map((name, i) => el('th', { attrs: { scope: 'col' }, className: i ? 'num' : '', text: name })))));
+    el('thead', {}, el('tr', {}, ...['Model', 'Requests', 'Refused', 'Tokens', 'Cost'].map((name, i) => el('th', { attrs: { scope: 'col' }, className: i ? 'num' : '', text: name })))));
   const body = el('tbody');
   fill(body, found.data, 'model', 'end-user-model-row');
   table.append(body);
