@@ -195,6 +195,8 @@ export interface Counter {
   limit?: number;
   /** The highest index of QuotaOptions.thresholds told as reached here; -1: none. */
   alerted: number;
+  /** A request was refused here with less than FULL_SHARE of the limit left: it counts as reached (quota-crossings.ts). */
+  full?: true;
   /** The sync (count) that last checked or charged it: counters not touched for a while stop being synced. */
   touched: number;
   /** Whose use it counts: the key's (keyId), one end user's of the account (endUser), or all the account's keys'. */

@@ -40,7 +40,7 @@
  *   in `usageFlushMs` can so go uncounted.
  */
 import type { CallerKey } from '../context';
-import { tellCrossings } from './quota-crossings';
+import { FULL_SHARE, tellCrossings } from './quota-crossings';
 import { askShared, giveBack, releaseIdle } from './quota-leases';
 import { readFloors } from './quota-floors';
 import { charged, limitOf, periodKind, periodOf, scopeName, secondsToNext, TOKENS, usedOf, type Counter, type Measure, type Period, type QuotaCounters, type QuotaEvents, type QuotaOptions, type QuotaRefusal, type QuotaReservation, type ScopeKind, type AccountLimits } from './quota-scopes';
@@ -207,7 +207,10 @@ export class QuotaTracker {
       const away = this.shared.leases && this.shared.leases.room(scope) === undefined ? this.shared.leases.others(scope) : 0;
       const left = limit - this.used(counter) - counter.reserved - away;
       room = Math.min(room, left);
-      if (tokens > left) refusal ??= { scope: kind, period, retryAfterSeconds: secondsToNext(period, at) };
+      if (tokens > left) {
+        refusal ??= { scope: kind, period, retryAfterSeconds: secondsToNext(period, at) };
+        if (limit - this.used(counter) < FULL_SHARE * limit) counter.full = true; // for its alert at the limit
+      }
       counters.push({ counter, scope, kind, period });
     }
     if (refusal) return { ...refusal, room: Math.max(0, room) };

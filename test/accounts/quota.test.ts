@@ -350,3 +350,18 @@ test('a quota spent, then left idle past the syncs that read it, stays spent: it
   await a.sync();
   expect(shared.asked.size).toBeGreaterThan(0); // awake: read back again
 });
+
+test('a refusal with less than 10 % of the limit left tells the limit reached, with the real use; an oversized request far from it does not', async () => {
+  const crossings: Array<{ threshold: number; used: number }> = [];
+  const tracker = new QuotaTracker(new SharedCounters(), { accountQuota: async () => new Map(), crossed: (crossing) => crossings.push(crossing) }, () => new Date('2026-11-27T10:00:00Z'), { thresholds: [0.5, 0.8, 1] });
+  const limited = key({ tokensPerDay: 2000, tokensPerMonth: null });
+  expect(tracker.reserve(limited, 5000)).toMatchObject({ scope: 'key', room: 2000 }); // far from the limit
+  await tracker.sync();
+  expect(crossings).toEqual([]);
+  tracker.charge(limited, 1995);
+  await tracker.sync();
+  expect(crossings.map(({ threshold }) => threshold)).toEqual([0.5, 0.8]); // 99.75 %: not reached by use alone
+  expect(tracker.reserve(limited, 110)).toMatchObject({ scope: 'key', room: 5 }); // what a request needs no longer fits
+  await tracker.sync();
+  expect(crossings.map(({ threshold, used }) => [threshold, used])).toEqual([[0.5, 1995], [0.8, 1995], [1, 1995]]);
+});
