@@ -3,7 +3,7 @@
  * store unreachable, a key of today's form whose checksum does not hold is refused 401 invalid_api_key
  * (it never needed the store), while an unknown key of the old form, which only the store can judge,
  * gets 503 key_store_unavailable; a flood of 300 made-up keys is all 401; the key in use is still
- * served from the cache.
+ * served from the cache, and so is a client token it minted.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
@@ -51,8 +51,19 @@ test('the store cut: a key whose checksum does not hold is 401 without it; an un
   expect((await chat(key)).status).toBe(200);
   const last = key.at(-1)!;
   const corrupted = key.slice(0, -1) + BASE62[(BASE62.indexOf(last) + 1) % 62];
+  const mint = () => request(gateway.url, { path: '/v1/client-tokens', ca: gateway.ca, headers: bearer(key), body: '{}' });
+  const { token } = (await mint()).json<{ token: string }>();
+  expect((await chat(token)).status).toBe(200);
 
   relay.close();
+  // A client token: its day's secret and its key known here, it is served and minted without the
+  // store; one of a day whose secret only the store could give is 503, never a 500 or a 401.
+  expect((await chat(token)).status).toBe(200);
+  expect((await mint()).status).toBe(201);
+  const yesterday = new Date(Date.now() - 86_400_000).toISOString().slice(0, 10).replaceAll('-', '');
+  const unread = await chat(`cgt_${yesterday}.${token.split('.')[1]}.${'A'.repeat(43)}`);
+  expect(unread.status).toBe(503);
+  expect(unread.json<Failure>().error.code).toBe('key_store_unavailable');
   const refused = await chat(corrupted);
   expect(refused.status).toBe(401);
   expect(refused.json<Failure>().error.code).toBe('invalid_api_key');
