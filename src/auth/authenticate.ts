@@ -5,10 +5,10 @@ import { errors, GatewayError } from '../errors';
 import { contextOf } from '../context';
 import type { AuthFailureReason } from '../telemetry/metrics';
 import { parseAuthorization } from './credentials';
-import { looksLikeKey } from '../common/key-shape';
+import { CLIENT_TOKEN_PREFIX, looksLikeKey } from '../common/key-shape';
 import type { KeyCache } from './cache';
 import type { KeyAuthRecord } from '../store/types';
-import { CLIENT_TOKEN_PREFIX, type ClientTokens, type ClientTokenScope, type Verified } from './client-tokens';
+import type { ClientTokens, ClientTokenScope, Verified } from './client-tokens';
 
 export interface AuthenticateDeps {
   cache: KeyCache;

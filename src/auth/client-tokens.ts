@@ -19,7 +19,6 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { CLIENT_TOKEN_PREFIX } from '../common/key-shape';
 import type { ServerSecret } from '../store/types';
 
-export { CLIENT_TOKEN_PREFIX };
 /** The longest a token may live. */
 export const MAX_TTL_SECONDS = 3600;
 
