@@ -91,7 +91,11 @@ test('SIGTERM under keep-alive load: 0 resets, no request on a connection told t
       if (entry.outcome === 'ECONNREFUSED') return;
     }
   });
-  await new Promise((resolve) => setTimeout(resolve, 800));
+  // Under load before the signal: sixty answers, waited for rather than a fixed 800 ms (which a loaded
+  // CI machine filled with 33), and within 2.5 s so that the 3 s streams are still running.
+  const answered = () => sent.filter((entry) => typeof entry.outcome === 'number').length;
+  const loading = performance.now();
+  while (answered() < 60 && performance.now() - loading < 2500) await new Promise((resolve) => setTimeout(resolve, 20));
   const exited = new Promise<{ code: number | null; at: number }>((resolve) => gateway.child.once('exit', (code) => resolve({ code, at: performance.now() })));
   signalledAt = performance.now();
   gateway.child.kill('SIGTERM');
