@@ -13,6 +13,7 @@
  * fetch succeeds again.
  */
 import { createPublicKey, type KeyObject } from 'node:crypto';
+import { fetchBoundedText } from '../common/bounded-fetch';
 
 const REFRESH_MS = 3_600_000;
 const REFETCH_MIN_MS = 60_000;
@@ -108,22 +109,7 @@ export class GithubSigningKeys {
 }
 
 async function fetchPublished(url: string): Promise<ReadonlyMap<string, KeyObject>> {
-  const response = await fetch(url, { headers: { accept: 'application/json' }, redirect: 'error', signal: AbortSignal.timeout(FETCH_TIMEOUT_MS) });
-  if (!response.ok) throw new Error(`${url} answered ${response.status}`);
-  const declared = Number(response.headers.get('content-length') ?? 0);
-  if (declared > MAX_LIST_BYTES) throw new Error(`${url} sent more than ${MAX_LIST_BYTES} bytes`);
-  const chunks: Buffer[] = [];
-  let size = 0;
-  const reader = response.body?.getReader();
-  for (let read = await reader?.read(); reader && read && !read.done; read = await reader.read()) {
-    size += read.value.byteLength;
-    if (size > MAX_LIST_BYTES) {
-      await reader.cancel();
-      throw new Error(`${url} sent more than ${MAX_LIST_BYTES} bytes`);
-    }
-    chunks.push(Buffer.from(read.value));
-  }
-  return parsePublished(Buffer.concat(chunks).toString('utf8'), url);
+  return parsePublished(await fetchBoundedText(url, MAX_LIST_BYTES, FETCH_TIMEOUT_MS), url);
 }
 
 /** Pure: GitHub's published list as keys by identifier; an entry that is not a P-256 public key is left out. */

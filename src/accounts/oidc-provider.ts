@@ -8,8 +8,8 @@
  * with a real import() (TypeScript would turn a written one into require()). Only types come from it
  * at compile time.
  */
-import { pathToFileURL } from 'node:url';
 import type * as OpenIdClient from 'openid-client';
+import { importEsm } from '../common/import-esm';
 import type { Config } from '../config';
 import { errors } from '../errors';
 import type { Logger } from '../telemetry/log';
@@ -74,14 +74,9 @@ export class IdentityProvider {
   }
 }
 
-/** import() as Node does it (TypeScript, compiling to CommonJS, would rewrite a written one into require()). */
-const importModule = new Function('specifier', 'return import(specifier)') as (specifier: string) => Promise<unknown>;
-
-/** openid-client, resolved from this file (not from the working directory) and imported once. */
-let openIdClient: Promise<Library> | undefined;
+/** openid-client, imported once, when OIDC is first used. */
 function loadOpenIdClient(): Promise<Library> {
-  openIdClient ??= importModule(pathToFileURL(require.resolve('openid-client')).href) as Promise<Library>;
-  return openIdClient;
+  return importEsm<Library>('openid-client');
 }
 
 /**
