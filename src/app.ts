@@ -12,6 +12,7 @@ import express, { type RequestHandler, type Router } from 'express';
 import { authenticate } from './auth/authenticate';
 import type { KeyCache } from './auth/cache';
 import type { ClientTokens } from './auth/client-tokens';
+import type { WorkloadIdentities } from './auth/workload-identity';
 import { CLIENT_TOKENS_PATH, mintClientTokens } from './auth/client-token-route';
 import { corsFor } from './pipeline/cors';
 import type { KeyAuthRecord } from './store/types';
@@ -64,6 +65,8 @@ export interface PublicAppDeps {
   leakReports?: RequestHandler[];
   /** Client tokens' signing and checking (auth/client-tokens.ts); used when clientTokens.enabled. */
   clientTokens?: ClientTokens;
+  /** Workload identity (auth/workload-identity.ts); used when auth.workloadIdentity has rules. */
+  workloads?: WorkloadIdentities;
   spans?: SpanExport;
   quota: QuotaTracker;
   /** Budgets in money (accounts/enforce-budget.ts); absent: none enforced. */
@@ -72,7 +75,7 @@ export interface PublicAppDeps {
   console?: Router;
 }
 
-export function createPublicApp({ config, metrics, log, keyCache, providers, aliases = new Map(), proxy, limiter, quota, budgets, onKeyUsed, onKeyRequestEnded, leakReports, clientTokens, spans, console }: PublicAppDeps): express.Express {
+export function createPublicApp({ config, metrics, log, keyCache, providers, aliases = new Map(), proxy, limiter, quota, budgets, onKeyUsed, onKeyRequestEnded, leakReports, clientTokens, workloads, spans, console }: PublicAppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.disable('etag');
@@ -85,7 +88,7 @@ export function createPublicApp({ config, metrics, log, keyCache, providers, ali
   const idsAndTransport = [assignRequestId, continueTrace, requireHttps, limitHeaderCount(config.limits.maxHeaders)];
   const front = [observe, securityHeaders(API_SECURITY_HEADERS), ...idsAndTransport];
   const tokens = config.clientTokens.enabled ? clientTokens : undefined;
-  const authenticateKey = authenticate({ cache: keyCache, tokens, onFailure: (reason) => metrics.authFailures.series({ reason }).inc(), onSuccess: onKeyUsed });
+  const authenticateKey = authenticate({ cache: keyCache, tokens, workloads: workloads?.enabled ? workloads : undefined, onFailure: (reason) => metrics.authFailures.series({ reason }).inc(), onSuccess: onKeyUsed });
   // CORS for the pages that may call with a client token: nothing at all on the hot path without any.
   const cors = config.clientTokens.allowedOrigins.length > 0 ? corsFor(config.clientTokens.allowedOrigins) : undefined;
   const answerCors = cors ? [cors.answer] : [];

@@ -8,7 +8,7 @@ import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import YAML from 'yaml';
 import { z } from 'zod';
-import { alerts, alias, clientTokens, count, host, hostName, milliseconds, port, prices, provider, secretScanning, trustedProxies, upstreamSettings, workerUrl, type UpstreamSettings } from './config/parts';
+import { alerts, alias, clientTokens, count, host, hostName, milliseconds, port, prices, provider, secretScanning, trustedProxies, upstreamSettings, workerUrl, workloadIdentity, type UpstreamSettings } from './config/parts';
 
 export { DEFAULT_FORWARD_HEADERS, NEVER_FORWARDED, type UpstreamSettings } from './config/parts';
 
@@ -89,6 +89,7 @@ const schema = z.strictObject({
       negativeCacheTtlMs: milliseconds.default(5_000),
       createFirstKey: z.boolean().default(true),
       lastUsedFlushMs: milliseconds.default(10_000),
+      workloadIdentity,
     })
     .prefault({}),
   limits: z

@@ -20,6 +20,7 @@ import { judgeReadiness, PING_DEADLINE_MS, within, type Readiness } from './admi
 import { createPublicApp } from './app';
 import { KeyCache } from './auth/cache';
 import { ClientTokens } from './auth/client-tokens';
+import { WorkloadIdentities } from './auth/workload-identity';
 import type { GuardedKeyStore } from './store/guarded';
 import { retainUsage, UsageRecorder } from './auth/usage-recorder';
 import { startPrimary, type WorkerMessages } from './process/cluster';
@@ -164,14 +165,9 @@ async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, 
     { hit: () => metrics.keyCacheHits.inc(), miss: () => metrics.keyCacheMisses.inc(), staleServed: () => metrics.keyCacheStaleServed.inc() },
   );
   keyStore.onChange((digests) => keyCache.applyChanges(digests));
-  const usage = new UsageRecorder(
-    keyStore,
-    (err) => {
-      // An outage of the store is logged once, by the store's guard; the batch waits for the next flush.
-      if (!(err instanceof GatewayError && err.reportedElsewhere)) log.warn({ err: (err as Error).message }, 'could not record key usage');
-    },
-    config.usage.maxPairsPerKeyDay,
-  );
+  // An outage of the store is logged once, by the store's guard; the batch waits for the next flush.
+  const usageFailed = (err: unknown) => !(err instanceof GatewayError && err.reportedElsewhere) && log.warn({ err: (err as Error).message }, 'could not record key usage');
+  const usage = new UsageRecorder(keyStore, usageFailed, config.usage.maxPairsPerKeyDay);
   usage.start(config.auth.lastUsedFlushMs);
   const stopRetention = retainUsage(keyStore, config.usage.retentionDays, (err) => {
     if (!(err instanceof GatewayError && err.reportedElsewhere)) log.warn({ err: (err as Error).message }, 'could not delete old usage');
@@ -227,6 +223,7 @@ async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, 
   return {
     platform,
     clientTokens: new ClientTokens(keyStore),
+    workloads: new WorkloadIdentities(keyStore, log),
     leaks: people.accounts.leaks,
     githubSigningKeys,
     keyCache,
@@ -302,8 +299,9 @@ async function buildServing(config: Config, log: Logger, metrics: Metrics, lasti
   lasting.platform.limits = config.rateLimit;
   lasting.platform.currency = config.prices.currency;
   lasting.alerts.configure(alertSettings(config));
+  lasting.workloads.configure(config.auth.workloadIdentity);
   for (const tracker of [lasting.quota, lasting.budgets]) tracker.setThresholds(config.alerts.thresholds);
-  const publicApp = createPublicApp({ config, metrics, log, keyCache, providers, aliases: buildAliases(config), proxy, limiter, quota: lasting.quota, budgets: lasting.budgets, onKeyUsed: (record) => usage.used(record), onKeyRequestEnded: (key, served, context) => usage.ended(key, served, undefined, useDetail(context, key.accountId, undefined)), leakReports, clientTokens: lasting.clientTokens, spans: lasting.spans, console: lasting.consoleRouter });
+  const publicApp = createPublicApp({ config, metrics, log, keyCache, providers, aliases: buildAliases(config), proxy, limiter, quota: lasting.quota, budgets: lasting.budgets, onKeyUsed: (record) => usage.used(record), onKeyRequestEnded: (key, served, context) => usage.ended(key, served, undefined, useDetail(context, key.accountId, undefined)), leakReports, clientTokens: lasting.clientTokens, workloads: lasting.workloads, spans: lasting.spans, console: lasting.consoleRouter });
   let inFlight = 0;
   let drained: (() => void) | undefined;
   return {

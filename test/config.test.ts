@@ -228,3 +228,17 @@ test('aliases: a string is one target of weight 1; targets and fallback are kept
   expect(config.models.aliases).toEqual({ fast: 'a/m', 'gpt-4o': { targets: [{ model: 'a/m', weight: 9 }, { model: 'b/n', weight: 1 }], fallback: ['b/o'] } });
   expect(config.providers.b!.endpoints).toEqual(['embeddings']);
 });
+
+test('workload identity rules: https issuers, subjects that name someone, nothing unknown', () => {
+  const rule = { issuer: 'https://token.actions.githubusercontent.com', audience: 'chatgate', subject: 'repo:acme/app:ref:refs/heads/main', account: 'ci' };
+  const parsed = parseConfig({ ...minimal, auth: { workloadIdentity: [rule] } }).auth.workloadIdentity;
+  expect(parsed).toEqual([{ ...rule, models: [], rateLimit: { requestsPerMinute: null, tokensPerMinute: null, maxConcurrent: null } }]);
+  expect(parseConfig(minimal).auth.workloadIdentity).toEqual([]);
+  const refused = (changes: Record<string, unknown>) => problems({ ...minimal, auth: { workloadIdentity: [{ ...rule, ...changes }] } });
+  expect(refused({ issuer: 'http://token.actions.githubusercontent.com' })).toMatch(/workloadIdentity\[0\]\.issuer.*https/);
+  // A bare glob would let in every repository (every workload) the shared issuer vouches for.
+  for (const subject of ['*', '**', '?*']) expect(refused({ subject })).toMatch(/workloadIdentity\[0\]\.subject.*name the subjects/);
+  expect(refused({ audiences: ['chatgate'] })).toMatch(/audiences/);
+  expect(refused({ rateLimit: { requestsPerMinute: -1 } })).toMatch(/requestsPerMinute/);
+  expect(refused({ account: '' })).toMatch(/account/);
+});

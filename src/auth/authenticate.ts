@@ -9,17 +9,20 @@ import { CLIENT_TOKEN_PREFIX, looksLikeKey } from '../common/key-shape';
 import type { KeyCache } from './cache';
 import type { KeyAuthRecord } from '../store/types';
 import type { ClientTokens, ClientTokenScope, Verified } from './client-tokens';
+import { looksLikeJwt, type Checked, type WorkloadIdentities } from './workload-identity';
 
 export interface AuthenticateDeps {
   cache: KeyCache;
   /** Client tokens (client-tokens.ts): a `cgt_` credential stands in for its parent key. Absent: none accepted. */
   tokens?: ClientTokens;
+  /** Workload identity (workload-identity.ts): a JWT of a trusted issuer stands for an account. Absent: none accepted. */
+  workloads?: WorkloadIdentities;
   onFailure(reason: AuthFailureReason): void;
   onSuccess?(record: KeyAuthRecord): void;
   now?: () => number;
 }
 
-export function authenticate({ cache, tokens, onFailure, onSuccess, now = Date.now }: AuthenticateDeps): RequestHandler {
+export function authenticate({ cache, tokens, workloads, onFailure, onSuccess, now = Date.now }: AuthenticateDeps): RequestHandler {
   const admit = (record: KeyAuthRecord | undefined, req: Request, res: Response, next: NextFunction) => {
     const refusal = refusalOf(record, now());
     if (refusal) {
@@ -49,6 +52,18 @@ export function authenticate({ cache, tokens, onFailure, onSuccess, now = Date.n
     const verified = tokens.verify(token);
     return verified instanceof Promise ? lookup(() => verified).then(withParent) : withParent(verified);
   };
+  /** A workload's JWT: checked against its issuer's keys (a token checked before: at once), then admitted as its account's identity. */
+  const admitWorkload = (workloads: WorkloadIdentities, token: string, req: Request, res: Response, next: NextFunction) => {
+    const withChecked = (checked: Checked) => {
+      if ('refused' in checked) {
+        onFailure('workload_identity');
+        throw errors.invalidApiKey();
+      }
+      return admit(checked.record, req, res, next);
+    };
+    const checked = workloads.check(token);
+    return checked instanceof Promise ? lookup(() => checked).then(withChecked) : withChecked(checked);
+  };
   // Not async: a cached key (nearly every request) is admitted without a promise or a later tick.
   return function authenticateRequest(req, res, next) {
     const credentials = parseAuthorization(req.headers.authorization);
@@ -57,6 +72,7 @@ export function authenticate({ cache, tokens, onFailure, onSuccess, now = Date.n
       throw credentials.problem === 'missing' ? errors.missingApiKey() : errors.invalidAuthorizationHeader(credentials.reason);
     }
     if (tokens && credentials.key.startsWith(CLIENT_TOKEN_PREFIX)) return admitToken(tokens, credentials.key, req, res, next);
+    if (workloads && looksLikeJwt(credentials.key)) return admitWorkload(workloads, credentials.key, req, res, next);
     if (!looksLikeKey(credentials.key)) return admit(undefined, req, res, next);
     const hit = cache.cached(credentials.key);
     if (hit) return admit(hit.record, req, res, next);

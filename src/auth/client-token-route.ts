@@ -11,6 +11,7 @@ import { errors } from '../errors';
 import { parseAuthorization } from './credentials';
 import { MAX_TTL_SECONDS, TokenTooLarge, type ClientTokens, type ClientTokenScope } from './client-tokens';
 import { digestKey } from './keys';
+import { WORKLOAD_KEY_PREFIX } from './workload-identity';
 
 export const CLIENT_TOKENS_PATH = '/v1/client-tokens';
 const DEFAULT_TTL_SECONDS = 600;
@@ -24,6 +25,8 @@ export function mintClientTokens(tokens: ClientTokens, now: () => number = Date.
   const mint: RequestHandler = async (req, res) => {
     const key = required(contextOf(res).key, 'key');
     if (key.clientToken) throw errors.permissionDenied('mint a client token with a client token');
+    // A token ends with the stored secret that minted it; a workload's JWT is no stored secret.
+    if (key.id.startsWith(WORKLOAD_KEY_PREFIX)) throw errors.permissionDenied('mint a client token with a workload identity');
     const asked = requestOf(req);
     const ttlSeconds = asked.ttlSeconds ?? DEFAULT_TTL_SECONDS;
     if (asked.models) {

@@ -226,6 +226,32 @@ const origin = z.string().refine((value) => {
  */
 export const clientTokens = z.strictObject({ enabled: z.boolean().default(true), allowedOrigins: z.array(origin).max(100).default([]) }).prefault({});
 
+/** A rule's limit: a whole number (0: no limit) or null (the configured default), as a key's. */
+const ruleLimit = z.number().int().min(0).max(2_147_483_647).nullable().default(null);
+
+/**
+ * `auth.workloadIdentity`: issuers whose JWTs authenticate as an account (auth/workload-identity.ts).
+ * `subject` is a glob (`*` any run of characters, `?` one) over the token's `sub`; a bare `*` is
+ * refused: with a shared issuer (GitHub's, GitLab's) it would let in every workload the issuer vouches for.
+ */
+export const workloadIdentity = z
+  .array(
+    z.strictObject({
+      issuer: z.url({ protocol: /^https$/, error: 'must be an https:// URL, exactly as the tokens\' iss claim' }),
+      audience: z.string().min(1).max(512),
+      subject: z
+        .string()
+        .min(1)
+        .max(255)
+        .refine((glob) => /[^*?]/.test(glob), "must name the subjects (a glob such as 'repo:my-org/my-repo:ref:refs/heads/main' or 'system:serviceaccount:ci:*'), not match every one"),
+      account: z.string().min(1).max(200),
+      models: z.array(z.string().min(1).max(256)).max(100).default([]),
+      rateLimit: z.strictObject({ requestsPerMinute: ruleLimit, tokensPerMinute: ruleLimit, maxConcurrent: ruleLimit }).prefault({}),
+    }),
+  )
+  .max(100)
+  .default([]);
+
 /**
  * Alerts at thresholds of quotas and budgets: one POST to `webhookUrl` (JSON; its `text` reads well in
  * Slack or Teams) per threshold per period of a key's or an account's limit, from one replica.

@@ -11,7 +11,7 @@ const OVERHEAD_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0
 
 const LINT_FAILING_DEFAULT_METRICS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
 
-export type AuthFailureReason = 'missing' | 'malformed' | 'unknown' | 'revoked' | 'expired' | 'rotated' | 'ip_not_allowed';
+export type AuthFailureReason = 'missing' | 'malformed' | 'unknown' | 'revoked' | 'expired' | 'rotated' | 'ip_not_allowed' | 'workload_identity';
 
 /** What the per-worker gauges read at scrape time. */
 export interface WorkerSnapshot {
