@@ -8,17 +8,22 @@
  * deadline, redirects refused; then marks it sent and audits `alert.sent` (or `alert.failed`). With
  * no webhook the alert is still kept (the console shows the account's) and audited.
  *
- * The webhook's URL is a secret of the operator's (Slack's and Teams' carry their token in it): it is
- * in no log line, audit entry or error.
+ * An account whose owners set a webhook of their own (`alertWebhookUrl`) has its alerts POSTed there
+ * instead, to a public address only unless `alerts.allowPrivateAccountWebhooks` (webhook-post.ts).
+ * A webhook's URL is a secret (Slack's and Teams' carry their token in it): it is in no log line,
+ * audit entry or error.
  */
 import type { Config } from '../config';
 import type { Logger } from '../telemetry/log';
-import type { AccountStore, AlertRecord, KeyStore } from '../store/types';
+import type { AccountRecord, AccountStore, AlertRecord, KeyStore } from '../store/types';
+import { AddressNotPublic, postJson } from './webhook-post';
 import type { Auditor } from './audit';
 import type { Crossing } from './quota-scopes';
 
 export interface AlertSettings {
   webhookUrl: string | undefined;
+  /** An account's own webhook may be at a loopback or private address. */
+  allowPrivateAccountWebhooks: boolean;
   /** Each attempt's deadline. */
   timeoutMs: number;
   /** The price table's currency: what budgets count in. */
@@ -26,7 +31,18 @@ export interface AlertSettings {
 }
 
 /** The alert settings of a config. */
-export const alertSettings = (config: Config): AlertSettings => ({ webhookUrl: config.alerts.webhookUrl, timeoutMs: config.alerts.timeoutMs, currency: config.prices.currency });
+export const alertSettings = (config: Config): AlertSettings => ({
+  webhookUrl: config.alerts.webhookUrl,
+  allowPrivateAccountWebhooks: config.alerts.allowPrivateAccountWebhooks,
+  timeoutMs: config.alerts.timeoutMs,
+  currency: config.prices.currency,
+});
+
+/** Where an account's alerts go: its own webhook, else the platform's; none: kept and shown only. */
+interface Target {
+  readonly url: string;
+  readonly own: boolean;
+}
 
 /** Waits before the attempts after the first (ms): five tries within about 15 s. */
 const BACKOFF_MS = [1000, 2000, 4000, 8000];
@@ -83,16 +99,17 @@ export class Alerts {
    * shows it from the audit trail (key.leaked).
    */
   keyLeaked(key: { id: string; name: string; accountId: string }, where: { reporter: string; url?: string }): void {
-    const url = this.settings.webhookUrl;
-    if (this.stopped || !url) return;
+    if (this.stopped) return;
     this.track(
       (async () => {
         const account = await this.store.getAccount(key.accountId);
+        const target = this.targetOf(account);
+        if (!target) return;
         const accountName = account?.name ?? key.accountId;
         const found = where.url ? ` in ${plain(where.url)}` : '';
         const text = `Key “${plain(key.name)}” of account “${plain(accountName)}” was found in public${found} (reported by ${where.reporter === 'github' ? "GitHub's secret scanning" : 'a scanner'}) and is revoked: programs using it need a new key.`;
         const payload = { event: 'key.leaked', accountId: key.accountId, accountName, keyId: key.id, keyName: key.name, reporter: where.reporter, ...(where.url ? { url: where.url } : {}), text };
-        await this.deliver(url, payload);
+        await this.deliver(target, payload);
       })(),
       'could not tell of a leaked key',
     );
@@ -129,11 +146,12 @@ export class Alerts {
       const expiresAt = key.expiresAt!;
       const alert: AlertRecord = { id: `key.expiring:${key.id}:${expiresAt}`, accountId: key.accountId, keyId: key.id, kind: 'key.expiring', period: 'day', periodStart: expiresAt.slice(0, 10), threshold: 1, spent: 0, limit: 0, at: now.toISOString(), sentAt: null };
       if (!(await this.claim(alert))) continue;
-      const accountName = (await this.store.getAccount(key.accountId))?.name ?? key.accountId;
+      const account = await this.store.getAccount(key.accountId);
+      const accountName = account?.name ?? key.accountId;
       const text = `Key “${plain(key.name)}” of account “${plain(accountName)}” expires on ${expiresAt.slice(0, 16).replace('T', ' ')} UTC: rotate it, or give it a later expiry, before programs using it stop working.`;
-      const url = this.settings.webhookUrl;
+      const target = this.targetOf(account);
       const payload = { event: 'key.expiring', accountId: key.accountId, accountName, keyId: key.id, keyName: key.name, expiresAt, text };
-      const delivered = url ? await this.deliver(url, payload) : undefined;
+      const delivered = target ? await this.deliver(target, payload) : undefined;
       if (delivered !== false) await this.store.alertSent(alert.id, this.now());
       await this.auditor.record({ accountId: key.accountId, actor: 'chatgate', action: delivered === false ? 'alert.failed' : 'alert.sent', target: key.id, client: undefined, details: { event: 'key.expiring', expiresAt, delivery: delivered === undefined ? 'no webhook' : delivered ? 'webhook' : 'failed' } });
     }
@@ -145,18 +163,17 @@ export class Alerts {
    * period lasts. Every replica looks, each expiringCheckMs; the claim keeps each to one sender.
    */
   private async sweepUnsent(): Promise<void> {
-    const url = this.settings.webhookUrl;
-    if (!url) return;
     const now = this.now();
     const today = now.toISOString().slice(0, 10);
     for (const alert of await this.store.listUnsentAlerts(now)) {
       if (this.stopped) return;
       if (alert.kind === 'key.expiring' || (alert.periodStart !== today && alert.periodStart !== today.slice(0, 7))) continue;
-      if (!(await this.claim({ ...alert, at: alert.at }))) continue;
       const account = await this.store.getAccount(alert.accountId);
+      const target = this.targetOf(account);
+      if (!target || !(await this.claim({ ...alert, at: alert.at }))) continue;
       const key = alert.keyId ? await this.store.get(alert.keyId) : undefined;
       const payload = alertPayload(alert, account?.name ?? alert.accountId, key?.name, this.settings.currency);
-      if (await this.deliver(url, payload)) {
+      if (await this.deliver(target, payload)) {
         await this.store.alertSent(alert.id, this.now());
         await this.auditor.record({ accountId: alert.accountId, actor: 'chatgate', action: 'alert.sent', target: alert.keyId ?? alert.accountId, client: undefined, details: { threshold: alert.threshold, kind: alert.kind, period: alert.period, periodStart: alert.periodStart, delivery: 'webhook, again' } });
       }
@@ -192,8 +209,8 @@ export class Alerts {
     const account = await this.store.getAccount(alert.accountId);
     const key = alert.keyId ? await this.store.get(alert.keyId) : undefined;
     const payload = alertPayload(alert, account?.name ?? alert.accountId, key?.name, this.settings.currency);
-    const url = this.settings.webhookUrl;
-    const delivered = url ? await this.deliver(url, payload) : undefined;
+    const target = this.targetOf(account);
+    const delivered = target ? await this.deliver(target, payload) : undefined;
     if (delivered !== false) await this.store.alertSent(alert.id, this.now());
     const details = { threshold: alert.threshold, kind, period: alert.period, periodStart: alert.periodStart, spent: payload.spent, limit: payload.budget, delivery: delivered === undefined ? 'no webhook' : delivered ? 'webhook' : 'failed' };
     await this.auditor.record({ accountId: alert.accountId, actor: 'chatgate', action: delivered === false ? 'alert.failed' : 'alert.sent', target: alert.keyId ?? alert.accountId, client: undefined, details });
@@ -211,21 +228,29 @@ export class Alerts {
     }
   }
 
-  /** POSTs the alert; true on a 2xx, false once every attempt failed. Never logs the URL. */
-  private async deliver(url: string, payload: object & { event: string; threshold?: number }): Promise<boolean> {
+  private targetOf(account: AccountRecord | undefined): Target | undefined {
+    if (account?.alertWebhookUrl) return { url: account.alertWebhookUrl, own: true };
+    return this.settings.webhookUrl ? { url: this.settings.webhookUrl, own: false } : undefined;
+  }
+
+  /** POSTs the alert; true on a 2xx, false once every attempt failed (at once for an address not public). Never logs the URL. */
+  private async deliver(target: Target, payload: object & { event: string; threshold?: number; accountId?: string }): Promise<boolean> {
     const body = JSON.stringify(payload);
+    const publicOnly = target.own && !this.settings.allowPrivateAccountWebhooks;
     for (let attempt = 0; ; attempt++) {
       let problem: string;
+      let final = false;
       try {
-        const answer = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body, redirect: 'error', signal: AbortSignal.any([AbortSignal.timeout(this.settings.timeoutMs), this.stopping.signal]) });
-        await answer.body?.cancel().catch(() => undefined);
-        if (answer.ok) return true;
-        problem = `answered ${answer.status}`;
+        const status = await postJson(target.url, body, { signal: AbortSignal.any([AbortSignal.timeout(this.settings.timeoutMs), this.stopping.signal]), publicOnly });
+        if (status >= 200 && status < 300) return true;
+        problem = `answered ${status}`;
       } catch (err) {
-        problem = (err as Error)?.name === 'TimeoutError' ? `no answer within ${this.settings.timeoutMs} ms` : 'could not be reached';
+        final = err instanceof AddressNotPublic;
+        problem = final ? (err as Error).message : (err as Error)?.name === 'TimeoutError' || (err as Error)?.name === 'AbortError' ? `no answer within ${this.settings.timeoutMs} ms` : 'could not be reached';
       }
-      if (attempt >= BACKOFF_MS.length || this.stopped) {
-        this.log.warn({ alert: payload.event, threshold: payload.threshold, attempts: attempt + 1 }, `the alert webhook ${problem}: the alert was not delivered`);
+      if (final || attempt >= BACKOFF_MS.length || this.stopped) {
+        const whose = target.own ? `account ${payload.accountId ?? ''}'s own alert webhook` : 'alert webhook';
+        this.log.warn({ alert: payload.event, threshold: payload.threshold, attempts: attempt + 1 }, `the ${whose} ${problem}: the alert was not delivered`);
         return false;
       }
       await this.sleep(BACKOFF_MS[attempt]!);

@@ -17,6 +17,7 @@ import { expiryUnderPolicy } from './key-policy';
 import { mergedEndUserQuota } from './end-users';
 import { isNfkcStable, normalizeEmail } from './emails';
 import { hashPassword, passwordProblem } from './passwords';
+import { webhookHost } from './webhook-post';
 
 /** A set-password link is good for this long, once. */
 export const PASSWORD_LINK_TTL_MS = 7 * 24 * 3600_000;
@@ -52,13 +53,13 @@ export class Accounts {
     return account;
   }
 
-  async updateAccount(id: string, changes: { name?: unknown; quota?: Partial<Quota>; budget?: Partial<Budget>; keyPolicy?: KeyPolicy | null; endUserQuota?: Partial<EndUserQuota> | null }, by: Actor, client: string | undefined): Promise<AccountRecord> {
+  async updateAccount(id: string, changes: { name?: unknown; quota?: Partial<Quota>; budget?: Partial<Budget>; keyPolicy?: KeyPolicy | null; endUserQuota?: Partial<EndUserQuota> | null; alertWebhookUrl?: string | null }, by: Actor, client: string | undefined): Promise<AccountRecord> {
     const before = await this.account(id);
     const name = changes.name === undefined ? undefined : requiredName(changes.name);
     const endUserQuota = changes.endUserQuota === undefined ? undefined : mergedEndUserQuota(before.endUserQuota, changes.endUserQuota);
     let after: AccountRecord | undefined;
     try {
-      after = await this.store.updateAccount(id, { name, quota: changes.quota, budget: changes.budget, keyPolicy: changes.keyPolicy, endUserQuota });
+      after = await this.store.updateAccount(id, { name, quota: changes.quota, budget: changes.budget, keyPolicy: changes.keyPolicy, endUserQuota, alertWebhookUrl: changes.alertWebhookUrl });
     } catch (err) {
       if (err instanceof AccountNameTaken) throw errors.accountNameTaken(err.accountName);
       throw err;
@@ -76,6 +77,10 @@ export class Accounts {
     }
     if (endUserQuota !== undefined && JSON.stringify(after.endUserQuota ?? null) !== JSON.stringify(before.endUserQuota ?? null)) {
       await this.auditor.record({ accountId: id, actor: actorName(by), action: 'end_user_quota.changed', target: id, client, details: { from: before.endUserQuota ?? null, to: after.endUserQuota ?? null } });
+    }
+    // The URL is a secret: the audit names its host only.
+    if (changes.alertWebhookUrl !== undefined && (after.alertWebhookUrl ?? null) !== (before.alertWebhookUrl ?? null)) {
+      await this.auditor.record({ accountId: id, actor: actorName(by), action: 'alert_webhook.changed', target: id, client, details: { from: webhookHost(before), to: webhookHost(after) } });
     }
     return after;
   }

@@ -11,6 +11,7 @@ import { passwordPath, type Accounts } from '../accounts/service';
 import type { Actor } from '../accounts/roles';
 import { normalizeEmail } from '../accounts/emails';
 import { keyPolicyField } from '../accounts/key-policy';
+import { alertWebhookUrlField, webhookHost } from '../accounts/webhook-post';
 import { endUserQuotaField } from '../accounts/end-users';
 import { breakdownQuery, dateRange, shareRow, usageRow } from '../accounts/usage';
 import { errors } from '../errors';
@@ -21,8 +22,8 @@ const ADMIN: Actor = { kind: 'admin-token' };
 const client = (req: Request) => req.socket.remoteAddress;
 
 /** The router behind the admin token guard (app.ts puts the guard in front of it). */
-/** An account as the admin API shows it: `keyPolicy` and `endUserQuota` null when it has none. */
-const accountView = (account: AccountRecord) => ({ ...account, keyPolicy: account.keyPolicy ?? null, endUserQuota: account.endUserQuota ?? null });
+/** An account as the admin API shows it: `keyPolicy` and `endUserQuota` null when it has none; of its own webhook (a secret) the host only. */
+const accountView = ({ alertWebhookUrl, ...account }: AccountRecord) => ({ ...account, keyPolicy: account.keyPolicy ?? null, endUserQuota: account.endUserQuota ?? null, alertWebhook: webhookHost({ alertWebhookUrl }) });
 
 function expiringWithin(value: unknown): number | undefined {
   if (value === undefined) return undefined;
@@ -105,8 +106,9 @@ export function adminApi(accounts: Accounts, currency: () => string = () => 'USD
   });
 
   api.patch('/accounts/:id', async (req, res) => {
-    const body = onlyFields(objectBody(req.body), ['name', 'quota', 'budget', 'keyPolicy', 'endUserQuota']);
-    res.json(accountView(await accounts.updateAccount(req.params.id, { name: body.name, quota: quota(body.quota, 'quota'), budget: budget(body.budget, 'budget'), keyPolicy: keyPolicyField(body.keyPolicy), endUserQuota: endUserQuotaField(body.endUserQuota) }, ADMIN, client(req))));
+    const body = onlyFields(objectBody(req.body), ['name', 'quota', 'budget', 'keyPolicy', 'endUserQuota', 'alertWebhookUrl']);
+    const changes = { name: body.name, quota: quota(body.quota, 'quota'), budget: budget(body.budget, 'budget'), keyPolicy: keyPolicyField(body.keyPolicy), endUserQuota: endUserQuotaField(body.endUserQuota), alertWebhookUrl: alertWebhookUrlField(body.alertWebhookUrl) };
+    res.json(accountView(await accounts.updateAccount(req.params.id, changes, ADMIN, client(req))));
   });
 
   api.get('/accounts/:id/members', async (req, res) => {

@@ -267,6 +267,8 @@ export const alerts = z
       .max(10)
       .refine((list) => list.every((value, i) => i === 0 || value > list[i - 1]!), { message: 'must be ascending, each once' })
       .default([0.5, 0.8, 1]),
+    /** An account's own webhook (its owners set it) may be at a loopback or private address: for gateways whose chat tools are inside. */
+    allowPrivateAccountWebhooks: z.boolean().default(false),
     /** Each POST's deadline. */
     timeoutMs: z.number().int().min(100).max(60_000).default(5000),
     /** How often each replica looks for keys that expire within a week (a key.expiring alert each). */

@@ -11,6 +11,7 @@ import { KEY_FIELDS, keyFields, noFields, objectBody, onlyFields, rotationGrace,
 import { normalizeEmail } from '../accounts/emails';
 import type { Mailer } from '../accounts/mailer';
 import { keyPolicyField } from '../accounts/key-policy';
+import { alertWebhookUrlField, webhookHost } from '../accounts/webhook-post';
 import { redirectOrigin } from '../accounts/oidc';
 import { allowed, isPlatformAdmin, type Action, type Actor } from '../accounts/roles';
 import { passwordPath, type Accounts } from '../accounts/service';
@@ -182,13 +183,13 @@ export function consoleApi({ accounts, sessions, oidc, platformLimits, currency 
     res.status(204).end();
   });
 
-  // The account's key policy (how long its keys may live), its owners': {"keyPolicy": {"maxLifetimeDays": N}} or null.
+  // The account's owners': its key policy {"keyPolicy": {"maxLifetimeDays": N}} or null, and its own alert webhook {"alertWebhookUrl": "https://..."} or null.
   api.patch('/account', async (req, res) => {
     const { accountId, signedIn } = may(res, 'account.policy');
-    const body = onlyFields(objectBody(req.body), ['keyPolicy']);
-    if (body.keyPolicy === undefined) throw errors.invalidBody('keyPolicy', "'keyPolicy' is what may be changed here: {\"maxLifetimeDays\": days}, or null for none.");
-    const account = await accounts.updateAccount(accountId, { keyPolicy: keyPolicyField(body.keyPolicy) }, actorOf(signedIn), client(req));
-    res.json({ id: account.id, name: account.name, keyPolicy: account.keyPolicy ?? null });
+    const body = onlyFields(objectBody(req.body), ['keyPolicy', 'alertWebhookUrl']);
+    if (body.keyPolicy === undefined && body.alertWebhookUrl === undefined) throw errors.invalidBody('keyPolicy', "'keyPolicy' or 'alertWebhookUrl' is what may be changed here.");
+    const account = await accounts.updateAccount(accountId, { keyPolicy: keyPolicyField(body.keyPolicy), alertWebhookUrl: alertWebhookUrlField(body.alertWebhookUrl) }, actorOf(signedIn), client(req));
+    res.json({ id: account.id, name: account.name, keyPolicy: account.keyPolicy ?? null, alertWebhook: webhookHost(account) });
   });
 
   // The account's quota and budget alerts of the current UTC day and month (its keys' too), newest first.
@@ -311,7 +312,7 @@ export function consoleApi({ accounts, sessions, oidc, platformLimits, currency 
       admin: signedIn.person.admin,
       via: signedIn.session.via,
       expiresAt: signedIn.session.expiresAt,
-      account: signedIn.account ? { id: signedIn.account.id, name: signedIn.account.name, role: signedIn.role ?? null, quota: signedIn.account.quota, budget: signedIn.account.budget, keyPolicy: signedIn.account.keyPolicy ?? null } : null,
+      account: signedIn.account ? { id: signedIn.account.id, name: signedIn.account.name, role: signedIn.role ?? null, quota: signedIn.account.quota, budget: signedIn.account.budget, keyPolicy: signedIn.account.keyPolicy ?? null, alertWebhook: webhookHost(signedIn.account) } : null,
       accounts: [...mine, ...others],
     };
   }

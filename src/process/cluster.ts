@@ -8,7 +8,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import path from 'node:path';
 import { AggregatorRegistry } from 'prom-client';
-import { Alerts } from '../accounts/alerts';
+import { Alerts, alertSettings } from '../accounts/alerts';
 import { createAdminApp } from '../admin/app';
 import { judgeReadiness, PING_DEADLINE_MS, within, type Readiness } from '../admin/readiness';
 import type { Config } from '../config';
@@ -96,7 +96,7 @@ export async function startPrimary(config: Config, log: Logger, out: NodeJS.Writ
   const metrics = createMetrics();
   // The admin API's leak reports (POST /admin/api/keys/leaked) tell the owners from here.
   const people = accountParts(config, log, keyStore);
-  const leakAlerts = new Alerts(keyStore, people.auditor, { webhookUrl: config.alerts.webhookUrl, timeoutMs: config.alerts.timeoutMs, currency: config.prices.currency }, log);
+  const leakAlerts = new Alerts(keyStore, people.auditor, alertSettings(config), log);
   people.accounts.leaks.onRevoked = (key, where) => leakAlerts.keyLeaked(key, where);
   const admin = await openAdminListener(
     config,
@@ -120,7 +120,7 @@ export async function startPrimary(config: Config, log: Logger, out: NodeJS.Writ
       // Checked here once, so a bad file is refused with one log line; each serving process then reloads.
       const next = configFile ? reloadConfig(configFile, config, log) : undefined;
       if (!next) return false;
-      leakAlerts.configure({ webhookUrl: next.alerts.webhookUrl, timeoutMs: next.alerts.timeoutMs, currency: next.prices.currency });
+      leakAlerts.configure(alertSettings(next));
       for (const worker of workers) worker.process.kill('SIGHUP');
       return true;
     },

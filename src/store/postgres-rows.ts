@@ -74,6 +74,7 @@ export interface AccountRow {
   key_max_lifetime_days: number | null;
   end_user_tokens_per_day?: string | null;
   end_user_budget_day_nanos?: string | null;
+  alert_webhook_url?: string | null;
 }
 export interface PersonRow {
   email: string;
@@ -130,6 +131,7 @@ export const toAccount = (row: AccountRow): AccountRecord => ({
   budget: budgetOf(row),
   ...(row.key_max_lifetime_days !== null && row.key_max_lifetime_days !== undefined ? { keyPolicy: { maxLifetimeDays: row.key_max_lifetime_days } } : {}),
   ...endUserQuotaOf(row.end_user_tokens_per_day, row.end_user_budget_day_nanos),
+  ...(row.alert_webhook_url ? { alertWebhookUrl: row.alert_webhook_url } : {}),
 });
 export const toPerson = (row: PersonRow): PersonRecord => ({
   email: row.email,

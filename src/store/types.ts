@@ -170,6 +170,8 @@ export interface AccountRecord {
   keyPolicy?: KeyPolicy;
   /** What each end user of the account's keys may use per UTC day (accounts/end-users.ts); absent: no limit. */
   endUserQuota?: EndUserQuota;
+  /** Where the account's alerts go instead of `alerts.webhookUrl` (its owners set it; an https URL, a secret); absent: the platform's. */
+  alertWebhookUrl?: string;
 }
 
 /** Per end user and UTC day: tokens, and money in the price table's currency; null: no limit of that kind. */
@@ -190,6 +192,8 @@ export interface AccountChanges {
   keyPolicy?: KeyPolicy | null;
   /** null: no end user quota any more. */
   endUserQuota?: EndUserQuota | null;
+  /** null: none (the platform's webhook). */
+  alertWebhookUrl?: string | null;
 }
 
 /** A person who signs in to the console, by email (lower case). */

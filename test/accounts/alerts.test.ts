@@ -50,10 +50,10 @@ beforeEach(async () => {
 });
 afterEach(() => receiver.stop());
 
-function setup(webhookUrl: string | undefined, store = new CountingKeyStore()) {
+function setup(webhookUrl: string | undefined, store = new CountingKeyStore(), allowPrivateAccountWebhooks = false) {
   const lines: string[] = [];
   const log = createLogger('info', new Writable({ write: (chunk, _enc, done) => (lines.push(String(chunk)), done()) }) as never);
-  const make = () => new Alerts(store, new Auditor(store, log), { webhookUrl, timeoutMs: 1000, currency: 'EUR' }, log, () => new Date(), () => new Promise((resolve) => setTimeout(resolve, 5)));
+  const make = () => new Alerts(store, new Auditor(store, log), { webhookUrl, allowPrivateAccountWebhooks, timeoutMs: 1000, currency: 'EUR' }, log, () => new Date(), () => new Promise((resolve) => setTimeout(resolve, 5)));
   return { store, lines, make };
 }
 
@@ -162,7 +162,7 @@ test('with no webhook the alert is kept (for the console) and audited', async ()
 test('config: thresholds ascending in (0, 1], an http(s) webhook, no unknown field; a bad URL is not echoed', async () => {
   const { parseConfig } = await import('../../src/config');
   const minimal = { providers: { mock: { workers: ['http://127.0.0.1:9'] } } };
-  expect(parseConfig(minimal).alerts).toEqual({ thresholds: [0.5, 0.8, 1], timeoutMs: 5000, expiringCheckMs: 600_000 });
+  expect(parseConfig(minimal).alerts).toEqual({ thresholds: [0.5, 0.8, 1], allowPrivateAccountWebhooks: false, timeoutMs: 5000, expiringCheckMs: 600_000 });
   expect(parseConfig({ ...minimal, alerts: { webhookUrl: 'https://hooks.example.com/x', thresholds: [0.9] } }).alerts.thresholds).toEqual([0.9]);
   for (const thresholds of [[], [0], [1.5], [0.8, 0.5], [0.5, 0.5], Array(11).fill(0.5)]) {
     expect(() => parseConfig({ ...minimal, alerts: { thresholds } })).toThrow(/alerts\.thresholds/);
@@ -211,7 +211,7 @@ test('an alert whose every try failed is sent again once its lease has run out a
   const lines: string[] = [];
   const log = createLogger('info', new Writable({ write: (chunk, _enc, done) => (lines.push(String(chunk)), done()) }) as never);
   const clock = { at: Date.now() };
-  const alerts = new Alerts(store, new Auditor(store, log), { webhookUrl: receiver.url, timeoutMs: 1000, currency: 'EUR' }, log, () => new Date(clock.at), () => new Promise((resolve) => setTimeout(resolve, 5)));
+  const alerts = new Alerts(store, new Auditor(store, log), { webhookUrl: receiver.url, allowPrivateAccountWebhooks: false, timeoutMs: 1000, currency: 'EUR' }, log, () => new Date(clock.at), () => new Promise((resolve) => setTimeout(resolve, 5)));
   const id = await account(store, 'retried later');
   receiver.answers = [500, 500, 500, 500, 500];
   alerts.crossed('budget', crossing(id, 0.8));
@@ -223,4 +223,40 @@ test('an alert whose every try failed is sent again once its lease has run out a
   await alerts.stop();
   expect(receiver.bodies).toHaveLength(6);
   expect(receiver.bodies.at(-1)).toMatchObject({ event: 'budget.threshold', threshold: 0.8 });
+});
+
+test("an account's own webhook gets its alerts instead of the platform's; aimed at a private address it is refused, audited, and the URL told nowhere", async () => {
+  const own = await new Receiver().start();
+  try {
+    // Allowed to be private (a chat server inside): the account's alerts go to its owners' receiver only.
+    const inside = setup(receiver.url, new CountingKeyStore(), true);
+    const teamId = await account(inside.store, 'team');
+    await inside.store.updateAccount(teamId, { alertWebhookUrl: own.url });
+    const otherId = await account(inside.store, 'other');
+    const alerts = inside.make();
+    alerts.crossed('budget', crossing(teamId, 0.8));
+    alerts.crossed('budget', crossing(otherId, 0.8));
+    await eventually(() => (own.bodies.length === 1 && receiver.bodies.length === 1 ? true : undefined));
+    await alerts.stop();
+    expect(own.bodies[0]).toMatchObject({ accountId: teamId, _path: SECRET_PATH });
+    expect(receiver.bodies[0]).toMatchObject({ accountId: otherId });
+
+    // The default: an account's webhook must be public. Its owners aimed it at this host: refused at once, no connection, no retry.
+    const strict = setup(receiver.url);
+    const aimedId = await account(strict.store, 'aimed');
+    await strict.store.updateAccount(aimedId, { alertWebhookUrl: own.url.replace('127.0.0.1', 'localhost') });
+    const guarded = strict.make();
+    guarded.crossed('budget', crossing(aimedId, 0.8));
+    const failed = await eventually(async () => (await strict.store.listAudit(aimedId, 10)).find((event) => event.action === 'alert.failed'));
+    await guarded.stop();
+    expect(failed.details).toMatchObject({ delivery: 'failed' });
+    expect(own.bodies).toHaveLength(1);
+    expect(receiver.bodies).toHaveLength(1);
+    const told = strict.lines.join('') + JSON.stringify(await strict.store.listAudit(aimedId, 10));
+    expect(told).toContain('its address is not public');
+    expect(told).not.toContain(SECRET_PATH);
+    expect(told).not.toContain('XXXXsecret');
+  } finally {
+    await own.stop();
+  }
 });

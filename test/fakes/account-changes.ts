@@ -11,5 +11,7 @@ export function accountChanged(existing: AccountRecord, changes: AccountChanges)
   else if (changes.keyPolicy !== undefined) updated.keyPolicy = { ...changes.keyPolicy };
   if (changes.endUserQuota === null) delete updated.endUserQuota;
   else if (changes.endUserQuota !== undefined) updated.endUserQuota = { ...changes.endUserQuota };
+  if (changes.alertWebhookUrl === null) delete updated.alertWebhookUrl;
+  else if (changes.alertWebhookUrl !== undefined) updated.alertWebhookUrl = changes.alertWebhookUrl;
   return updated;
 }

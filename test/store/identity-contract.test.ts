@@ -105,6 +105,19 @@ describe.each(backends)('%s account store: identities, links, sessions, counters
     expect((await store.updateAccount('acc_policy', { keyPolicy: null }))?.keyPolicy).toBeUndefined();
   });
 
+  test("an account keeps its alert webhook: set, kept through other changes, replaced, cleared; made without one, it has none", async () => {
+    const record = { id: 'acc_hook', name: 'hook kept', createdAt: new Date().toISOString(), quota: { tokensPerDay: null, tokensPerMonth: null }, budget: { perDay: null, perMonth: null } };
+    await store.createAccount(record);
+    expect((await other.getAccount('acc_hook'))?.alertWebhookUrl).toBeUndefined();
+    const url = 'https://hooks.example.com/services/T0/B0/secret';
+    expect((await other.updateAccount('acc_hook', { alertWebhookUrl: url }))?.alertWebhookUrl).toBe(url);
+    expect((await store.updateAccount('acc_hook', { quota: { tokensPerDay: 10 } }))?.alertWebhookUrl).toBe(url);
+    expect((await other.findAccountByName('hook kept'))?.alertWebhookUrl).toBe(url);
+    expect((await store.updateAccount('acc_hook', { alertWebhookUrl: `${url}2` }))?.alertWebhookUrl).toBe(`${url}2`);
+    expect((await other.updateAccount('acc_hook', { alertWebhookUrl: null }))?.alertWebhookUrl).toBeUndefined();
+    expect(await store.getAccount('acc_hook')).not.toHaveProperty('alertWebhookUrl');
+  });
+
   test('an identity is found by issuer and subject only, and one person has one identity per issuer', async () => {
     const issuer = 'https://idp.test';
     expect(await store.bindIdentity({ issuer, subject: 'sub-1', email: 'kim@x.test', createdAt: NOW.toISOString() })).toBe(true);

@@ -1,6 +1,7 @@
 /*
  * The console's Members tab: who is in the account with which role, adding people (a password link
- * shown once, or sent by mail) and removing them (or leaving); and, for owners, the key lifetime policy.
+ * shown once, or sent by mail) and removing them (or leaving); and, for owners, the key lifetime policy
+ * and the account's own alert webhook (a secret: once saved, only its host is shown).
  */
 import { $, formatDate, el, cell, setError, banner, copyText, confirmDialog } from './console-dom.js';
 import { state, page, api, busy, can } from './console-state.js';
@@ -114,9 +115,37 @@ async function onPolicy(event) {
   }, (error) => setError(errorBox, error));
 }
 
+/** Where the account's alerts go: its own webhook's host, or the platform's. */
+export function showWebhook(host) {
+  $('webhook-hint').textContent = host
+    ? `Alerts of this account go to ${host}. The URL is a secret: only its host is shown. A new URL replaces it.`
+    : "Alerts of this account go to the platform's webhook, if it has one. Give an https URL (a Slack or Teams incoming webhook) to have them here.";
+  $('webhook-clear').hidden = !host;
+}
+
+/** Sets the account's own alert webhook, or (null) goes back to the platform's. */
+async function saveWebhook(url, button) {
+  const errorBox = $('webhook-error');
+  setError(errorBox, null);
+  await busy(button, async () => {
+    const saved = await api('PATCH', '/account', { alertWebhookUrl: url });
+    if (state.session && state.session.account) state.session.account.alertWebhook = saved.alertWebhook;
+    $('webhook-url').value = '';
+    showWebhook(saved.alertWebhook);
+    banner(saved.alertWebhook ? `Alerts of ${saved.name} now go to ${saved.alertWebhook}.` : `Alerts of ${saved.name} now go to the platform's webhook.`, 'success');
+  }, (error) => setError(errorBox, error));
+}
+
 export function wireMembers() {
   $('invite-form').addEventListener('submit', onInvite);
   $('policy-form').addEventListener('submit', onPolicy);
+  $('webhook-form').addEventListener('submit', (event) => {
+    event.preventDefault();
+    const url = $('webhook-url').value.trim();
+    if (!url.startsWith('https://')) return setError($('webhook-error'), 'Enter an https:// URL (it carries a secret: never plain http).');
+    return saveWebhook(url, $('webhook-submit'));
+  });
+  $('webhook-clear').addEventListener('click', () => saveWebhook(null, $('webhook-clear')));
   $('invite-copy').addEventListener('click', () => copyText($('invite-link').textContent, $('invite-link'), $('invite-copy-state')));
   $('invite-done').addEventListener('click', hideInvite);
 }

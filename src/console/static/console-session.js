@@ -4,6 +4,7 @@
  */
 import { $, el, setError, banner } from './console-dom.js';
 import { state, page, api, busy, can, ApiError } from './console-state.js';
+import { showWebhook } from './console-members.js';
 
 const SET_PASSWORD = '#set-password=';
 /** Where the identity provider's sign-in sends a browser it refused, with the error code. */
@@ -74,6 +75,8 @@ export function applySession(session) {
   $('invite-form').hidden = !allowed.manageMembers;
   $('policy-form').hidden = !allowed.manageMembers;
   $('policy-days').value = account.keyPolicy ? String(account.keyPolicy.maxLifetimeDays) : '';
+  $('webhook-form').hidden = !allowed.manageMembers;
+  showWebhook(account.alertWebhook);
   $('members-role-note').hidden = allowed.manageMembers;
   const note = $('keys-role-note');
   note.hidden = allowed.admin || allowed.role === 'owner';

@@ -306,6 +306,11 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
     version: 11,
     sql: `create table chatgate_server_secrets (id text primary key, secret text not null, created_at text not null);`,
   },
+  {
+    // Where an account's alerts go, set by its owners (as in PostgreSQL's migration 18).
+    version: 12,
+    sql: `alter table chatgate_accounts add column alert_webhook_url text;`,
+  },
 ];
 
 /** Applies the migrations this file lacks; true when it made the schema (a new database). */

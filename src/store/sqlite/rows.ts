@@ -45,6 +45,7 @@ export interface AccountRow {
   key_max_lifetime_days: number | null;
   end_user_tokens_per_day?: number | null;
   end_user_budget_day_nanos?: number | null;
+  alert_webhook_url?: string | null;
 }
 export interface PersonRow {
   email: string;
@@ -167,6 +168,7 @@ export const accountParams = (a: AccountRecord) => ({
   key_max_lifetime_days: a.keyPolicy?.maxLifetimeDays ?? null,
   end_user_tokens_per_day: a.endUserQuota?.tokensPerDay ?? null,
   end_user_budget_day_nanos: nanosOf(a.endUserQuota?.budgetPerDay ?? null),
+  alert_webhook_url: a.alertWebhookUrl ?? null,
 });
 export const toAccount = (row: AccountRow): AccountRecord => ({
   id: row.id,
@@ -176,6 +178,7 @@ export const toAccount = (row: AccountRow): AccountRecord => ({
   budget: budgetOf(row),
   ...(row.key_max_lifetime_days !== null && row.key_max_lifetime_days !== undefined ? { keyPolicy: { maxLifetimeDays: row.key_max_lifetime_days } } : {}),
   ...endUserQuotaOf(row.end_user_tokens_per_day, row.end_user_budget_day_nanos),
+  ...(row.alert_webhook_url ? { alertWebhookUrl: row.alert_webhook_url } : {}),
 });
 
 /** An account's end user quota from its columns: absent when both are null. */

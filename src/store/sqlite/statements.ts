@@ -27,6 +27,7 @@ export const ACCOUNT_UPDATES: ReadonlyArray<[column: string, pick: (c: AccountCh
   ['key_max_lifetime_days', (c) => (c.keyPolicy === undefined ? undefined : (c.keyPolicy?.maxLifetimeDays ?? null))],
   ['end_user_tokens_per_day', (c) => (c.endUserQuota === undefined ? undefined : (c.endUserQuota?.tokensPerDay ?? null))],
   ['end_user_budget_day_nanos', (c) => (c.endUserQuota === undefined ? undefined : nanosOf(c.endUserQuota?.budgetPerDay ?? null))],
+  ['alert_webhook_url', (c) => c.alertWebhookUrl],
 ];
 
 /** Adds to quota counters in one statement: `?` is a JSON array of [scope, period, tokens]. */
@@ -44,7 +45,7 @@ export const BUMP_COUNTER = `insert into chatgate_counters as c (name, count, ex
     expires_at = case when c.expires_at > @now then c.expires_at else excluded.expires_at end
   returning count`;
 
-export const ACCOUNT_COLUMNS = ['id', 'name', 'created_at', 'tokens_per_day', 'tokens_per_month', 'budget_day_nanos', 'budget_month_nanos', 'key_max_lifetime_days', 'end_user_tokens_per_day', 'end_user_budget_day_nanos'];
+export const ACCOUNT_COLUMNS = ['id', 'name', 'created_at', 'tokens_per_day', 'tokens_per_month', 'budget_day_nanos', 'budget_month_nanos', 'key_max_lifetime_days', 'end_user_tokens_per_day', 'end_user_budget_day_nanos', 'alert_webhook_url'];
 export const IDENTITY_COLUMNS = ['issuer', 'subject', 'email', 'created_at'];
 export const MEMBER_COLUMNS = ['account_id', 'email', 'role', 'added_at', 'added_by'];
 export const SESSION_COLUMNS = ['digest', 'email', 'account_id', 'via', 'created_at', 'last_seen_at', 'expires_at'];
