@@ -232,12 +232,17 @@ test('aliases: a string is one target of weight 1; targets and fallback are kept
 test('workload identity rules: https issuers, subjects that name someone, nothing unknown', () => {
   const rule = { issuer: 'https://token.actions.githubusercontent.com', audience: 'chatgate', subject: 'repo:acme/app:ref:refs/heads/main', account: 'ci' };
   const parsed = parseConfig({ ...minimal, auth: { workloadIdentity: [rule] } }).auth.workloadIdentity;
-  expect(parsed).toEqual([{ ...rule, models: [], rateLimit: { requestsPerMinute: null, tokensPerMinute: null, maxConcurrent: null } }]);
+  expect(parsed).toEqual([{ ...rule, claims: {}, models: [], rateLimit: { requestsPerMinute: null, tokensPerMinute: null, maxConcurrent: null } }]);
   expect(parseConfig(minimal).auth.workloadIdentity).toEqual([]);
   const refused = (changes: Record<string, unknown>) => problems({ ...minimal, auth: { workloadIdentity: [{ ...rule, ...changes }] } });
   expect(refused({ issuer: 'http://token.actions.githubusercontent.com' })).toMatch(/workloadIdentity\[0\]\.issuer.*https/);
-  // A bare glob would let in every repository (every workload) the shared issuer vouches for.
-  for (const subject of ['*', '**', '?*']) expect(refused({ subject })).toMatch(/workloadIdentity\[0\]\.subject.*name the subjects/);
+  // A glob that names too little would let in every repository (every workload) the shared issuer vouches for, or another owner's named alike.
+  for (const subject of ['*', '**', '?*', 'repo:*', 'repo:acme*', '*:ref:refs/heads/main', 'svc-*']) expect(refused({ subject })).toMatch(/workloadIdentity\[0\]\.subject.*two levels/);
+  for (const subject of ['repo:acme/*', 'repo:acme/app:ref:refs/heads/release-*', 'system:serviceaccount:ci:*', 'project_path:group/app:ref_type:branch:ref:main']) {
+    expect(parseConfig({ ...minimal, auth: { workloadIdentity: [{ ...rule, subject }] } }).auth.workloadIdentity[0]?.subject).toBe(subject);
+  }
+  expect(refused({ issuer: 'https://issuer.example.com/?tenant=x' })).toMatch(/no query/);
+  expect(refused({ claims: { repository_owner_id: { $ne: 1 } } })).toMatch(/claims/);
   expect(refused({ audiences: ['chatgate'] })).toMatch(/audiences/);
   expect(refused({ rateLimit: { requestsPerMinute: -1 } })).toMatch(/requestsPerMinute/);
   expect(refused({ account: '' })).toMatch(/account/);

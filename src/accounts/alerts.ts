@@ -16,7 +16,7 @@
 import type { Config } from '../config';
 import type { Logger } from '../telemetry/log';
 import type { AccountRecord, AccountStore, AlertRecord, KeyStore } from '../store/types';
-import { AddressNotPublic, postJson } from './webhook-post';
+import { AddressNotPublic, DeadlinePassed, postJson } from './webhook-post';
 import type { Auditor } from './audit';
 import type { Crossing } from './quota-scopes';
 
@@ -241,12 +241,12 @@ export class Alerts {
       let problem: string;
       let final = false;
       try {
-        const status = await postJson(target.url, body, { signal: AbortSignal.any([AbortSignal.timeout(this.settings.timeoutMs), this.stopping.signal]), publicOnly });
+        const status = await postJson(target.url, body, { timeoutMs: this.settings.timeoutMs, stop: this.stopping.signal, publicOnly });
         if (status >= 200 && status < 300) return true;
         problem = `answered ${status}`;
       } catch (err) {
         final = err instanceof AddressNotPublic;
-        problem = final ? (err as Error).message : (err as Error)?.name === 'TimeoutError' || (err as Error)?.name === 'AbortError' ? `no answer within ${this.settings.timeoutMs} ms` : 'could not be reached';
+        problem = final || err instanceof DeadlinePassed ? (err as Error).message : 'could not be reached';
       }
       if (final || attempt >= BACKOFF_MS.length || this.stopped) {
         const whose = target.own ? `account ${payload.accountId ?? ''}'s own alert webhook` : 'alert webhook';

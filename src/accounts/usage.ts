@@ -3,7 +3,7 @@ import { errors } from '../errors';
 import type { BreakdownQuery, UsageDay, UsageShare } from '../store/types';
 import { END_USER_DIGEST, endUserDigest } from './end-users';
 import { amountOf } from './prices';
-import { WORKLOAD_KEY_PREFIX } from '../auth/workload-identity';
+import { workloadSubject } from '../auth/workload-identity';
 
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
 
@@ -73,7 +73,7 @@ function csvCell(value: string | number): string {
 
 /** One row a key and day (requests served by a worker; refused ones last, a column added after the others); key names are quoted as CSV needs, and a leading =+-@ is defused for spreadsheets. */
 export function usageCsv(days: readonly UsageDay[], keyNames: ReadonlyMap<string, string>): string {
-  const rows = days.map((day) => [day.date, day.keyId, keyNames.get(day.keyId) ?? (day.keyId.startsWith(WORKLOAD_KEY_PREFIX) ? day.keyId.slice(WORKLOAD_KEY_PREFIX.length) : ''), day.requests, day.promptTokens, day.completionTokens, day.refused, amountOf(day.costNanos)].map(csvCell).join(','));
+  const rows = days.map((day) => [day.date, day.keyId, keyNames.get(day.keyId) ?? workloadSubject(day.keyId) ?? '', day.requests, day.promptTokens, day.completionTokens, day.refused, amountOf(day.costNanos)].map(csvCell).join(','));
   return ['date,keyId,keyName,requests,promptTokens,completionTokens,refused,cost', ...rows].join('\r\n') + '\r\n';
 }
 

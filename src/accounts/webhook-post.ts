@@ -71,23 +71,44 @@ const publicLookup: LookupFunction = (hostname, options, callback) => {
   });
 };
 
-/** POSTs JSON; resolves to the answer's status (its body is read and dropped). `publicOnly`: the target must be public, as above. */
-export function postJson(url: string, body: string, options: { signal: AbortSignal; publicOnly: boolean }): Promise<number> {
+export class DeadlinePassed extends Error {
+  constructor(timeoutMs: number) {
+    super(`no answer within ${timeoutMs} ms`);
+  }
+}
+
+/**
+ * POSTs JSON; resolves to the answer's status once its body is read (and dropped), all of it within
+ * `timeoutMs` (a timer of our own, cleared at the end); `stop` cuts it sooner. `publicOnly`: the
+ * target must be public, as above.
+ */
+export function postJson(url: string, body: string, options: { timeoutMs: number; stop?: AbortSignal; publicOnly: boolean }): Promise<number> {
   const target = new URL(url);
   const literal = target.hostname.replace(/^\[|\]$/g, '');
   if (options.publicOnly && isIP(literal) && !publicAddress(literal)) return Promise.reject(new AddressNotPublic());
   const transport = target.protocol === 'https:' ? https : http;
   return new Promise((resolve, reject) => {
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(new DeadlinePassed(options.timeoutMs)), options.timeoutMs);
+    const stopped = () => controller.abort(new Error('stopped'));
+    options.stop?.addEventListener('abort', stopped);
+    const settle = (done: () => void) => {
+      clearTimeout(timer);
+      options.stop?.removeEventListener('abort', stopped);
+      done();
+    };
+    const failed = (err: Error) => settle(() => reject(controller.signal.aborted ? controller.signal.reason : err));
     const request = transport.request(
       target,
-      { method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }, signal: options.signal, agent: false, ...(options.publicOnly ? { lookup: publicLookup } : {}) },
+      { method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }, signal: controller.signal, agent: false, ...(options.publicOnly ? { lookup: publicLookup } : {}) },
       (answer) => {
-        answer.on('error', reject);
-        answer.on('end', () => resolve(answer.statusCode ?? 0));
+        answer.on('error', failed);
+        answer.on('end', () => settle(() => resolve(answer.statusCode ?? 0)));
         answer.resume();
       },
     );
-    request.on('error', reject);
+    request.on('error', failed);
+    if (options.stop?.aborted) stopped();
     request.end(body);
   });
 }

@@ -28,7 +28,7 @@ import { importEsm } from '../common/import-esm';
 import { globMatches } from '../common/model-globs';
 import { sha256Hex } from '../common/sha256';
 import type { Config } from '../config';
-import { errors } from '../errors';
+import { errors, GatewayError } from '../errors';
 import type { Logger } from '../telemetry/log';
 import type { AccountStore, KeyAuthRecord } from '../store/types';
 import { NO_BUDGET, NO_QUOTA } from '../store/types';
@@ -45,6 +45,10 @@ const MAX_DOCUMENT_BYTES = 512 * 1024;
 const JWKS_FRESH_MS = 5 * 60_000;
 export const REFETCH_MIN_MS = 1_000;
 const VERIFIED_MAX_MS = 30_000;
+/** A token that claims to live longer is refused (Kubernetes' extended service-account tokens live a year). */
+const MAX_LIFETIME_MS = 400 * 86_400_000;
+/** While an issuer's fetches fail and no keys are known, it is asked again at most this often. */
+const FAILED_RETRY_MS = 5_000;
 const VERIFIED_ENTRIES = 10_000;
 const ACCOUNT_TTL_MS = 30_000;
 const NO_ACCOUNT_TTL_MS = 5_000;
@@ -61,11 +65,19 @@ interface Verified {
   readonly until: number;
 }
 
-/** One trusted issuer: where its keys are, the keys, and when they were fetched. */
+type KeyResolver = ReturnType<typeof Jose.createLocalJWKSet>;
+
+/**
+ * One trusted issuer: where its keys are, the keys (as jose's resolver, made when they were fetched:
+ * a malformed set is a failed fetch and never replaces good keys), and when they were fetched. While
+ * its fetches fail and no keys are known, it is asked again at most every FAILED_RETRY_MS (tokens of it
+ * are 503 meanwhile, without a fetch each), and the failure is logged once until a fetch succeeds.
+ */
 class Issuer {
   private jwksUri: string | undefined;
-  private keys: Jose.JSONWebKeySet | undefined;
-  private fetchedAt = 0;
+  private keys: KeyResolver | undefined;
+  private fetchedAt = -Infinity;
+  private failing = false;
   private fetching: Promise<void> | undefined;
 
   constructor(
@@ -74,10 +86,10 @@ class Issuer {
     private readonly now: () => number,
   ) {}
 
-  /** The keys, fetched first when there are none yet (a failure then is 503: no token of this issuer can be checked). */
-  async current(): Promise<Jose.JSONWebKeySet> {
-    if (!this.keys) await this.refetch().catch(() => undefined); // logged by fetch
-    else if (this.now() - this.fetchedAt > JWKS_FRESH_MS) void this.refetch().catch(() => undefined);
+  /** The keys, fetched first when there are none yet (none to be had: 503, no token of this issuer can be checked). */
+  async current(): Promise<KeyResolver> {
+    if (!this.keys && !(this.failing && this.now() - this.fetchedAt < FAILED_RETRY_MS)) await this.refetch().catch(() => undefined);
+    else if (this.keys && this.now() - this.fetchedAt > JWKS_FRESH_MS) void this.refetch().catch(() => undefined);
     if (!this.keys) throw errors.identityProviderUnavailable();
     return this.keys;
   }
@@ -97,23 +109,28 @@ class Issuer {
     return this.fetching;
   }
 
+  /** Discovery (when its JWKS address is not known, or the last fetch failed) and the JWKS, within one FETCH_TIMEOUT_MS. */
   private async fetch(): Promise<void> {
-    this.fetchedAt = this.now();
+    const deadline = (this.fetchedAt = this.now()) + FETCH_TIMEOUT_MS;
+    const left = () => Math.max(1, deadline - this.now());
     try {
-      this.jwksUri ??= await this.discover();
-      const keys = JSON.parse(await fetchBoundedText(this.jwksUri, MAX_DOCUMENT_BYTES, FETCH_TIMEOUT_MS)) as Jose.JSONWebKeySet;
-      if (!keys || !Array.isArray(keys.keys)) throw new Error(`${this.jwksUri} is not a JWK set (no "keys" list)`);
-      this.keys = keys;
-      this.fetchedAt = this.now();
+      const jwksUri = this.jwksUri ?? (await this.discover(left()));
+      const jose = await importEsm<typeof Jose>('jose');
+      const resolver = jose.createLocalJWKSet(JSON.parse(await fetchBoundedText(jwksUri, MAX_DOCUMENT_BYTES, left())) as Jose.JSONWebKeySet);
+      [this.jwksUri, this.keys, this.fetchedAt] = [jwksUri, resolver, this.now()];
+      if (this.failing) this.log.info({ issuer: this.issuer }, "workload identity: the issuer's keys are fetched again");
+      this.failing = false;
     } catch (err) {
-      this.log.warn({ issuer: this.issuer, reason: err instanceof Error ? err.message : String(err) }, 'workload identity: the issuer\'s keys could not be fetched; the keys known before stay');
+      this.jwksUri = undefined; // discovered again next time: the issuer may have moved its keys
+      if (!this.failing) this.log.warn({ issuer: this.issuer, reason: err instanceof Error ? err.message : String(err) }, "workload identity: the issuer's keys could not be fetched; the keys known before stay");
+      this.failing = true;
       throw err;
     }
   }
 
-  private async discover(): Promise<string> {
+  private async discover(timeoutMs: number): Promise<string> {
     const url = `${this.issuer.replace(/\/$/, '')}/.well-known/openid-configuration`;
-    const document = JSON.parse(await fetchBoundedText(url, MAX_DOCUMENT_BYTES, FETCH_TIMEOUT_MS)) as { issuer?: unknown; jwks_uri?: unknown };
+    const document = JSON.parse(await fetchBoundedText(url, MAX_DOCUMENT_BYTES, timeoutMs)) as { issuer?: unknown; jwks_uri?: unknown };
     if (document?.issuer !== this.issuer) throw new Error(`${url} names the issuer ${JSON.stringify(document?.issuer)?.slice(0, 200)}, not ${this.issuer}`);
     if (typeof document.jwks_uri !== 'string' || !document.jwks_uri.startsWith('https://')) throw new Error(`${url} names no https jwks_uri`);
     return document.jwks_uri;
@@ -125,7 +142,6 @@ export class WorkloadIdentities {
   private issuers = new Map<string, Issuer>();
   private readonly verified = new LRUCache<string, Verified>({ max: VERIFIED_ENTRIES });
   private readonly accounts = new Map<string, { id: string | undefined; until: number }>();
-  private readonly resolvers = new WeakMap<Jose.JSONWebKeySet, ReturnType<typeof Jose.createLocalJWKSet>>();
 
   constructor(
     private readonly store: Pick<AccountStore, 'findAccountByName'>,
@@ -133,7 +149,7 @@ export class WorkloadIdentities {
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** The rules the (re)loaded config gives: tokens verified under the old ones are checked again; an issuer kept keeps its keys. */
+  /** The rules the config gives: tokens verified under other ones are checked again; an issuer kept keeps its keys. */
   configure(rules: readonly WorkloadRule[]): void {
     if (JSON.stringify(rules) === JSON.stringify(this.rules)) return;
     this.rules = rules;
@@ -157,8 +173,8 @@ export class WorkloadIdentities {
   }
 
   private async verify(token: string, digest: string): Promise<Checked> {
-    let claimed: Jose.JWTPayload;
     const jose = await importEsm<typeof Jose>('jose');
+    let claimed: Jose.JWTPayload;
     try {
       claimed = jose.decodeJwt(token);
     } catch {
@@ -170,14 +186,21 @@ export class WorkloadIdentities {
     try {
       claims = await this.verifiedClaims(jose, token, issuer);
     } catch (err) {
-      if (err instanceof jose.errors.JOSEError) return { refused: err.message };
-      throw err; // no keys at all: 503
+      if (err instanceof GatewayError) throw err; // no keys to be had: 503
+      return { refused: err instanceof Error ? err.message : 'it cannot be verified' }; // jose's refusals, and a key it cannot use (too short, another kind)
     }
     const subject = claims.sub;
     if (typeof subject !== 'string' || subject.length === 0 || subject.length > MAX_SUBJECT) return { refused: `its subject is missing or longer than ${MAX_SUBJECT}` };
+    if (claims.exp! * 1000 > this.now() + MAX_LIFETIME_MS) return { refused: 'its expiry is more than 400 days away' };
     const audiences = typeof claims.aud === 'string' ? [claims.aud] : Array.isArray(claims.aud) ? claims.aud : [];
-    const rule = this.rules.find((candidate) => candidate.issuer === issuer.issuer && audiences.includes(candidate.audience) && globMatches(candidate.subject, subject));
-    if (!rule) return { refused: 'no rule of its issuer names its audience and subject' };
+    const rule = this.rules.find(
+      (candidate) =>
+        candidate.issuer === issuer.issuer &&
+        audiences.includes(candidate.audience) &&
+        globMatches(candidate.subject, subject) &&
+        Object.entries(candidate.claims).every(([name, value]) => claims[name] === value),
+    );
+    if (!rule) return { refused: 'no rule of its issuer names its audience, subject and claims' };
     const accountId = await this.accountId(rule.account);
     if (!accountId) {
       this.log.warn({ issuer: rule.issuer, subject, account: rule.account }, 'workload identity: the rule names an account that does not exist; refused');
@@ -185,11 +208,11 @@ export class WorkloadIdentities {
     }
     const expiresAt = (claims.exp! + CLOCK_TOLERANCE_SECONDS) * 1000;
     const record: KeyAuthRecord = {
-      id: `${WORKLOAD_KEY_PREFIX}${subject}`,
+      id: workloadKeyId(rule.issuer, accountId, subject),
       name: subject,
       digest: '',
       prefix: '',
-      createdAt: new Date((claims.iat ?? 0) * 1000).toISOString(),
+      createdAt: new Date(this.now()).toISOString(),
       revokedAt: null,
       expiresAt: new Date(expiresAt).toISOString(),
       models: [...rule.models],
@@ -209,21 +232,11 @@ export class WorkloadIdentities {
   private async verifiedClaims(jose: typeof Jose, token: string, issuer: Issuer): Promise<Jose.JWTPayload> {
     const options: Jose.JWTVerifyOptions = { issuer: issuer.issuer, algorithms: ALGORITHMS, clockTolerance: CLOCK_TOLERANCE_SECONDS, requiredClaims: ['exp', 'sub'], currentDate: new Date(this.now()) };
     try {
-      return (await jose.jwtVerify(token, this.resolver(jose, await issuer.current()), options)).payload;
+      return (await jose.jwtVerify(token, await issuer.current(), options)).payload;
     } catch (err) {
       if (!(err instanceof jose.errors.JWKSNoMatchingKey) || !(await issuer.refetchForKid())) throw err;
-      return (await jose.jwtVerify(token, this.resolver(jose, await issuer.current()), options)).payload;
+      return (await jose.jwtVerify(token, await issuer.current(), options)).payload;
     }
-  }
-
-  /** One resolver per key set fetched: jose imports each key once, not once a token. */
-  private resolver(jose: typeof Jose, keys: Jose.JSONWebKeySet): ReturnType<typeof Jose.createLocalJWKSet> {
-    let resolver = this.resolvers.get(keys);
-    if (!resolver) {
-      resolver = jose.createLocalJWKSet(keys);
-      this.resolvers.set(keys, resolver);
-    }
-    return resolver;
   }
 
   /** The account's id by its name, kept ACCOUNT_TTL_MS (a missing one NO_ACCOUNT_TTL_MS). */
@@ -234,4 +247,18 @@ export class WorkloadIdentities {
     this.accounts.set(name, { id: account?.id, until: this.now() + (account ? ACCOUNT_TTL_MS : NO_ACCOUNT_TTL_MS) });
     return account?.id;
   }
+}
+
+/**
+ * A workload identity's key id: `workload:<tag>:<subject>`, the tag naming its issuer and account
+ * (eight hex digits of a digest), so that one subject of two issuers, or of one issuer under two
+ * accounts, is two identities: two rate limits, and usage each on its own account.
+ */
+export function workloadKeyId(issuer: string, accountId: string, subject: string): string {
+  return `${WORKLOAD_KEY_PREFIX}${sha256Hex(`${issuer}\n${accountId}`).slice(0, 8)}:${subject}`;
+}
+
+/** The subject a workload identity's key id names; undefined for any other id. */
+export function workloadSubject(keyId: string): string | undefined {
+  return /^workload:[0-9a-f]{8}:/.test(keyId) ? keyId.slice(WORKLOAD_KEY_PREFIX.length + 9) : undefined;
 }

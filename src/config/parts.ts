@@ -231,20 +231,31 @@ const ruleLimit = z.number().int().min(0).max(2_147_483_647).nullable().default(
 
 /**
  * `auth.workloadIdentity`: issuers whose JWTs authenticate as an account (auth/workload-identity.ts).
- * `subject` is a glob (`*` any run of characters, `?` one) over the token's `sub`; a bare `*` is
- * refused: with a shared issuer (GitHub's, GitLab's) it would let in every workload the issuer vouches for.
+ * `subject` is a glob (`*` any run of characters, `?` one) over the token's `sub`, whose part before
+ * its first wildcard names at least two levels (two `:` or `/`): with a shared issuer (GitHub's,
+ * GitLab's), `repo:*` or `repo:acme*` would let in every repository, or another owner's whose name
+ * starts alike. `claims`: other claims the token must carry with exactly these values
+ * (`repository_owner_id`, which a renamed or re-registered owner cannot take over).
  */
+const subjectGlob = z
+  .string()
+  .min(1)
+  .max(255)
+  .refine((glob) => {
+    const wildcard = glob.search(/[*?]/);
+    return wildcard === -1 || (glob.slice(0, wildcard).match(/[:/]/g) ?? []).length >= 2;
+  }, "must name whose workloads: before its first * or ?, at least two levels (two ':' or '/'), as 'repo:my-org/*' or 'system:serviceaccount:ci:*'");
+
 export const workloadIdentity = z
   .array(
     z.strictObject({
-      issuer: z.url({ protocol: /^https$/, error: 'must be an https:// URL, exactly as the tokens\' iss claim' }),
+      issuer: z
+        .url({ protocol: /^https$/, error: "must be an https:// URL, exactly as the tokens' iss claim" })
+        .refine((value) => !value.includes('?') && !value.includes('#'), 'must have no query or fragment (OpenID Connect Discovery)'),
       audience: z.string().min(1).max(512),
-      subject: z
-        .string()
-        .min(1)
-        .max(255)
-        .refine((glob) => /[^*?]/.test(glob), "must name the subjects (a glob such as 'repo:my-org/my-repo:ref:refs/heads/main' or 'system:serviceaccount:ci:*'), not match every one"),
+      subject: subjectGlob,
       account: z.string().min(1).max(200),
+      claims: z.record(z.string().min(1).max(100), z.union([z.string().max(1000), z.number(), z.boolean()])).default({}),
       models: z.array(z.string().min(1).max(256)).max(100).default([]),
       rateLimit: z.strictObject({ requestsPerMinute: ruleLimit, tokensPerMinute: ruleLimit, maxConcurrent: ruleLimit }).prefault({}),
     }),

@@ -28,14 +28,18 @@ let silent: JwtIssuer;
 let vanishing: JwtIssuer;
 /** Trusted by no rule, though it signs the same claims. */
 let stranger: JwtIssuer;
+/** Its discovery document names another issuer: every fetch of it fails. */
+let impostor: JwtIssuer;
 let gw: GatewayProcess;
 let accountId: string;
+let otherAccountId: string;
 
 beforeAll(async () => {
   dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-workload-'));
   const tls = await loadOrCreateDevCertificate(path.join(dir, 'issuer-tls'));
-  [worker, issuer, silent, vanishing, stranger] = await Promise.all([startWorker(), startJwtIssuer(tls), startJwtIssuer(tls), startJwtIssuer(tls), startJwtIssuer(tls)]);
+  [worker, issuer, silent, vanishing, stranger, impostor] = await Promise.all([startWorker(), startJwtIssuer(tls), startJwtIssuer(tls), startJwtIssuer(tls), startJwtIssuer(tls), startJwtIssuer(tls)]);
   silent.hang = true;
+  impostor.discoveryIssuer = 'https://accounts.example.com';
   const rule = { audience: 'chatgate', account: 'ci-team' };
   gw = await startGatewayProcess(
     dir,
@@ -49,9 +53,13 @@ beforeAll(async () => {
         workloadIdentity: [
           { ...rule, issuer: issuer.issuer, subject: 'system:serviceaccount:ci:*', models: ['mock/*'] },
           { ...rule, issuer: issuer.issuer, subject: 'repo:acme/limited:*', rateLimit: { requestsPerMinute: 2 } },
-          { ...rule, issuer: issuer.issuer, subject: 'ghost:*', account: 'no-such-account' },
-          { ...rule, issuer: silent.issuer, subject: 'job:*' },
-          { ...rule, issuer: vanishing.issuer, subject: 'job:*' },
+          { ...rule, issuer: issuer.issuer, subject: 'ghost:one:*', account: 'no-such-account' },
+          // One subject, two audiences, two accounts: two identities, each billed to its own account.
+          { ...rule, issuer: issuer.issuer, audience: 'chatgate-other', subject: 'system:serviceaccount:ci:*', account: 'other-team' },
+          { ...rule, issuer: issuer.issuer, subject: 'repo:acme/app:*', claims: { repository_owner_id: '4242' } },
+          { ...rule, issuer: impostor.issuer, subject: 'job:x:*' },
+          { ...rule, issuer: silent.issuer, subject: 'job:x:*' },
+          { ...rule, issuer: vanishing.issuer, subject: 'job:x:*' },
         ],
       },
     },
@@ -60,11 +68,12 @@ beforeAll(async () => {
   const created = await admin('POST', '/accounts', { name: 'ci-team' });
   expect(created.status).toBe(201);
   accountId = created.json<{ id: string }>().id;
+  otherAccountId = (await admin('POST', '/accounts', { name: 'other-team' })).json<{ id: string }>().id;
 }, 60_000);
 
 afterAll(async () => {
   if (gw) await stopProcess(gw.child);
-  await Promise.all([worker?.stop(), issuer?.close(), silent?.close(), vanishing?.close(), stranger?.close()]);
+  await Promise.all([worker?.stop(), issuer?.close(), silent?.close(), vanishing?.close(), stranger?.close(), impostor?.close()]);
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -87,9 +96,20 @@ test('a service-account token works with the openai client as its account, withi
 
   const used = await eventually(async () => {
     const rows = (await admin('GET', `/accounts/${accountId}/usage`)).json<{ data: Array<{ keyId: string; requests: number; promptTokens: number }> }>().data;
-    return rows.find((row) => row.keyId === `workload:${RUNNER}` && row.requests >= 1);
+    return rows.find((row) => /^workload:[0-9a-f]{8}:/.test(row.keyId) && row.keyId.endsWith(`:${RUNNER}`) && row.requests >= 1);
   });
   expect(used.promptTokens).toBeGreaterThan(0);
+
+  // The same subject for the other audience is the other account's identity: its use is counted there, not here.
+  const before = used.requests;
+  expect((await chat(issuer.token({ sub: RUNNER, aud: 'chatgate-other' }))).status).toBe(200);
+  const elsewhere = await eventually(async () => {
+    const rows = (await admin('GET', `/accounts/${otherAccountId}/usage`)).json<{ data: Array<{ keyId: string; requests: number }> }>().data;
+    return rows.find((row) => row.keyId.endsWith(`:${RUNNER}`) && row.requests === 1);
+  });
+  expect(elsewhere.keyId).not.toBe(used.keyId);
+  const here = (await admin('GET', `/accounts/${accountId}/usage`)).json<{ data: Array<{ keyId: string; requests: number }> }>().data;
+  expect(here.find((row) => row.keyId === used.keyId)?.requests).toBe(before);
 }, 30_000);
 
 test('tokens no rule accepts are 401 invalid_api_key, each counted, and none reaches a worker', async () => {
@@ -113,7 +133,12 @@ test('tokens no rule accepts are 401 invalid_api_key, each counted, and none rea
     'expired a minute ago (past the 30 s leeway)': issuer.token({ sub: RUNNER, aud: 'chatgate', exp: now() - 60 }),
     'not valid for another minute': issuer.token({ sub: RUNNER, aud: 'chatgate', nbf: now() + 60 }),
     'no expiry': issuer.token({ sub: RUNNER, aud: 'chatgate', exp: undefined }),
-    'a rule whose account does not exist': issuer.token({ sub: 'ghost:one', aud: 'chatgate' }),
+    'a rule whose account does not exist': issuer.token({ sub: 'ghost:one:x', aud: 'chatgate' }),
+    'a subject whose rule wants a claim it lacks': issuer.token({ sub: 'repo:acme/app:ref:refs/heads/main', aud: 'chatgate' }),
+    'that claim with another value': issuer.token({ sub: 'repo:acme/app:ref:refs/heads/main', aud: 'chatgate', repository_owner_id: '4243' }),
+    'that claim as a number': issuer.token({ sub: 'repo:acme/app:ref:refs/heads/main', aud: 'chatgate', repository_owner_id: 4242 }),
+    'an expiry two years away': issuer.token({ sub: RUNNER, aud: 'chatgate', exp: now() + 2 * 366 * 86_400 }),
+    'an expiry past what a date can hold': issuer.token({ sub: RUNNER, aud: 'chatgate', exp: 9e15 }),
   };
   const refusedIds: string[] = [];
   for (const [what, token] of Object.entries(hostile)) {
@@ -122,6 +147,7 @@ test('tokens no rule accepts are 401 invalid_api_key, each counted, and none rea
     refusedIds.push(String(answer.headers['x-request-id']));
   }
   expect((await refusals()) - before).toBe(Object.keys(hostile).length);
+  expect((await chat(issuer.token({ sub: 'repo:acme/app:ref:refs/heads/main', aud: 'chatgate', repository_owner_id: '4242' }))).status).toBe(200);
   // The genuine token still works after all of it; once the worker has told of its request, none of the refused ones is among what it received.
   const genuine = await chat(good);
   expect(genuine.status).toBe(200);
@@ -178,14 +204,14 @@ test('a rotated signing key is fetched at the first token that names it; the ret
 
 test('an issuer that never answers costs a 503 after the deadline, not a hang; one that goes away keeps the keys it gave', async () => {
   const started = Date.now();
-  const waiting = await chat(silent.token({ sub: 'job:build', aud: 'chatgate' }));
+  const waiting = await chat(silent.token({ sub: 'job:x:build', aud: 'chatgate' }));
   expect(waiting.status).toBe(503);
   expect(waiting.json().error.code).toBe('identity_provider_unavailable');
   process.stderr.write(`a silent issuer's token answered 503 after ${Date.now() - started} ms\n`);
 
-  expect((await chat(vanishing.token({ sub: 'job:one', aud: 'chatgate' }))).status).toBe(200);
+  expect((await chat(vanishing.token({ sub: 'job:x:one', aud: 'chatgate' }))).status).toBe(200);
   await vanishing.close();
-  expect((await chat(vanishing.token({ sub: 'job:two', aud: 'chatgate' }))).status).toBe(200);
+  expect((await chat(vanishing.token({ sub: 'job:x:two', aud: 'chatgate' }))).status).toBe(200);
 }, 30_000);
 
 test('no token, nor any part of one, appears in the log', async () => {
@@ -195,3 +221,33 @@ test('no token, nor any part of one, appears in the log', async () => {
   const text = JSON.stringify(gw.log) + gw.stderr();
   for (const part of token.split('.')) expect(text).not.toContain(part);
 });
+
+test("an issuer whose discovery fails is asked again at most every 5 s, not once a forged token; a malformed key set never replaces good keys; a key too weak to use is 401, not 503", async () => {
+  const fetched = impostor.fetches.discovery;
+  const started = Date.now();
+  for (let i = 0; i < 20; i++) expect((await chat(impostor.token({ sub: 'job:x:build', aud: 'chatgate' }))).status).toBe(503);
+  expect(impostor.fetches.discovery - fetched).toBeLessThanOrEqual(1 + Math.floor((Date.now() - started) / 5000));
+  expect(gw.log.filter((line) => String(line.msg).includes("issuer's keys could not be fetched") && line.issuer === impostor.issuer)).toHaveLength(1);
+
+  // The issuer's keys are known; then it serves a malformed set: its tokens still verify, and a rotation served properly later is taken.
+  expect((await chat(issuer.token({ sub: 'system:serviceaccount:ci:keep', aud: 'chatgate' }))).status).toBe(200);
+  issuer.jwksBody = '{"keys":[1]}';
+  const unknownKid = signJwt({ iss: issuer.issuer, sub: RUNNER, aud: 'chatgate', exp: now() + 600 }, { ...issuer.keys[0]!, kid: 'not-there' });
+  const malformedServed = issuer.fetches.jwks;
+  await eventually(async () => {
+    expect((await chat(unknownKid)).status).toBe(401);
+    return issuer.fetches.jwks > malformedServed ? true : undefined; // the unknown kid made it fetch the malformed set
+  });
+  expect((await chat(issuer.token({ sub: 'system:serviceaccount:ci:still', aud: 'chatgate' }))).status).toBe(200);
+  issuer.jwksBody = undefined;
+
+  // A 1024-bit RSA key published beside the real one: a token naming it, signed by it, is refused (jose will not use it), never a 5xx.
+  const weak = signingKey('RS256', 'weak-key', 1024);
+  issuer.publish(weak);
+  const signedWeak = signJwt({ iss: issuer.issuer, sub: RUNNER, aud: 'chatgate', exp: now() + 600 }, weak);
+  const weakServed = issuer.fetches.jwks;
+  await eventually(async () => ((await chat(signedWeak)).status === 401 && issuer.fetches.jwks > weakServed ? true : undefined));
+  // The gateway's set holds the weak key now: the token is checked against it, and refused.
+  const answer = await chat(signedWeak);
+  expect([answer.status, answer.json().error.code]).toEqual([401, 'invalid_api_key']);
+}, 30_000);

@@ -16,8 +16,8 @@ export interface SigningKey {
   publicJwk: Record<string, unknown>;
 }
 
-export function signingKey(alg: 'RS256' | 'ES256' = 'RS256', kid = randomUUID()): SigningKey {
-  const pair = alg === 'RS256' ? generateKeyPairSync('rsa', { modulusLength: 2048 }) : generateKeyPairSync('ec', { namedCurve: 'P-256' });
+export function signingKey(alg: 'RS256' | 'ES256' = 'RS256', kid: string = randomUUID(), modulusLength = 2048): SigningKey {
+  const pair = alg === 'RS256' ? generateKeyPairSync('rsa', { modulusLength }) : generateKeyPairSync('ec', { namedCurve: 'P-256' });
   return { kid, alg, privateKey: pair.privateKey, publicJwk: { ...pair.publicKey.export({ format: 'jwk' }), kid, alg, use: 'sig' } };
 }
 
@@ -43,23 +43,30 @@ export interface JwtIssuer {
   token(claims: Record<string, unknown>, header?: Record<string, unknown>): string;
   /** A new signing key; the JWKS serves it alone (`keepOld`: the old one too, after it). */
   rotate(keepOld?: boolean): SigningKey;
+  /** Serves this key too (after the signing one), e.g. one too weak to trust. */
+  publish(key: SigningKey): void;
   /** While true, requests are accepted and never answered. */
   hang: boolean;
+  /** When set, the discovery document names this issuer instead of its own (a misconfigured or impostor issuer). */
+  discoveryIssuer: string | undefined;
+  /** When set, the JWKS answer is this text instead of the keys. */
+  jwksBody: string | undefined;
   close(): Promise<void>;
 }
 
 export async function startJwtIssuer(tls: Certificate): Promise<JwtIssuer> {
   const fetches = { discovery: 0, jwks: 0 };
-  const state = { keys: [signingKey()], hang: false };
+  const state: { keys: SigningKey[]; hang: boolean; discoveryIssuer?: string; jwksBody?: string } = { keys: [signingKey()], hang: false };
   const server = https.createServer({ cert: tls.cert, key: tls.key }, (req, res) => {
     if (state.hang) return; // the socket stays open, no answer
     const send = (body: unknown) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
     if (req.url === '/.well-known/openid-configuration') {
       fetches.discovery++;
-      return send({ issuer, jwks_uri: `${issuer}/keys`, id_token_signing_alg_values_supported: ['RS256', 'ES256'], response_types_supported: ['id_token'], subject_types_supported: ['public'] });
+      return send({ issuer: state.discoveryIssuer ?? issuer, jwks_uri: `${issuer}/keys`, id_token_signing_alg_values_supported: ['RS256', 'ES256'], response_types_supported: ['id_token'], subject_types_supported: ['public'] });
     }
     if (req.url === '/keys') {
       fetches.jwks++;
+      if (state.jwksBody !== undefined) return res.writeHead(200, { 'content-type': 'application/json' }).end(state.jwksBody);
       return send({ keys: state.keys.map((key) => key.publicJwk) });
     }
     res.writeHead(404).end();
@@ -79,7 +86,22 @@ export async function startJwtIssuer(tls: Certificate): Promise<JwtIssuer> {
     set hang(value: boolean) {
       state.hang = value;
     },
+    get discoveryIssuer() {
+      return state.discoveryIssuer;
+    },
+    set discoveryIssuer(value: string | undefined) {
+      state.discoveryIssuer = value;
+    },
+    get jwksBody() {
+      return state.jwksBody;
+    },
+    set jwksBody(value: string | undefined) {
+      state.jwksBody = value;
+    },
     token: (claims, header) => signJwt({ iss: issuer, iat: now(), nbf: now(), exp: now() + 3600, ...claims }, state.keys[0]!, header),
+    publish(key) {
+      state.keys = [...state.keys, key];
+    },
     rotate(keepOld = false) {
       const next = signingKey();
       state.keys = keepOld ? [next, ...state.keys] : [next];

@@ -119,7 +119,9 @@ function renderUsage() {
   const keys = [...byKey.values()].sort((a, b) => b.promptTokens + b.completionTokens - (a.promptTokens + a.completionTokens));
   if (keys.length === 0) keyBody.append(el('tr', {}, el('td', { className: 'muted', text: 'No usage in this period.', attrs: { colspan: 5 } })));
   for (const key of keys) {
-    const name = names.get(key.keyId);
+    // A workload identity (workload:<tag>:<subject>) is no key of the list: it is named by its subject.
+    const workload = /^workload:[0-9a-f]{8}:/.test(key.keyId) ? `${key.keyId.slice(18)} (workload)` : undefined;
+    const name = names.get(key.keyId) || workload;
     keyBody.append(el('tr', { attrs: { 'data-testid': 'usage-key-row', 'data-key-id': key.keyId } },
       el('th', { attrs: { scope: 'row' } }, el('span', { text: name || key.keyId }), name ? el('span', { className: 'sub', text: key.keyId }) : null),
       el('td', { className: 'num', text: formatNumber(key.requests) }),
