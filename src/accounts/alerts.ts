@@ -42,7 +42,14 @@ export const alertSettings = (config: Config): AlertSettings => ({
 interface Target {
   readonly url: string;
   readonly own: boolean;
+  /** An account's own webhook: that account. */
+  readonly accountId?: string;
 }
+
+/** Deliveries a scan runs at once. */
+const SCAN_DELIVERIES = 4;
+/** How long an account's own webhook rests after an alert failed every try. */
+const OWN_WEBHOOK_REST_MS = 10 * 60_000;
 
 /** Waits before the attempts after the first (ms): five tries within about 15 s. */
 const BACKOFF_MS = [1000, 2000, 4000, 8000];
@@ -64,6 +71,10 @@ export class Alerts {
   /** Aborts the POSTs under way when the process stops. */
   private readonly stopping = new AbortController();
   private scanning = false;
+  private scanDeliveries = 0;
+  private readonly freed: Array<() => void> = [];
+  /** Accounts whose own webhook rests until then (ms). */
+  private readonly resting = new Map<string, number>();
 
   constructor(
     private readonly store: Store,
@@ -109,7 +120,9 @@ export class Alerts {
         const found = where.url ? ` in ${plain(where.url)}` : '';
         const text = `Key “${plain(key.name)}” of account “${plain(accountName)}” was found in public${found} (reported by ${where.reporter === 'github' ? "GitHub's secret scanning" : 'a scanner'}) and is revoked: programs using it need a new key.`;
         const payload = { event: 'key.leaked', accountId: key.accountId, accountName, keyId: key.id, keyName: key.name, reporter: where.reporter, ...(where.url ? { url: where.url } : {}), text };
-        await this.deliver(target, payload);
+        // The platform is told of a leak too, whatever webhook the account's owners chose.
+        const platform = target.own && this.settings.webhookUrl ? [{ url: this.settings.webhookUrl, own: false }] : [];
+        await Promise.all([target, ...platform].map((each) => this.deliver(each, payload)));
       })(),
       'could not tell of a leaked key',
     );
@@ -146,15 +159,33 @@ export class Alerts {
       const expiresAt = key.expiresAt!;
       const alert: AlertRecord = { id: `key.expiring:${key.id}:${expiresAt}`, accountId: key.accountId, keyId: key.id, kind: 'key.expiring', period: 'day', periodStart: expiresAt.slice(0, 10), threshold: 1, spent: 0, limit: 0, at: now.toISOString(), sentAt: null };
       if (!(await this.claim(alert))) continue;
-      const account = await this.store.getAccount(key.accountId);
-      const accountName = account?.name ?? key.accountId;
-      const text = `Key “${plain(key.name)}” of account “${plain(accountName)}” expires on ${expiresAt.slice(0, 16).replace('T', ' ')} UTC: rotate it, or give it a later expiry, before programs using it stop working.`;
-      const target = this.targetOf(account);
-      const payload = { event: 'key.expiring', accountId: key.accountId, accountName, keyId: key.id, keyName: key.name, expiresAt, text };
-      const delivered = target ? await this.deliver(target, payload) : undefined;
-      if (delivered !== false) await this.store.alertSent(alert.id, this.now());
-      await this.auditor.record({ accountId: key.accountId, actor: 'chatgate', action: delivered === false ? 'alert.failed' : 'alert.sent', target: key.id, client: undefined, details: { event: 'key.expiring', expiresAt, delivery: delivered === undefined ? 'no webhook' : delivered ? 'webhook' : 'failed' } });
+      await this.inTurn(async () => {
+        const account = await this.store.getAccount(key.accountId);
+        const accountName = account?.name ?? key.accountId;
+        const text = `Key “${plain(key.name)}” of account “${plain(accountName)}” expires on ${expiresAt.slice(0, 16).replace('T', ' ')} UTC: rotate it, or give it a later expiry, before programs using it stop working.`;
+        const target = this.targetOf(account);
+        const payload = { event: 'key.expiring', accountId: key.accountId, accountName, keyId: key.id, keyName: key.name, expiresAt, text };
+        const delivered = target ? await this.deliver(target, payload) : undefined;
+        if (delivered !== false) await this.store.alertSent(alert.id, this.now());
+        await this.auditor.record({ accountId: key.accountId, actor: 'chatgate', action: delivered === false ? 'alert.failed' : 'alert.sent', target: key.id, client: undefined, details: { event: 'key.expiring', expiresAt, delivery: delivered === undefined ? 'no webhook' : delivered ? 'webhook' : 'failed' } });
+      });
     }
+  }
+
+  /**
+   * A scan's delivery, run beside the scan (at most SCAN_DELIVERIES at once; the scan waits for a free
+   * one), so that one slow webhook does not hold every other account's alerts behind it.
+   */
+  private async inTurn(delivery: () => Promise<void>): Promise<void> {
+    while (this.scanDeliveries >= SCAN_DELIVERIES) await new Promise<void>((resolve) => this.freed.push(resolve));
+    this.scanDeliveries++;
+    this.track(
+      delivery().finally(() => {
+        this.scanDeliveries--;
+        this.freed.shift()?.();
+      }),
+      'could not send an alert',
+    );
   }
 
   /**
@@ -171,12 +202,14 @@ export class Alerts {
       const account = await this.store.getAccount(alert.accountId);
       const target = this.targetOf(account);
       if (!target || !(await this.claim({ ...alert, at: alert.at }))) continue;
-      const key = alert.keyId ? await this.store.get(alert.keyId) : undefined;
-      const payload = alertPayload(alert, account?.name ?? alert.accountId, key?.name, this.settings.currency);
-      if (await this.deliver(target, payload)) {
-        await this.store.alertSent(alert.id, this.now());
-        await this.auditor.record({ accountId: alert.accountId, actor: 'chatgate', action: 'alert.sent', target: alert.keyId ?? alert.accountId, client: undefined, details: { threshold: alert.threshold, kind: alert.kind, period: alert.period, periodStart: alert.periodStart, delivery: 'webhook, again' } });
-      }
+      await this.inTurn(async () => {
+        const key = alert.keyId ? await this.store.get(alert.keyId) : undefined;
+        const payload = alertPayload(alert, account?.name ?? alert.accountId, key?.name, this.settings.currency);
+        if (await this.deliver(target, payload)) {
+          await this.store.alertSent(alert.id, this.now());
+          await this.auditor.record({ accountId: alert.accountId, actor: 'chatgate', action: 'alert.sent', target: alert.keyId ?? alert.accountId, client: undefined, details: { threshold: alert.threshold, kind: alert.kind, period: alert.period, periodStart: alert.periodStart, delivery: 'webhook, again' } });
+        }
+      });
     }
   }
 
@@ -229,12 +262,21 @@ export class Alerts {
   }
 
   private targetOf(account: AccountRecord | undefined): Target | undefined {
-    if (account?.alertWebhookUrl) return { url: account.alertWebhookUrl, own: true };
+    if (account?.alertWebhookUrl) return { url: account.alertWebhookUrl, own: true, accountId: account.id };
     return this.settings.webhookUrl ? { url: this.settings.webhookUrl, own: false } : undefined;
   }
 
   /** POSTs the alert; true on a 2xx, false once every attempt failed (at once for an address not public). Never logs the URL. */
   private async deliver(target: Target, payload: object & { event: string; threshold?: number; accountId?: string }): Promise<boolean> {
+    // An account's own webhook whose last alert failed every try rests: its alerts fail at once meanwhile (audited), not after every try again.
+    if (target.accountId && (this.resting.get(target.accountId) ?? 0) > this.now().getTime()) return false;
+    const delivered = await this.post(target, payload);
+    if (target.accountId && !delivered) this.resting.set(target.accountId, this.now().getTime() + OWN_WEBHOOK_REST_MS);
+    else if (target.accountId) this.resting.delete(target.accountId);
+    return delivered;
+  }
+
+  private async post(target: Target, payload: object & { event: string; threshold?: number; accountId?: string }): Promise<boolean> {
     const body = JSON.stringify(payload);
     const publicOnly = target.own && !this.settings.allowPrivateAccountWebhooks;
     for (let attempt = 0; ; attempt++) {

@@ -25,6 +25,9 @@ const IPV6_RANGES: ReadonlyArray<[string, number]> = [
 ];
 for (const [net, prefix] of IPV4_RANGES) NOT_PUBLIC.addSubnet(net, prefix, 'ipv4');
 for (const [net, prefix] of IPV6_RANGES) NOT_PUBLIC.addSubnet(net, prefix, 'ipv6');
+/** IPv6 outside global unicast (2000::/3) is never public, whatever is yet to be assigned in it. */
+const GLOBAL_UNICAST = new BlockList();
+GLOBAL_UNICAST.addSubnet('2000::', 3, 'ipv6');
 
 /** Pure: whether an address (IPv4, IPv6, or IPv4 written as IPv6) is on the public internet. */
 export function publicAddress(address: string): boolean {
@@ -34,7 +37,7 @@ export function publicAddress(address: string): boolean {
   if (isIP(address) === 6) {
     // ::ffff:7f00:1 (IPv4-mapped written in hex) and ::7f00:1 (IPv4-compatible): the IPv4 inside decides.
     const embedded = NOT_PUBLIC.check(address, 'ipv6') ? undefined : embeddedIPv4(address);
-    return embedded ? publicAddress(embedded) : !NOT_PUBLIC.check(address, 'ipv6');
+    return embedded ? publicAddress(embedded) : GLOBAL_UNICAST.check(address, 'ipv6') && !NOT_PUBLIC.check(address, 'ipv6');
   }
   return false;
 }
@@ -78,9 +81,9 @@ export class DeadlinePassed extends Error {
 }
 
 /**
- * POSTs JSON; resolves to the answer's status once its body is read (and dropped), all of it within
- * `timeoutMs` (a timer of our own, cleared at the end); `stop` cuts it sooner. `publicOnly`: the
- * target must be public, as above.
+ * POSTs JSON; resolves to the answer's status (its body is not read), within `timeoutMs` (a timer
+ * of our own, cleared at the end); `stop` cuts it sooner. `publicOnly`: the target must be public,
+ * as above.
  */
 export function postJson(url: string, body: string, options: { timeoutMs: number; stop?: AbortSignal; publicOnly: boolean }): Promise<number> {
   const target = new URL(url);
@@ -102,9 +105,9 @@ export function postJson(url: string, body: string, options: { timeoutMs: number
       target,
       { method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }, signal: controller.signal, agent: false, ...(options.publicOnly ? { lookup: publicLookup } : {}) },
       (answer) => {
-        answer.on('error', failed);
-        answer.on('end', () => settle(() => resolve(answer.statusCode ?? 0)));
-        answer.resume();
+        // The status is the answer; its body is not read (a hostile webhook could send one without end).
+        settle(() => resolve(answer.statusCode ?? 0));
+        answer.destroy();
       },
     );
     request.on('error', failed);
@@ -131,6 +134,7 @@ export function alertWebhookUrlField(value: unknown): string | null | undefined 
   } catch {
     throw problem('must be an https:// URL');
   }
+  if (url.href.length > MAX_URL) throw problem(`must be an https:// URL of at most ${MAX_URL} characters`);
   if (url.protocol !== 'https:' || url.hostname === '') throw problem('must be an https:// URL (it carries a secret: never in plain text)');
   if (url.username !== '' || url.password !== '') throw problem('must not hold a user name or password');
   const literal = url.hostname.replace(/^\[|\]$/g, '');
@@ -140,5 +144,10 @@ export function alertWebhookUrlField(value: unknown): string | null | undefined 
 
 /** What the APIs show of an account's webhook: its host, never the URL (a secret); null: none. */
 export function webhookHost(account: { alertWebhookUrl?: string }): string | null {
-  return account.alertWebhookUrl ? new URL(account.alertWebhookUrl).host : null;
+  if (!account.alertWebhookUrl) return null;
+  try {
+    return new URL(account.alertWebhookUrl).host;
+  } catch {
+    return '(not a URL)'; // put in the store by hand: shown as such, never breaking the page that shows it
+  }
 }

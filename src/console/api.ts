@@ -312,7 +312,7 @@ export function consoleApi({ accounts, sessions, oidc, platformLimits, currency 
       admin: signedIn.person.admin,
       via: signedIn.session.via,
       expiresAt: signedIn.session.expiresAt,
-      account: signedIn.account ? { id: signedIn.account.id, name: signedIn.account.name, role: signedIn.role ?? null, quota: signedIn.account.quota, budget: signedIn.account.budget, keyPolicy: signedIn.account.keyPolicy ?? null, alertWebhook: webhookHost(signedIn.account) } : null,
+      account: signedIn.account ? { id: signedIn.account.id, name: signedIn.account.name, role: signedIn.role ?? null, quota: signedIn.account.quota, budget: signedIn.account.budget, keyPolicy: signedIn.account.keyPolicy ?? null, alertWebhook: signedIn.role === 'owner' || signedIn.person.admin ? webhookHost(signedIn.account) : null } : null,
       accounts: [...mine, ...others],
     };
   }

@@ -260,3 +260,35 @@ test("an account's own webhook gets its alerts instead of the platform's; aimed 
     await own.stop();
   }
 });
+
+test("one account's webhook that never answers holds no other account's expiry alert behind it, rests after failing, and a leak reaches the platform too", async () => {
+  const { issueKey } = await import('../../src/auth/issue');
+  const silent = http.createServer(() => undefined);
+  const silentUrl = (await listenOnLoopback(silent)) + SECRET_PATH;
+  try {
+    const { store, make } = setup(receiver.url, new CountingKeyStore(), true);
+    const hostileId = await account(store, 'hostile');
+    await store.updateAccount(hostileId, { alertWebhookUrl: silentUrl });
+    const otherId = await account(store, 'patient');
+    // The hostile account's keys expire first: a scan reaches them first.
+    for (let i = 0; i < 3; i++) await issueKey(store, { name: `bait-${i}`, accountId: hostileId, expiresAt: new Date(Date.now() + 3_600_000 + i) });
+    const honest = await issueKey(store, { name: 'honest', accountId: otherId, expiresAt: new Date(Date.now() + 2 * 86_400_000) });
+    const alerts = make();
+    alerts.watchExpiries(60_000);
+    await eventually(() => (receiver.bodies.some((body) => body.keyId === honest.record.id) ? true : undefined), 8_000);
+    // Told while the hostile webhook's tries (five of 1 s) were still under way.
+    expect((await store.listAudit(hostileId, 20)).filter((event) => event.action === 'alert.failed')).toEqual([]);
+    await eventually(async () => ((await store.listAudit(hostileId, 20)).filter((event) => event.action === 'alert.failed').length === 3 ? true : undefined), 20_000);
+
+    // Resting now: a leak of the hostile account fails there at once, and the platform hears of it.
+    let reached = 0;
+    silent.on('connection', () => reached++);
+    alerts.keyLeaked({ id: 'key_leaked', name: 'leaked', accountId: hostileId }, { reporter: 'github', url: 'https://github.com/x/y' });
+    await eventually(() => (receiver.bodies.some((body) => body.event === 'key.leaked') ? true : undefined));
+    await alerts.stop();
+    expect(reached).toBe(0);
+  } finally {
+    silent.closeAllConnections();
+    silent.close();
+  }
+}, 40_000);
