@@ -137,7 +137,7 @@ export function openStore(config: Config, log: Logger): Promise<GuardedKeyStore>
       ),
     up: () => log.info('key store reachable again'),
     imported: (file, counts) => log.warn({ file, imported: counts }, 'the new SQLite key store imported the file store found beside it; that file is no longer read'),
-    checkpointsFailed: (err) => log.warn({ err: (err as Error)?.message ?? String(err) }, 'the SQLite checkpoint thread failed: checkpoints run on the event loop again'),
+    checkpointsFailed: (err) => log.warn({ err: (err as Error)?.message ?? String(err) }, 'a SQLite thread (checkpoints, usage writes) failed: its work runs on the event loop again'),
   }, { serving: true });
 }
 

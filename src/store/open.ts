@@ -18,7 +18,7 @@ import type { PostgresEvents } from './postgres';
 export interface KeyStoreEvents extends Partial<PostgresEvents>, Partial<StoreHealthEvents> {
   /** A new SQLite file imported the keys.json found beside it: from which file, how many of each record kind. */
   imported?(file: string, counts: Readonly<Record<string, number>>): void;
-  /** SQLite's checkpoint thread (a serving process's) failed: its connection checkpoints itself again. */
+  /** SQLite: a thread of a serving process (checkpoints, usage writes) failed; its work is done on the event loop again. */
   checkpointsFailed?(err: unknown): void;
 }
 

@@ -21,12 +21,21 @@ const CHECKPOINT_MS = 1_000;
 /** SQLite's own default: a commit past this many pages of log checkpoints. */
 const AUTOMATIC_PAGES = 1_000;
 
-/** The thread: plain JavaScript (it runs from source under the tests as from dist). */
-const THREAD = `
+/** A thread's own connection to the file (`workerData`: threadData below): plain JavaScript, run from source under the tests as from dist. */
+export const OPEN_IN_THREAD = `
 const { parentPort, workerData } = require('node:worker_threads');
 const db = workerData.driver === 'node:sqlite'
   ? new (process.getBuiltinModule('node:sqlite').DatabaseSync)(workerData.file)
   : new (require(workerData.library))(workerData.file);
+`;
+
+/** What a thread's connection needs to open the file as this connection did: its driver and library. */
+export function threadData(db: SqlConnection, file: string): { file: string; driver: string; library: string | undefined } {
+  return { file, driver: db.driver, library: db.driver === 'better-sqlite3' ? createRequire(__filename).resolve('better-sqlite3') : undefined };
+}
+
+/** The thread. */
+const THREAD = `${OPEN_IN_THREAD}
 db.exec('PRAGMA busy_timeout = 0');
 const timer = setInterval(() => {
   try {
@@ -55,8 +64,7 @@ export class BackgroundCheckpoints {
     failed: (err: unknown) => void = () => undefined,
   ) {
     try {
-      const library = db.driver === 'better-sqlite3' ? createRequire(__filename).resolve('better-sqlite3') : undefined;
-      this.worker = new Worker(THREAD, { eval: true, workerData: { file, driver: db.driver, library, everyMs: CHECKPOINT_MS } });
+      this.worker = new Worker(THREAD, { eval: true, workerData: { ...threadData(db, file), everyMs: CHECKPOINT_MS } });
     } catch (err) {
       failed(err);
       return;

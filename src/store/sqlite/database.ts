@@ -10,6 +10,7 @@ import { closeSync, mkdirSync, openSync } from 'node:fs';
 import path from 'node:path';
 import { StoreUnreadable } from '../guarded';
 import { BackgroundCheckpoints } from './checkpoints';
+import { WriterThread, type Write } from './writer-thread';
 import { immediate, openConnection, sqliteCode, type SqlConnection, type SqlStatement } from './driver';
 import { migrate } from './migrations';
 
@@ -22,10 +23,11 @@ export class SqliteDatabase {
   readonly created: boolean;
   private readonly statements = new Map<string, SqlStatement>();
   private checkpoints: BackgroundCheckpoints | undefined;
+  private writer: WriterThread | undefined;
 
   constructor(
     readonly file: string,
-    busyTimeoutMs: number,
+    private readonly busyTimeoutMs: number,
   ) {
     mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
     // Made 0600 before SQLite opens it: it holds key digests and password hashes. SQLite gives its
@@ -82,22 +84,43 @@ export class SqliteDatabase {
     return unavailableOnFailure(() => immediate(this.db, work));
   }
 
-  /** For a serving process: the WAL's checkpoints in a thread of their own, off the event loop (checkpoints.ts). */
+  /**
+   * For a serving process: the WAL's checkpoints in a thread of their own (checkpoints.ts), and the
+   * writes given to writeOffLoop in another (writer-thread.ts), both off the event loop.
+   */
   checkpointInBackground(failed?: (err: unknown) => void): void {
     this.checkpoints ??= new BackgroundCheckpoints(this.db, this.file, failed);
+    try {
+      this.writer ??= new WriterThread(this.db, this.file, this.busyTimeoutMs, failed);
+    } catch (err) {
+      failed?.(err); // no thread: those writes are made here
+    }
   }
 
   /**
-   * Closes the connection; the checkpoint thread's own connection closes after it (the last one to
-   * close checkpoints). The promise settles once the thread has ended too: nothing of this process
+   * `guard`, then (when it changed a row) `work`, as one change: by the writer thread when it runs,
+   * else here. For writes whose caller need not read what they wrote (usage batches).
+   */
+  async writeOffLoop(guard: Write, work: readonly Write[]): Promise<void> {
+    if (this.writer?.running) return this.writer.write(guard, work).catch((err: unknown) => Promise.reject(unavailableError(err)));
+    return this.write(() => {
+      if (this.run(guard[0], ...guard[1]).changes === 0) return;
+      for (const [sql, params] of work) this.run(sql, ...params);
+    });
+  }
+
+  /**
+   * Closes the connection; the threads' own connections close after it (the last one to close
+   * checkpoints). The promise settles once the threads have ended too: nothing of this process
    * touches the file after it (a caller that then removes the directory finds it quiet).
    */
   close(): Promise<void> {
+    const writerEnded = this.writer?.stop() ?? Promise.resolve(); // once it has written the batches it was given
     const threadEnded = this.checkpoints?.stop() ?? Promise.resolve();
     openDatabases.delete(this);
     this.statements.clear();
     if (this.db.open) this.db.close();
-    return threadEnded;
+    return Promise.all([writerEnded, threadEnded]).then(() => undefined);
   }
 }
 

@@ -101,15 +101,12 @@ export class SqliteKeyStore implements Store {
     );
   }
 
+  /** A batch recorded before (sent again after a deadline of the caller's) adds nothing; a serving process writes it off the event loop. */
   async recordUse(uses: readonly KeyUse[], batch: string = randomUUID()): Promise<void> {
     if (uses.length === 0) return;
-    await this.sql.write(() => {
-      // A batch recorded before (sent again after a deadline of the caller's) adds nothing.
-      if (this.sql.run('insert or ignore into chatgate_usage_batches (id, at) values (?, ?)', batch, new Date().toISOString()).changes === 0) return;
-      // A key deleted meanwhile has no row to count against (the foreign key): nothing is added for it.
-      this.usageRows.record(uses);
-      this.prune('usage', () => this.sql.run('delete from chatgate_usage_batches where at < ?', new Date(Date.now() - 86_400_000).toISOString()));
-    });
+    const prune: Array<readonly [string, string[]]> = [];
+    this.prune('usage', () => prune.push(['delete from chatgate_usage_batches where at < ?', [new Date(Date.now() - 86_400_000).toISOString()]]));
+    await this.sql.writeOffLoop(['insert or ignore into chatgate_usage_batches (id, at) values (?, ?)', [batch, new Date().toISOString()]], [...this.usageRows.writes(uses), ...prune]);
   }
 
   async createAccount(record: AccountRecord): Promise<void> {

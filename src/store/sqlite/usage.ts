@@ -7,6 +7,7 @@
  */
 import type { BreakdownQuery, KeyUse, UsageDay, UsageShare } from '../types';
 import type { SqliteDatabase } from './database';
+import type { Write } from './writer-thread';
 import { instant } from './rows';
 import { ledgerSpans, monthStart } from '../ledger-spans';
 
@@ -46,14 +47,11 @@ const RECORD_MONTH_USES = `insert into chatgate_usage_ledger_monthly as d (key_i
 export class SqliteUsage {
   constructor(private readonly sql: SqliteDatabase) {}
 
-  /** Inside the caller's write transaction. */
-  record(uses: readonly KeyUse[]): void {
+  /** The statements that record a batch, for one write transaction (the store's writeOffLoop). */
+  writes(uses: readonly KeyUse[]): Write[] {
     const keyUses = JSON.stringify(uses.map((use) => [use.keyId, use.requests, use.promptTokens, use.completionTokens, instant(use.at)]));
     const dayUses = JSON.stringify(uses.map((use) => [use.keyId, use.date, use.accountId, use.requests, use.promptTokens, use.completionTokens, use.refused, use.costNanos, use.model, use.endUser]));
-    this.sql.run(RECORD_KEY_USES, keyUses);
-    this.sql.run(RECORD_DAY_USES, dayUses);
-    this.sql.run(RECORD_LEDGER_USES, dayUses);
-    this.sql.run(RECORD_MONTH_USES, dayUses);
+    return [[RECORD_KEY_USES, [keyUses]], [RECORD_DAY_USES, [dayUses]], [RECORD_LEDGER_USES, [dayUses]], [RECORD_MONTH_USES, [dayUses]]];
   }
 
   days(accountId: string, from: string, to: string): Promise<UsageDay[]> {
