@@ -366,11 +366,8 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
     version: 17,
     sql: `create table chatgate_server_secrets (id text primary key, secret text not null, created_at timestamptz not null);`,
   },
-  {
-    // Where an account's alerts go, set by its owners (null: the platform's alerts.webhookUrl).
-    version: 18,
-    sql: `alter table chatgate_accounts add column alert_webhook_url text;`,
-  },
+  // Where an account's alerts go, set by its owners (null: the platform's alerts.webhookUrl).
+  { version: 18, sql: `alter table chatgate_accounts add column alert_webhook_url text;` },
 ];
 
 /** Applies the migrations not applied yet, in one transaction under the advisory lock (replicas starting together apply each once). */
