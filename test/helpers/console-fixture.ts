@@ -58,3 +58,17 @@ export async function expectNoSidewaysScroll(page: Page): Promise<void> {
   const widths = await page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, inner: window.innerWidth }));
   expect(widths.scroll).toBeLessThanOrEqual(widths.inner);
 }
+
+/** Signed in as this person (a member), the Members tab shows its table and no element of this test id (an owner's form). */
+export async function expectMembersTabWithout(f: ConsoleFixture, email: string, password: string, testId: string): Promise<void> {
+  const ctx = await f.browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1280, height: 800 } });
+  try {
+    const page = await ctx.newPage();
+    await signIn(page, f.gw.url, email, password);
+    await page.getByTestId('tab-members').click();
+    await page.getByTestId('members-table').waitFor();
+    await expect(page.getByTestId(testId).isVisible()).resolves.toBe(false);
+  } finally {
+    await ctx.close();
+  }
+}
