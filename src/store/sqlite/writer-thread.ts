@@ -24,6 +24,8 @@ const THREAD = `${OPEN_IN_THREAD}
 db.exec('PRAGMA busy_timeout = ' + workerData.busyTimeoutMs);
 db.exec('PRAGMA synchronous = NORMAL');
 db.exec('PRAGMA foreign_keys = ON');
+// The checkpoint thread copies the log back (started with this one): a commit here copying it too took twice as long.
+db.exec('PRAGMA wal_autocheckpoint = 0');
 const prepared = new Map();
 const statement = (sql) => {
   let made = prepared.get(sql);
