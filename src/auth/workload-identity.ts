@@ -2,22 +2,25 @@
  * Workload identity: a Bearer JWT signed by an issuer the config trusts (Kubernetes service-account
  * tokens, GitHub Actions and GitLab CI OIDC tokens, cloud workload identities) stands for an account,
  * and no secret is kept here. `auth.workloadIdentity` lists rules {issuer, audience, subject (a glob),
- * account (its name), models, rateLimit}; the first rule of the token's issuer whose audience the token
- * names and whose glob its subject matches decides. No rule: 401, as for an unknown key.
+ * account (its name), claims, models, rateLimit}; the first rule of the token's issuer whose audience
+ * the token names, whose glob its subject matches and whose claims it carries decides. No rule: 401,
+ * as for an unknown key.
  *
  * The issuer's keys: its discovery document (`<issuer>/.well-known/openid-configuration`, whose
  * `issuer` must be the configured one, OpenID Connect Discovery 4.3) names its JWKS (https only). Both
  * are fetched on first use, within FETCH_TIMEOUT_MS and MAX_DOCUMENT_BYTES; the JWKS again once it is
  * JWKS_FRESH_MS old (in the background: requests go on with the keys known) and at once for a token
  * whose `kid` it lacks (the issuer rotated its key), at most once per REFETCH_MIN_MS an issuer, so a
- * flood of made-up kids costs the issuer one request a second. A failed fetch keeps the keys known.
+ * flood of made-up kids costs the issuer one request a second. A failed fetch (or a malformed set)
+ * keeps the keys known; with none known, a failing issuer is asked at most every FAILED_RETRY_MS.
  *
  * Checked (jose): the signature, asymmetric algorithms only (`none` and HMAC never: a public key is
  * not a shared secret), each key with its own algorithm; `iss`; `aud`; `exp` (required) and `nbf`,
- * with CLOCK_TOLERANCE_SECONDS for the issuer's clock; `sub` (required, at most MAX_SUBJECT). A
- * verified token is kept, by its digest, until it expires or VERIFIED_MAX_MS has passed.
+ * with CLOCK_TOLERANCE_SECONDS for the issuer's clock, and at most MAX_LIFETIME_MS away; `sub`
+ * (required, at most MAX_SUBJECT). Any failure to verify is a refusal (401), never a 5xx. A verified
+ * token is kept, by its digest, until it expires or VERIFIED_MAX_MS has passed.
  *
- * The identity is a key that is no row: id `workload:<subject>`, named by its subject, of the rule's
+ * The identity is a key that is no row: id `workload:<tag>:<subject>` (workloadKeyId), named by its subject, of the rule's
  * account, with the rule's models and rate limit and no quota or budget of its own: its use counts to
  * the account and shows in the console under the subject. It cannot mint client tokens.
  */
@@ -35,7 +38,7 @@ import { NO_BUDGET, NO_QUOTA } from '../store/types';
 
 export type WorkloadRule = Config['auth']['workloadIdentity'][number];
 
-/** The id of a workload identity's key: this, then its subject. */
+/** How a workload identity's key id begins (workloadKeyId). */
 export const WORKLOAD_KEY_PREFIX = 'workload:';
 export const ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'];
 export const CLOCK_TOLERANCE_SECONDS = 30;
