@@ -9,7 +9,7 @@ import Redis from 'ioredis';
 import { RedisQuotaCounters, type QuotaTruth } from '../../src/accounts/redis-quota';
 import { GROW } from '../../src/accounts/redis-quota-scripts';
 import { eventually } from '../helpers/processes';
-import { ThrowawayRedis } from '../helpers/redis';
+import { monitorRedis, ThrowawayRedis } from '../helpers/redis';
 
 class MemoryTruth implements QuotaTruth {
   readonly values = new Map<string, number>();
@@ -292,12 +292,11 @@ describe('leases (room Redis holds for a replica, redis-quota-leases.ts)', () =>
     expect((await grow(a, 60, 100)).short).toBeUndefined(); // a leases nearly all that is left
     expect((await grow(b, 20, 100)).short).toBe(0); // control: nothing given back, b is refused (after asking twice)
     const grows = createHash('sha1').update(GROW).digest('hex');
-    const watcher = new Redis(redis.url);
-    const monitor = await watcher.monitor();
+    const monitor = await monitorRedis(redis.url);
     try {
       // a gives back 40 as soon as Redis has run b's first ask: only a second ask can see it.
       let released = false;
-      monitor.on('monitor', (_time: string, args: string[]) => {
+      monitor.on((args) => {
         if (released || args[0]?.toLowerCase() !== 'evalsha' || args[1] !== grows) return;
         released = true;
         a.leases.release(DAY, 40, true);
@@ -308,8 +307,7 @@ describe('leases (room Redis holds for a replica, redis-quota-leases.ts)', () =>
       const held = Object.values(await lease(DAY)).reduce((sum, value) => sum + Number(value), 0);
       expect(30 + held).toBeLessThanOrEqual(100);
     } finally {
-      monitor.disconnect();
-      watcher.disconnect();
+      monitor.close();
     }
   });
 

@@ -17,7 +17,7 @@ import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-pro
 import { bearer, chatBody, request } from '../helpers/http';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres';
 import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
-import { ThrowawayRedis } from '../helpers/redis';
+import { monitorRedis, ThrowawayRedis } from '../helpers/redis';
 
 const TOKEN = 'quota-lease-admin-token-0123456789';
 const QUOTA = 300;
@@ -108,10 +108,9 @@ test("the same for an account's quota, its two keys each on one replica", async 
 test('a request far from its quota makes no round trip for it: 30 requests, one lease taken', async () => {
   const key = (await admin('POST', '/keys', { name: 'roomy', quota: { tokensPerDay: 10_000_000 } })).json<{ key: string }>().key;
   const grow = createHash('sha1').update(GROW).digest('hex');
-  const client = new Redis(redis.url);
-  const monitor = await client.monitor();
+  const monitor = await monitorRedis(redis.url);
   let grows = 0;
-  monitor.on('monitor', (_time: string, args: string[]) => {
+  monitor.on((args) => {
     if (args[0]?.toLowerCase() === 'evalsha' && args[1] === grow) grows++;
   });
   try {
@@ -120,8 +119,7 @@ test('a request far from its quota makes no round trip for it: 30 requests, one 
     await eventually(() => (grows >= 1 ? true : undefined));
     expect(grows).toBe(1);
   } finally {
-    monitor.disconnect();
-    client.disconnect();
+    monitor.close();
   }
 }, 60_000);
 

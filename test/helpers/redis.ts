@@ -3,6 +3,7 @@
  * must stop and start it) a throwaway redis-server of the test's own on a free port.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import net from 'node:net';
 import Redis from 'ioredis';
 import { freePort } from './net';
 
@@ -60,4 +61,44 @@ export class ThrowawayRedis {
       child.kill('SIGKILL');
     });
   }
+}
+
+/** A MONITOR session: each command Redis runs, as its arguments (what MONITOR prints, unquoted). */
+export interface RedisMonitor {
+  on(listener: (args: string[]) => void): void;
+  close(): void;
+}
+
+/**
+ * MONITOR over a plain socket (a line of text per command), not ioredis's monitor(): its duplicated
+ * connection's handshake could take a command's line for a reply ("Command queue state error") when
+ * a busy Redis printed one first. Resolves once Redis answered +OK: every command after is seen.
+ */
+export function monitorRedis(url: string): Promise<RedisMonitor> {
+  const { hostname, port } = new URL(url);
+  const listeners: Array<(args: string[]) => void> = [];
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(port || 6379), hostname, () => socket.write('MONITOR\r\n'));
+    let buffered = '';
+    let started = false;
+    socket.setEncoding('utf8');
+    socket.once('error', reject);
+    socket.on('data', (chunk: string) => {
+      buffered += chunk;
+      let end: number;
+      while ((end = buffered.indexOf('\r\n')) !== -1) {
+        const line = buffered.slice(0, end);
+        buffered = buffered.slice(end + 2);
+        if (!started) {
+          if (line !== '+OK') return reject(new Error(`MONITOR answered ${line}`));
+          started = true;
+          resolve({ on: (listener) => listeners.push(listener), close: () => socket.destroy() });
+          continue;
+        }
+        // +1700000000.123456 [0 127.0.0.1:50000] "EVALSHA" "abc..." "1" ...
+        const args = [...line.matchAll(/"((?:[^"\\]|\\.)*)"/g)].map((match) => match[1]!.replace(/\\(.)/g, '$1'));
+        for (const listener of listeners) listener(args);
+      }
+    });
+  });
 }
