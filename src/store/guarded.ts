@@ -7,8 +7,11 @@
  * API, the CLI); an error the store reports about the query itself passes through as it is.
  *
  * The first such failure after a success is reported once (`down`), and the first success after it
- * once (`up`): an outage is one log line and its end another, not a line per request. The key cache
- * reads `reachable` to serve known keys without waiting while the store is away.
+ * once (`up`): an outage is one log line and its end another, not a line per request. Only a call
+ * begun after the last verdict can change it: a call sent before a freeze whose answer is read after
+ * the freeze was noticed (an event loop held up, then its timers run before its sockets) does not end
+ * the outage, and one sent during it that times out after the store came back does not begin another.
+ * The key cache reads `reachable` to serve known keys without waiting while the store is away.
  */
 import { errors, GatewayError } from '../errors';
 import type {
@@ -55,6 +58,8 @@ export class StoreDeadlineExceeded extends Error {
 
 export class GuardedKeyStore implements Store {
   private up = true;
+  /** Counts the verdicts: a call's outcome moves it only when no verdict came since the call began. */
+  private verdicts = 0;
 
   constructor(
     private readonly inner: Store,
@@ -236,18 +241,19 @@ export class GuardedKeyStore implements Store {
     const deadline = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new StoreDeadlineExceeded(this.timeoutMs)), this.timeoutMs);
     });
+    const begun = this.verdicts;
     const work = operation();
     try {
       const result = await Promise.race([work, deadline]);
-      this.succeeded();
+      this.succeeded(begun);
       return result;
     } catch (err) {
       if (!isUnreachable(err)) {
-        this.succeeded(); // the store answered, with an error about the call
+        this.succeeded(begun); // the store answered, with an error about the call
         throw err;
       }
       work.catch(() => undefined); // settles after we gave up on it
-      this.failed(err);
+      this.failed(begun, err);
       const unavailable = errors.keyStoreUnavailable();
       unavailable.cause = err;
       throw unavailable;
@@ -256,15 +262,17 @@ export class GuardedKeyStore implements Store {
     }
   }
 
-  private failed(cause: unknown): void {
-    if (!this.up) return;
+  private failed(begun: number, cause: unknown): void {
+    if (!this.up || begun !== this.verdicts) return;
     this.up = false;
+    this.verdicts++;
     this.events.down(cause);
   }
 
-  private succeeded(): void {
-    if (this.up) return;
+  private succeeded(begun: number): void {
+    if (this.up || begun !== this.verdicts) return;
     this.up = true;
+    this.verdicts++;
     this.events.up();
   }
 }

@@ -43,6 +43,43 @@ test('an outage is reported once as it begins and once as it ends, whatever the 
   expect(events).toEqual(['down', 'up']);
 });
 
+test('an answer read after the outage was noticed, to a call sent before it, does not end the outage', async () => {
+  const { inner, store, events } = guarded(5000);
+  const { record } = await issueKey(store, { name: 'k' });
+  inner.hold();
+  const sentBefore = store.findByDigest(record.digest); // in flight when the store goes away
+  inner.failing = true;
+  await expect(store.ping()).rejects.toMatchObject({ code: 'key_store_unavailable' });
+  expect(events).toEqual(['down']);
+  inner.failing = false;
+  inner.release();
+  expect(await sentBefore).toEqual(record); // answered, but it was sent before the verdict
+  expect(store.reachable).toBe(false);
+  expect(events).toEqual(['down']);
+  await store.ping(); // a call sent after the verdict is what ends it
+  expect(store.reachable).toBe(true);
+  expect(events).toEqual(['down', 'up']);
+});
+
+test('a call sent during the outage that fails after the store came back does not begin another', async () => {
+  const { inner, store, events } = guarded(5000);
+  const { record } = await issueKey(store, { name: 'k' });
+  inner.failing = true;
+  await store.ping().catch(() => undefined);
+  inner.hold();
+  const sentDuring = store.findByDigest(record.digest).catch((err: unknown) => err);
+  inner.failing = false;
+  await store.ping();
+  expect(events).toEqual(['down', 'up']);
+  inner.failing = true; // what the call sent during the outage meets
+  inner.release();
+  expect(await sentDuring).toMatchObject({ code: 'key_store_unavailable' }); // it still fails, as itself
+  expect(store.reachable).toBe(true);
+  expect(events).toEqual(['down', 'up']);
+  await store.ping().catch(() => undefined); // a call sent after the verdict that fails does
+  expect(events).toEqual(['down', 'up', 'down']);
+});
+
 test('empty batches ask the store nothing and say nothing of its health: an outage does not look over when they succeed', async () => {
   const { inner, store, events } = guarded();
   inner.failing = true;
