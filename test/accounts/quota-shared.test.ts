@@ -74,16 +74,19 @@ describe.each([
     });
 
     // Spend the quota through both replicas, with both keys, until one refuses.
+    const fast = { 'x-mock-tokens': '20', 'x-mock-tokens-per-second': '100000' };
     let refusedAt = 0;
     for (let i = 0; i < 400 && !refusedAt; i++) {
-      const response = await chat(i % 2 ? b : a, i % 3 ? first : second, { 'x-mock-tokens': '20', 'x-mock-tokens-per-second': '100000' });
+      const response = await chat(i % 2 ? b : a, i % 3 ? first : second, fast);
       if (response.status === 429) refusedAt = performance.now();
       else expect(response.status).toBe(200);
     }
     expect(refusedAt).toBeGreaterThan(0);
-    // Within a second, both replicas refuse both keys of the account.
+    // Within a second, both replicas refuse both keys of the account. A request still admitted meanwhile
+    // (room another replica's lease or the last sync left) is answered at once, so that the time
+    // measured is the gateway's, not a slow worker's.
     await eventually(async () => {
-      const answers = await Promise.all([chat(a, first), chat(a, second), chat(b, first), chat(b, second)]);
+      const answers = await Promise.all([chat(a, first, fast), chat(a, second, fast), chat(b, first, fast), chat(b, second, fast)]);
       return answers.every((response) => response.status === 429) ? answers : undefined;
     }, 3000);
     expect(performance.now() - refusedAt).toBeLessThan(1500);
