@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { errors, GatewayError, toGatewayError, WWW_AUTHENTICATE } from '../src/errors';
 
 type Factory = keyof typeof errors;
@@ -86,6 +88,15 @@ describe('the error catalogue', () => {
     expect(error.headers).toEqual(headers);
     expect(error.toBody()).toStrictEqual({ error: { message: error.message, type, param, code } });
     expect(error.message.length).toBeGreaterThan(10);
+  });
+
+  test("docs/errors.md lists exactly the catalogue's codes, each with its status and type", () => {
+    const doc = readFileSync(path.join(__dirname, '..', 'docs', 'errors.md'), 'utf8');
+    const table = doc.slice(doc.indexOf('## The catalogue'));
+    const documented = [...table.matchAll(/^\| `([a-z_]+)` \| (\d{3}) \| `([a-z_]+)` \|/gm)].map(([, code, status, type]) => `${code} ${status} ${type}`);
+    const written = Object.values(catalogue).map(({ code, status, type }) => `${code} ${status} ${type}`);
+    expect(documented.length).toBeGreaterThan(40); // control: the table's rows are read
+    expect([...new Set(documented)].sort()).toEqual([...new Set(written)].sort());
   });
 
   test('401s tell the client both schemes', () => {
