@@ -14,7 +14,8 @@ export { DEFAULT_FORWARD_HEADERS, NEVER_FORWARDED, type UpstreamSettings } from 
 
 export const DEFAULT_CONFIG_FILE = path.join(__dirname, '..', 'config', 'default.yaml');
 
-const schema = z.strictObject({
+/** Every setting of the file: exported for the test that keeps docs/configuration.md complete. */
+export const configSchema = z.strictObject({
   listen: z
     .strictObject({
       host: host.default('0.0.0.0'),
@@ -283,7 +284,7 @@ const schema = z.strictObject({
 
 type Overrides<T> = { [K in keyof T]?: T[K] extends readonly unknown[] ? T[K] : T[K] extends object ? Partial<T[K]> : T[K] };
 
-type Parsed = z.output<typeof schema>;
+type Parsed = z.output<typeof configSchema>;
 export type ProviderConfig = Omit<Parsed['providers'][string], 'upstream'> & { upstream?: Overrides<UpstreamSettings> };
 export type Config = Omit<Parsed, 'upstream' | 'providers'> & {
   upstream: UpstreamSettings;
@@ -336,7 +337,7 @@ function withEnvironment(document: unknown, env: NodeJS.ProcessEnv): unknown {
 }
 
 export function parseConfig(document: unknown, source = 'config'): Config {
-  const result = schema.safeParse(document);
+  const result = configSchema.safeParse(document);
   if (!result.success) {
     const problems = result.error.issues.map((issue) => `  ${fieldPath(issue.path) || '(top level)'}: ${issue.message}`);
     throw new ConfigError(`config ${source} is not valid:\n${problems.join('\n')}`);
