@@ -257,14 +257,14 @@ async function membersCommand(args: string[]): Promise<number> {
   if (action === 'password-link') return passwordLinkCommand(values);
   if (!values.account) throw new UsageError(`members ${action ?? ''} needs --account ID`);
   const account = values.account;
-  return withAccounts(values.config, async (accounts) => {
+  return withAccounts(values.config, async (accounts, config) => {
     if (action === 'add') {
       if (!values.email || !values.role) throw new UsageError('members add needs --email EMAIL and --role owner|member');
       const { member, person } = await accounts.addMember(account, { email: values.email, role: values.role }, OPERATOR, undefined);
       // Someone without a password gets a one-time link to set it (unless they sign in with the identity provider).
       const link = person.passwordHash === null ? passwordPath(await accounts.passwordLink(person.email, account, OPERATOR, undefined)) : undefined;
       if (values.json) process.stdout.write(JSON.stringify({ ...member, ...(link ? { passwordLink: link } : {}) }) + '\n');
-      else process.stdout.write(`${member.email} is ${member.role} of ${account}${link ? `\nset the password once at https://<this gateway>${link}` : ''}\n`);
+      else process.stdout.write(`${member.email} is ${member.role} of ${account}${link ? `\nset the password once at ${consoleOrigin(config)}${link}` : ''}\n`);
       return 0;
     }
     if (action === 'list') {

@@ -136,6 +136,9 @@ test('accounts and members from the CLI: made, listed, and a key made in the acc
   const added = await cli(['members', 'add', '--account', account.id, '--email', 'Lead@Example.com', '--role', 'owner', '--json', ...config]);
   expect(added.status).toBe(0);
   expect(JSON.parse(added.stdout)).toMatchObject({ accountId: account.id, email: 'lead@example.com', role: 'owner', addedBy: 'cli', passwordLink: expect.stringMatching(/^\/console\/#set-password=[A-Za-z0-9_-]{43}$/) });
+  // Without --json, the link is a whole URL to open (console.publicUrl, else the listen address).
+  const printed = await cli(['members', 'add', '--account', account.id, '--email', 'second@example.com', '--role', 'member', ...config]);
+  expect(printed.stdout).toMatch(/^second@example\.com is member of acc_\S+\nset the password once at https:\/\/[^/<>\s]+\/console\/#set-password=[A-Za-z0-9_-]{43}\n$/);
   expect((await cli(['members', 'list', '--account', account.id, ...config])).stdout).toMatch(/^lead@example\.com\towner\tadded .* by cli$/m);
   const lastOwner = await cli(['members', 'remove', '--account', account.id, '--email', 'lead@example.com', ...config]);
   expect(lastOwner.status).toBe(1);
