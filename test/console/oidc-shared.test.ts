@@ -43,7 +43,7 @@ beforeAll(async () => {
     },
   };
   const env = { OIDC_SECRET: SECRET, NODE_EXTRA_CA_CERTS: tls.certFile, CHATGATE_ADMIN_TOKEN: ADMIN_TOKEN };
-  [a, b] = await Promise.all(['a', 'b'].map((name) => startGatewayProcess(dir, name, settings, env)));
+  [a, b] = (await Promise.all(['a', 'b'].map((name) => startGatewayProcess(dir, name, settings, env)))) as [GatewayProcess, GatewayProcess];
   await provider.send({ cmd: 'configure', clients: [{ client_id: CLIENT_ID, client_secret: SECRET, redirect_uris: [a, b].map((gw) => `${gw.url}/console/api/oidc/callback`) }] });
 
   const team = await request(a.adminUrl, { method: 'POST', path: '/admin/api/accounts', headers: admin, body: JSON.stringify({ name: 'kims-team' }) });

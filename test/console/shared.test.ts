@@ -26,7 +26,7 @@ beforeAll(async () => {
   dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-console-shared-'));
   database = await createTestDatabase();
   const settings = { admin: { host: '127.0.0.1', port: 0, token: TOKEN }, providers: { mock: { workers: [worker.url] } }, keyStore: { type: 'postgres', url: database.url } };
-  [a, b] = await Promise.all(['a', 'b'].map((name) => startGatewayProcess(dir, name, settings)));
+  [a, b] = (await Promise.all(['a', 'b'].map((name) => startGatewayProcess(dir, name, settings)))) as [GatewayProcess, GatewayProcess];
 });
 afterAll(async () => {
   await Promise.all([a, b].filter(Boolean).map((replica) => stopProcess(replica.child)));

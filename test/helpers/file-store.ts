@@ -38,7 +38,7 @@ export async function fileStoreWithEverything(file: string) {
 
 
 /** `chatgate store import`'s report: kind -> [imported, already there]. */
-export const importCounts = (stdout: string) => Object.fromEntries([...stdout.matchAll(/^ {2}(\w+) +(\d+) imported, (\d+) already there/gm)].map((m) => [m[1], [Number(m[2]), Number(m[3])]]));
+export const importCounts = (stdout: string) => Object.fromEntries([...stdout.matchAll(/^ {2}(\w+) +(\d+) imported, (\d+) already there/gm)].map((m): [string, [number, number]] => [m[1]!, [Number(m[2]), Number(m[3])]]));
 
 /** What a store holds after the import reads, kind by kind, as the file store held it (once, not twice). */
 export async function expectReadsBackAs(store: Store, source: FileKeyStore, { record, teamKey }: { record: KeyRecord; teamKey: KeyRecord }): Promise<void> {

@@ -77,7 +77,7 @@ test(`a replica on default settings starts within 10 s over ${SEEDED.toLocaleStr
 
   // The store was not empty: no first key, nothing but the seed and the real key.
   expect(replica.stderr()).not.toContain('The key store was empty');
-  const [{ count }] = await sql<{ count: string }>('select count(*) from chatgate_keys');
-  expect(Number(count)).toBe(SEEDED + 1);
+  const [row] = await sql<{ count: string }>('select count(*) from chatgate_keys');
+  expect(Number(row?.count)).toBe(SEEDED + 1);
   expect(await sql("select 1 from chatgate_audit where actor = 'first-start' and action = 'key.created'")).toEqual([]);
 }, 60_000);
