@@ -134,8 +134,8 @@ export function judgeTargets(results: Results): Verdict[] {
     verdicts.push({ target, figure: Number.isFinite(figure) ? `${fixed(figure, digits)}${unit}` : 'n/a', met: Number.isFinite(figure) && met(figure) });
   const ratio = (pair: string) => results.ratios[pair]?.median ?? NaN;
   const f = results.figures;
-  const added = (figure: 'p99' | 'seqP50') => (f['chatgate']?.[figure] ?? NaN) - (f['direct']?.[figure] ?? NaN);
-  if (f['chatgate']) {
+  const added = (figure: 'p99' | 'seqP50') => (f.chatgate?.[figure] ?? NaN) - (f.direct?.[figure] ?? NaN);
+  if (f.chatgate) {
     judge('chatgate ≥ 1.0× bare Express (requests/s)', ratio('chatgate/bare Express'), 2, '×', (x) => x >= 1);
     judge('chatgate ≥ 0.6× bare proxy (requests/s)', ratio('chatgate/bare proxy'), 2, '×', (x) => x >= 0.6);
     judge(`added p99 over direct ≤ 2 ms @${results.plan.rate}/s`, added('p99'), 2, ' ms', (x) => x <= 2);
@@ -160,7 +160,7 @@ export function report(results: Results): string {
   const [fewest, most] = [streamRuns[0], streamRuns[streamRuns.length - 1]];
   const oneDecimal = (figure: number) => fixed(figure, 1);
   const f = results.figures;
-  const direct = f['direct'];
+  const direct = f.direct;
   const rows = Object.entries(f).map(([name, x]) => [
     name,
     fixed(x.rps!, 0),
@@ -211,7 +211,7 @@ export function report(results: Results): string {
     results.smoke ? 'targets, not judged (a smoke run is too short for its figures to mean anything):' : "targets, on this run's figures:",
     ...judgeTargets(results).map(({ target, figure, met }) => `  ${(results.smoke ? '-' : met ? 'met' : figure === 'n/a' ? 'not measured' : 'MISSED').padEnd(12)} ${target}: ${figure}`),
   ];
-  return lines.join('\n') + '\n';
+  return `${lines.join('\n')}\n`;
 }
 
 function bodyLine(body: Results['body']): string[] {
@@ -223,6 +223,6 @@ function bodyLine(body: Results['body']): string[] {
 
 function table(rows: string[][]): string {
   const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
-  const line = (row: string[]) => '| ' + row.map((cell, column) => cell.padEnd(widths[column]!)).join(' | ') + ' |';
-  return [line(rows[0]!), '|' + widths.map((w) => '-'.repeat(w + 2)).join('|') + '|', ...rows.slice(1).map(line)].join('\n');
+  const line = (row: string[]) => `| ${row.map((cell, column) => cell.padEnd(widths[column]!)).join(' | ')} |`;
+  return [line(rows[0]!), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...rows.slice(1).map(line)].join('\n');
 }

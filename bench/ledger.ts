@@ -205,7 +205,7 @@ export function ledgerReport(results: LedgerResults): string {
     ...results.pages.filter((page) => page.target).map((page) => `${page.p95 < TARGET_MS ? 'met   ' : 'MISSED'}  ${page.name} under ${TARGET_MS} ms at p95: ${page.p95} ms`),
   ];
   if (results.failures.length > 0) lines.push(`FAILED requests: ${results.failures.slice(0, 5).join('; ')}`);
-  return lines.join('\n') + '\n';
+  return `${lines.join('\n')}\n`;
 }
 
 /** The command line: `--ledger [--smoke]`. */
@@ -228,7 +228,7 @@ export async function main(argv = process.argv.slice(2)): Promise<void> {
   const resultsDir = path.join(repositoryRoot(), 'bench', 'results');
   mkdirSync(resultsDir, { recursive: true });
   const file = path.join(resultsDir, `${results.at.replace(/[:.]/g, '-')}-ledger${smoke ? '-smoke' : ''}.json`);
-  writeFileSync(file, JSON.stringify(results, null, 2) + '\n');
-  process.stdout.write(ledgerReport(results) + `figures written to ${path.relative(process.cwd(), file)}\n`);
+  writeFileSync(file, `${JSON.stringify(results, null, 2)}\n`);
+  process.stdout.write(`${ledgerReport(results)}figures written to ${path.relative(process.cwd(), file)}\n`);
   if (results.failures.length > 0) process.exitCode = 1;
 }

@@ -141,7 +141,7 @@ async function streams(task: Extract<Task, { kind: 'streams' }>) {
       if (last === undefined) {
         firstToken.push(at - began);
         peakOpen = Math.max(peakOpen, ++open);
-        if (open === task.streams) process.stdout.write(JSON.stringify({ plateau: true }) + '\n');
+        if (open === task.streams) process.stdout.write(`${JSON.stringify({ plateau: true })}\n`);
       } else betweenTokens.push(at - last);
       last = at;
     });
@@ -176,7 +176,7 @@ async function runAll(tasks: Task[]): Promise<void> {
   for (const [index, task] of tasks.entries()) {
     if (index > 0) await new Promise((resolve) => setTimeout(resolve, BETWEEN_TASKS_MS));
     const result = await (runners[task.kind] as (task: Task) => Promise<unknown>)(task);
-    process.stdout.write(JSON.stringify({ result, index }) + '\n');
+    process.stdout.write(`${JSON.stringify({ result, index })}\n`);
   }
 }
 

@@ -186,8 +186,8 @@ async function main() {
     const resultsDir = path.join(ROOT, 'bench', 'results');
     mkdirSync(resultsDir, { recursive: true });
     const file = path.join(resultsDir, `${results.at.replace(/[:.]/g, '-')}${SMOKE ? '-smoke' : ''}.json`);
-    writeFileSync(file, JSON.stringify(results, null, 2) + '\n');
-    process.stdout.write(report(results) + `\nfigures written to ${path.relative(process.cwd(), file)}\n`);
+    writeFileSync(file, `${JSON.stringify(results, null, 2)}\n`);
+    process.stdout.write(`${report(results)}\nfigures written to ${path.relative(process.cwd(), file)}\n`);
     const failed = failedRequests(rounds);
     if (failed.length > 0) {
       // A smoke run in CI must not pass on a gateway that answers errors.

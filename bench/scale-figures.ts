@@ -174,7 +174,7 @@ export function scaleReport(results: ScaleResults): string {
       `${fixed(store.seedSeconds.full, 1)} s`,
       seconds(store.startupMs.empty),
       seconds(store.startupMs.mid),
-      store.workingSets.map((set) => fixed(set.startupMs / 1000, 2)).join(', ') + ' s',
+      `${store.workingSets.map((set) => fixed(set.startupMs / 1000, 2)).join(', ')} s`,
       createsAt(store, 0),
       createsAt(store, plan.midKeys),
       createsAt(store, plan.keys),
@@ -193,7 +193,7 @@ export function scaleReport(results: ScaleResults): string {
     ...judgeScale(results).map((v) => `  ${v.verdict.padEnd(12)} ${v.goal}: ${v.figure}`),
     '```',
   ];
-  return lines.join('\n') + '\n';
+  return `${lines.join('\n')}\n`;
 }
 
 /** Requests that did not answer as they should, per store: a run with any is not a measurement of a working gateway. */

@@ -370,8 +370,8 @@ export async function main(argv = process.argv.slice(2)): Promise<void> {
   const resultsDir = path.join(repositoryRoot(), 'bench', 'results');
   mkdirSync(resultsDir, { recursive: true });
   const file = path.join(resultsDir, `${results.at.replace(/[:.]/g, '-')}-scale${smoke ? '-smoke' : ''}.json`);
-  writeFileSync(file, JSON.stringify(results, null, 2) + '\n');
-  process.stdout.write(scaleReport(results) + `\nfigures written to ${path.relative(process.cwd(), file)}; ${Math.round((performance.now() - started) / 1000)} s in all\n`);
+  writeFileSync(file, `${JSON.stringify(results, null, 2)}\n`);
+  process.stdout.write(`${scaleReport(results)}\nfigures written to ${path.relative(process.cwd(), file)}; ${Math.round((performance.now() - started) / 1000)} s in all\n`);
   const failed = scaleFailures(results);
   if (failed.length > 0) {
     progress(`requests failed (${failed.map(([store, n]) => `${store}: ${n}`).join(', ')}): those figures are not of a working gateway`);

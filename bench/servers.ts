@@ -64,7 +64,7 @@ async function main(): Promise<Record<string, number>> {
 }
 
 main().then(
-  (ports) => process.stdout.write(JSON.stringify({ ports }) + '\n'),
+  (ports) => process.stdout.write(`${JSON.stringify({ ports })}\n`),
   (err: Error) => {
     process.stderr.write(`${err.message}\n`);
     process.exit(1);

@@ -78,7 +78,10 @@ async function serve(args: string[]): Promise<number> {
   // change nothing.
   let running: Gateway | undefined;
   let reloadAsked = false;
-  process.on('SIGHUP', () => (running ? void running.reload() : (reloadAsked = true)));
+  process.on('SIGHUP', () => {
+    if (running) void running.reload();
+    else reloadAsked = true;
+  });
   const stopAsked = new Promise<void>((resolve) => {
     process.on('SIGTERM', resolve);
     process.on('SIGINT', resolve);
@@ -136,13 +139,13 @@ async function keys(args: string[]): Promise<number> {
       });
       const accountId = values.account ?? (await defaultAccountId(store));
       const { key, record } = await accounts.createKey(accountId, { name: values.name, models: values.models ?? [], endpoints, allowedIps, expiresAt, rateLimit, budget: budgetOf(values) }, OPERATOR, undefined);
-      if (values.json) process.stdout.write(JSON.stringify({ ...publicView(record), key }) + '\n');
+      if (values.json) process.stdout.write(`${JSON.stringify({ ...publicView(record), key })}\n`);
       else process.stdout.write(`${key}\n(id ${record.id}; this key is shown once: the store keeps only its digest)\n`);
       return 0;
     }
     if (action === 'list') {
       const records = (await store.list(values.account)).map(publicView);
-      if (values.json) process.stdout.write(JSON.stringify(records) + '\n');
+      if (values.json) process.stdout.write(`${JSON.stringify(records)}\n`);
       else for (const r of records) process.stdout.write(`${r.id}\t${r.prefix}…\t${printable(r.name)}\t${r.revokedAt ? 'revoked' : r.expiresAt && Date.parse(r.expiresAt) <= Date.now() ? 'expired' : 'active'}\t${r.models.join(',') || '*'}\tlast used ${r.lastUsedAt ?? 'never'}\n`);
       return 0;
     }
@@ -158,7 +161,7 @@ async function keys(args: string[]): Promise<number> {
       if (!id) throw new UsageError('keys rotate needs the key id');
       const rotated = await accounts.rotateKey(await accounts.key(id, undefined), OPERATOR, undefined, graceSeconds(values['grace-seconds']));
       const view = publicView(rotated.record);
-      if (values.json) process.stdout.write(JSON.stringify({ ...view, key: rotated.key }) + '\n');
+      if (values.json) process.stdout.write(`${JSON.stringify({ ...view, key: rotated.key })}\n`);
       else process.stdout.write(`${rotated.key}\n(id ${id}: same settings, new secret; the old one ${view.previousKeyExpiresAt ? `keeps working until ${view.previousKeyExpiresAt}` : 'stops working'})\n`);
       return 0;
     }
@@ -192,7 +195,7 @@ async function mockWorker(args: string[]): Promise<number> {
   runMockWorker(values.host, wholeNumber('--port', values.port), {
     latencyMs: wholeNumber('--latency-ms', values['latency-ms']),
     tokensPerSecond: positiveNumber('--tokens-per-second', values['tokens-per-second']),
-    ...(values['log-requests'] ? { onRequest: (id) => process.stdout.write(JSON.stringify({ msg: 'request', requestId: id ?? null }) + '\n') } : {}),
+    ...(values['log-requests'] ? { onRequest: (id) => process.stdout.write(`${JSON.stringify({ msg: 'request', requestId: id ?? null })}\n`) } : {}),
   });
   return -1; // keeps running
 }
@@ -238,12 +241,12 @@ async function accountsCommand(args: string[]): Promise<number> {
       if (!values.name) throw new UsageError('accounts create needs --name NAME');
       const quota = { tokensPerDay: quotaValue('--tokens-per-day', values['tokens-per-day']), tokensPerMonth: quotaValue('--tokens-per-month', values['tokens-per-month']) };
       const account = await accounts.createAccount(values.name, OPERATOR, undefined, quota, budgetOf(values));
-      process.stdout.write(values.json ? JSON.stringify(account) + '\n' : `${account.id}\t${printable(account.name)}\n`);
+      process.stdout.write(values.json ? `${JSON.stringify(account)}\n` : `${account.id}\t${printable(account.name)}\n`);
       return 0;
     }
     if (action === 'list') {
       const list = await accounts.store.listAccounts();
-      if (values.json) process.stdout.write(JSON.stringify(list) + '\n');
+      if (values.json) process.stdout.write(`${JSON.stringify(list)}\n`);
       else for (const a of list) process.stdout.write(`${a.id}\t${printable(a.name)}\tquota per day ${a.quota.tokensPerDay ?? 'none'}, per month ${a.quota.tokensPerMonth ?? 'none'}; budget per day ${a.budget.perDay ?? 'none'}, per month ${a.budget.perMonth ?? 'none'}\n`);
       return 0;
     }
@@ -263,14 +266,14 @@ async function membersCommand(args: string[]): Promise<number> {
       const { member, person } = await accounts.addMember(account, { email: values.email, role: values.role }, OPERATOR, undefined);
       // Someone without a password gets a one-time link to set it (unless they sign in with the identity provider).
       const link = person.passwordHash === null ? passwordPath(await accounts.passwordLink(person.email, account, OPERATOR, undefined)) : undefined;
-      if (values.json) process.stdout.write(JSON.stringify({ ...member, ...(link ? { passwordLink: link } : {}) }) + '\n');
+      if (values.json) process.stdout.write(`${JSON.stringify({ ...member, ...(link ? { passwordLink: link } : {}) })}\n`);
       else process.stdout.write(`${member.email} is ${member.role} of ${account}${link ? `\nset the password once at ${consoleOrigin(config)}${link}` : ''}\n`);
       return 0;
     }
     if (action === 'list') {
       await accounts.account(account);
       const members = await accounts.store.listMembers(account);
-      if (values.json) process.stdout.write(JSON.stringify(members) + '\n');
+      if (values.json) process.stdout.write(`${JSON.stringify(members)}\n`);
       else for (const m of members) process.stdout.write(`${m.email}\t${m.role}\tadded ${m.addedAt} by ${m.addedBy}\n`);
       return 0;
     }
@@ -297,7 +300,7 @@ async function passwordLinkCommand(values: { config?: string; email?: string; ac
     }
     const token = await accounts.passwordLink(email, values.account ?? null, OPERATOR, undefined);
     const link = `${consoleOrigin(config)}${passwordPath(token)}`;
-    if (values.json) process.stdout.write(JSON.stringify({ email, path: passwordPath(token), url: link }) + '\n');
+    if (values.json) process.stdout.write(`${JSON.stringify({ email, path: passwordPath(token), url: link })}\n`);
     else process.stdout.write(`${link}\n(a one-time link for ${email} to set their password: it works once, for a week, and voids older links)\n`);
     return 0;
   });

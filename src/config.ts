@@ -113,7 +113,7 @@ export const configSchema = z.strictObject({
   /** Public model names (`gpt-4o`) for configured models, so clients written against other names run unchanged. */
   models: z
     .strictObject({
-      aliases: z.record(z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._:\/-]{0,127}$/, 'alias names are letters, digits, ".", "_", ":", "/" and "-", at most 128'), alias).default({}),
+      aliases: z.record(z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$/, 'alias names are letters, digits, ".", "_", ":", "/" and "-", at most 128'), alias).default({}),
     })
     .prefault({}),
   mockWorker: z

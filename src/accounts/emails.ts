@@ -12,6 +12,7 @@ const MAX_LENGTH = 254;
 export function normalizeEmail(value: unknown): string | undefined {
   if (typeof value !== 'string') return undefined;
   const email = value.trim().replace(/[A-Z]+/g, (letters) => letters.toLowerCase());
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what this refuses
   return email.length <= MAX_LENGTH && SHAPE.test(email) && !/[\u0000-\u001f\u007f]/.test(email) ? email : undefined;
 }
 

@@ -130,7 +130,10 @@ export function reserveNow(tracker: QuotaTracker, key: CallerKey, named: string 
 
 function reserveRead(tracker: QuotaTracker, key: CallerKey, endUser: string | undefined, amount: number, res: Response, holdAfterCloseMs: number, done: (outcome: QuotaReservation | (QuotaRefusal & { room: number }) | undefined) => void): void {
   const reservation = tracker.reserve(key, amount, endUser);
-  if (reservation === undefined || 'scope' in reservation) return done(reservation);
+  if (reservation === undefined || 'scope' in reservation) {
+    done(reservation);
+    return;
+  }
   const context = contextOf(res);
   let closed = false;
   res.once('close', () => {
@@ -138,7 +141,10 @@ function reserveRead(tracker: QuotaTracker, key: CallerKey, endUser: string | un
     if (context.firstByteAt === undefined && (res.writableFinished || context.sentAt === undefined)) reservation.release();
     else setTimeout(() => reservation.release(), holdAfterCloseMs).unref();
   });
-  if (!reservation.shared) return done(reservation);
+  if (!reservation.shared) {
+    done(reservation);
+    return;
+  }
   void reservation.shared.then((refusal) => {
     if (refusal) reservation.release();
     if (closed) return reservation.release();

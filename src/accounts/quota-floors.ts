@@ -28,7 +28,8 @@ export async function readFloors(counters: Map<string, Counter>, events: QuotaEv
     let list = due.get(counter.accountId);
     if (!list) {
       if (due.size === FLOOR_ACCOUNTS_PER_SYNC) continue;
-      due.set(counter.accountId, (list = []));
+      list = [];
+      due.set(counter.accountId, list);
     }
     list.push(entry);
   }

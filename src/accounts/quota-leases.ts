@@ -41,7 +41,9 @@ export function askShared(leases: SharedLeases | undefined, counters: readonly R
       // What the shared counters hold is news to this replica's count too: near a limit a replica asks
       // at almost every request, so its count is then as fresh as its last request's (should Redis go
       // away, it counts on from there, not from its last sync).
-      short.forEach(({ counter }, i) => (counter.synced = Math.max(counter.synced, outcome.used[i] ?? 0)));
+      short.forEach(({ counter }, i) => {
+        counter.synced = Math.max(counter.synced, outcome.used[i] ?? 0);
+      });
       if (outcome.short === undefined) return undefined;
       const { kind, period } = short[outcome.short]!;
       // What a capped request could still take: on each asked counter its room and what its lease left it.

@@ -160,7 +160,10 @@ export function usageSums(rows: readonly UsageDay[], today: string, measure: Mea
     const amount = measure.used(row);
     for (const id of [row.keyId, '']) {
       let sum = sums.get(id);
-      if (!sum) sums.set(id, (sum = { day: 0, month: 0 }));
+      if (!sum) {
+        sum = { day: 0, month: 0 };
+        sums.set(id, sum);
+      }
       if (row.date === today) sum.day += amount;
       if (row.date.startsWith(month)) sum.month += amount;
     }

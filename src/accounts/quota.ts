@@ -240,7 +240,10 @@ export class QuotaTracker {
     this.activeAccounts.set(key.accountId, this.syncs);
     const day = at.toISOString().slice(0, 10);
     let held = this.held.get(key.accountId);
-    if (!held) this.held.set(key.accountId, (held = new Map()));
+    if (!held) {
+      held = new Map();
+      this.held.set(key.accountId, held);
+    }
     held.set(day, (held.get(day) ?? 0) + tokens);
   }
 

@@ -119,7 +119,9 @@ export class RedisQuotaCounters implements QuotaCounters {
         (answer) => {
           this.lastSeen = Math.max(this.lastSeen, sent);
           // Redis's totals, fresher than the last read: what this replica counts from should Redis go away.
-          asks.forEach((ask, i) => this.lastRedis.set(ask.scope, Math.max(this.lastRedis.get(ask.scope) ?? 0, answer.used[i] ?? 0)));
+          asks.forEach((ask, i) => {
+            this.lastRedis.set(ask.scope, Math.max(this.lastRedis.get(ask.scope) ?? 0, answer.used[i] ?? 0));
+          });
           return answer;
         },
         (err: unknown) => {
@@ -266,7 +268,9 @@ export class RedisQuotaCounters implements QuotaCounters {
       // Never counted anywhere: created at 0, so that the store is asked once, not every sync.
       await this.mustBeNew(missing);
       const created = await this.redis.chatgateQuotaSeed(missing.length, ...missing.map(counterKey), ...missing.flatMap((scope) => [0, ttlOf(scope)]));
-      missing.forEach((scope, i) => totals.set(scope, Number(created[i])));
+      missing.forEach((scope, i) => {
+        totals.set(scope, Number(created[i]));
+      });
     }
     this.held.readBack(mark, scopes, totals, values.slice(scopes.length));
     this.lastSeen = Math.max(this.lastSeen, sent);

@@ -61,7 +61,7 @@ export function shareRow(share: UsageShare, by: BreakdownQuery['by']) {
 /** A breakdown as CSV: one row a model or end user. */
 export function breakdownCsv(shares: readonly UsageShare[], by: BreakdownQuery['by']): string {
   const rows = shares.map((share) => [share.group, share.requests, share.refused, share.promptTokens, share.completionTokens, amountOf(share.costNanos)].map(csvCell).join(','));
-  return [`${by},requests,refused,promptTokens,completionTokens,cost`, ...rows].join('\r\n') + '\r\n';
+  return `${[`${by},requests,refused,promptTokens,completionTokens,cost`, ...rows].join('\r\n')}\r\n`;
 }
 
 /** A CSV cell, quoted as CSV needs; a leading =+-@ defused for spreadsheets. */
@@ -74,7 +74,7 @@ function csvCell(value: string | number): string {
 /** One row a key and day (requests served by a worker; refused ones last, a column added after the others); key names are quoted as CSV needs, and a leading =+-@ is defused for spreadsheets. */
 export function usageCsv(days: readonly UsageDay[], keyNames: ReadonlyMap<string, string>): string {
   const rows = days.map((day) => [day.date, day.keyId, keyNames.get(day.keyId) ?? workloadSubject(day.keyId) ?? '', day.requests, day.promptTokens, day.completionTokens, day.refused, amountOf(day.costNanos)].map(csvCell).join(','));
-  return ['date,keyId,keyName,requests,promptTokens,completionTokens,refused,cost', ...rows].join('\r\n') + '\r\n';
+  return `${['date,keyId,keyName,requests,promptTokens,completionTokens,refused,cost', ...rows].join('\r\n')}\r\n`;
 }
 
 /** A day of usage as the APIs answer it: its cost in the price table's currency, not in nano-units. */

@@ -146,8 +146,11 @@ export class KeyCache {
 
   /** What a store change notice means here: these keys changed, or (undefined) any may have. */
   applyChanges(digests: string[] | undefined): void {
-    if (digests) digests.forEach((digest) => this.invalidate(digest));
-    else this.suspectAll();
+    if (digests) {
+      for (const digest of digests) this.invalidate(digest);
+    } else {
+      this.suspectAll();
+    }
   }
 
   /** Changes may have been missed: every known key is confirmed on its next use; unknown keys are forgotten. */
@@ -171,7 +174,7 @@ export class KeyCache {
     if (entry) {
       const now = this.now();
       this.watchFeed(now);
-      const live = this.feed !== undefined && this.feed.live && entry.confirmedAt >= this.feed.since;
+      const live = this.feed?.live && entry.confirmedAt >= this.feed.since;
       // Live: aged by its confirmation against the long max age. Otherwise: by when the store's word
       // on it was last known current against the TTL.
       const window = live ? (this.options.maxAgeMs ?? this.options.ttlMs) : this.options.ttlMs;

@@ -19,6 +19,7 @@ export const MAX_QUOTA = 1e15;
 const MAX_MODELS = 100;
 
 // C0 and C1 controls, DEL, and the bidirectional embeddings, overrides and isolates.
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what names must not hold
 const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/;
 
 /** Why a name cannot be used (as the end of a sentence starting with its field name), or undefined when it can. */

@@ -34,5 +34,5 @@ export function displayPrefix(key: string): string {
 }
 
 export function newKeyId(): string {
-  return 'key_' + randomBytes(9).toString('base64url');
+  return `key_${randomBytes(9).toString('base64url')}`;
 }

@@ -179,7 +179,10 @@ export class UsageRecorder {
     }
     const day = `${keyId} ${date}`;
     let seen = this.pairs.get(day);
-    if (!seen) this.pairs.set(day, (seen = new Set()));
+    if (!seen) {
+      seen = new Set();
+      this.pairs.set(day, seen);
+    }
     const pair = `${detail.model} ${detail.endUser}`;
     if (seen.has(pair)) return detail;
     if (seen.size >= this.pairsPerKeyDay || this.pairsToday >= PROCESS_PAIRS * this.pairsPerKeyDay) return { model: OVER_CAP, endUser: OVER_CAP };

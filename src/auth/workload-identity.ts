@@ -114,7 +114,8 @@ class Issuer {
 
   /** Discovery (when its JWKS address is not known, or the last fetch failed) and the JWKS, within one FETCH_TIMEOUT_MS. */
   private async fetch(): Promise<void> {
-    const deadline = (this.fetchedAt = this.now()) + FETCH_TIMEOUT_MS;
+    this.fetchedAt = this.now();
+    const deadline = this.fetchedAt + FETCH_TIMEOUT_MS;
     const left = () => Math.max(1, deadline - this.now());
     try {
       const jwksUri = this.jwksUri ?? (await this.discover(left()));

@@ -68,6 +68,7 @@ export function limitValue(flag: string, text: string): number {
 
 /** A name as it may reach a terminal: control characters and direction overrides written as \u escapes. */
 export function printable(name: string): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what gets escaped here
   return name.replace(/[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 

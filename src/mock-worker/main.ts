@@ -6,7 +6,7 @@ export function runMockWorker(host: string, port: number, options: MockWorkerOpt
   const server = createMockWorker(options);
   server.listen(port, host, () => {
     const address = server.address() as AddressInfo;
-    process.stdout.write(JSON.stringify({ msg: 'mock worker listening', host: address.address, port: address.port }) + '\n');
+    process.stdout.write(`${JSON.stringify({ msg: 'mock worker listening', host: address.address, port: address.port })}\n`);
     process.send?.({ port: address.port });
   });
   server.on('error', (err) => {

@@ -112,7 +112,8 @@ function answer(endpoint: Endpoint, req: http.IncomingMessage, res: http.ServerR
   try {
     request = JSON.parse(body);
   } catch {
-    return json(res, 400, { error: { message: 'mock worker: body is not JSON', type: 'invalid_request_error', param: null, code: null } });
+    json(res, 400, { error: { message: 'mock worker: body is not JSON', type: 'invalid_request_error', param: null, code: null } });
+    return;
   }
   const control = controlsOf(req, options);
   if (control.fail === 'stall') return; // never answer; the gateway's timeout or the client gives up
@@ -121,11 +122,15 @@ function answer(endpoint: Endpoint, req: http.IncomingMessage, res: http.ServerR
     return;
   }
   if (control.fail === 'status-500') {
-    return json(res, 500, { error: { message: 'mock worker: failing on purpose', type: 'server_error', param: null, code: null } });
+    json(res, 500, { error: { message: 'mock worker: failing on purpose', type: 'server_error', param: null, code: null } });
+    return;
   }
 
   const model = typeof request.model === 'string' ? request.model : 'echo';
-  if (endpoint === 'embeddings') return embeddings(res, request, model, control);
+  if (endpoint === 'embeddings') {
+    embeddings(res, request, model, control);
+    return;
+  }
   const maxTokens = endpoint === 'responses' ? request.max_output_tokens : request.max_tokens;
   const limit = typeof maxTokens === 'number' && maxTokens > 0 ? maxTokens : control.tokens;
   const tokenCount = Math.min(limit, control.tokens);
@@ -135,8 +140,14 @@ function answer(endpoint: Endpoint, req: http.IncomingMessage, res: http.ServerR
   const usage = { prompt_tokens: prompt, completion_tokens: tokenCount, total_tokens: 0 };
   usage.total_tokens = usage.prompt_tokens + usage.completion_tokens;
   const finishReason = limit < control.tokens ? 'length' : 'stop';
-  if (endpoint === 'completions') return completion(res, request, model, control, tokenCount, tokenAt, usage, finishReason);
-  if (endpoint === 'responses') return response(res, request, model, control, tokenCount, tokenAt, usage);
+  if (endpoint === 'completions') {
+    completion(res, request, model, control, tokenCount, tokenAt, usage, finishReason);
+    return;
+  }
+  if (endpoint === 'responses') {
+    response(res, request, model, control, tokenCount, tokenAt, usage);
+    return;
+  }
   const id = `chatcmpl-mock-${randomUUID()}`;
   const created = Math.floor(Date.now() / 1000);
 
@@ -233,7 +244,8 @@ function completion(res: http.ServerResponse, request: MockRequest, model: strin
   const created = Math.floor(Date.now() / 1000);
   const text = Array.from({ length: tokens }, (_, i) => tokenAt(i)).join('');
   if (request.stream !== true) {
-    return after(control, tokens, () => json(res, 200, { id, object: 'text_completion', created, model, choices: [{ index: 0, text, logprobs: null, finish_reason: finishReason }], usage }));
+    after(control, tokens, () => json(res, 200, { id, object: 'text_completion', created, model, choices: [{ index: 0, text, logprobs: null, finish_reason: finishReason }], usage }));
+    return;
   }
   const chunk = (piece: string, finish: string | null, extra: object = {}) => `data: ${JSON.stringify({ id, object: 'text_completion', created, model, choices: [{ index: 0, text: piece, logprobs: null, finish_reason: finish }], ...extra })}\n\n`;
   const events = Array.from({ length: tokens }, (_, i) => chunk(tokenAt(i), null));
@@ -251,7 +263,10 @@ function response(res: http.ServerResponse, request: MockRequest, model: string,
   const usage = { input_tokens: chat.prompt_tokens, input_tokens_details: { cached_tokens: 0 }, output_tokens: chat.completion_tokens, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: chat.total_tokens };
   const message = (content: string, status: string) => ({ id: itemId, type: 'message', status, role: 'assistant', content: [{ type: 'output_text', text: content, annotations: [] }] });
   const object = (status: string, output: unknown[], withUsage: boolean) => ({ id, object: 'response', created_at, status, model, output, usage: withUsage ? usage : null });
-  if (request.stream !== true) return after(control, tokens, () => json(res, 200, object('completed', [message(text, 'completed')], true)));
+  if (request.stream !== true) {
+    after(control, tokens, () => json(res, 200, object('completed', [message(text, 'completed')], true)));
+    return;
+  }
   const event = (type: string, payload: object) => `event: ${type}\ndata: ${JSON.stringify({ type, ...payload })}\n\n`;
   const events = [event('response.created', { response: object('in_progress', [], false) })];
   for (let i = 0; i < tokens; i++) events.push(event('response.output_text.delta', { item_id: itemId, output_index: 0, content_index: 0, delta: tokenAt(i) }));
@@ -329,7 +344,7 @@ function answerToken(userText: string): (i: number) => string {
   const words = ['echo:', ...userText.split(/\s+/).filter(Boolean)];
   return (i) => {
     const word = i < words.length ? words[i]! : filler[(i - words.length) % filler.length]!;
-    return i === 0 ? word : ' ' + word;
+    return i === 0 ? word : ` ${word}`;
   };
 }
 

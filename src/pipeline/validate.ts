@@ -115,7 +115,8 @@ function outputLimitOf(endpoint: Endpoint, body: Record<string, unknown>): { lim
       return errors.invalidBody(field, `'${field}' must be a whole number from 1 to ${MAX_OUTPUT_TOKENS}.`);
     }
     limit = Math.max(limit ?? 0, value);
-    (bounds ??= {})[field] = value;
+    bounds ??= {};
+    bounds[field] = value;
   }
   return { limit, bounds };
 }
@@ -127,6 +128,7 @@ export function validateChatRequest(body: unknown): ModelRequest | GatewayError 
 
 /** Longer than any model id in use (Hugging Face repository ids are at most 96 characters). */
 export const MAX_MODEL_LENGTH = 256;
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what model ids must not hold
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 
 /**
@@ -135,7 +137,7 @@ const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
  */
 export function splitModel(model: unknown): Pick<ModelRequest, 'model' | 'provider' | 'modelName'> | GatewayError {
   const shape = "'model' must be a string shaped '<provider>/<model_name>', for example 'mock/echo', or a model alias.";
-  if (model === undefined) return errors.invalidBody('model', "'model' is required. " + shape);
+  if (model === undefined) return errors.invalidBody('model', `'model' is required. ${shape}`);
   if (typeof model !== 'string' || model === '') return errors.invalidBody('model', shape);
   // The model is echoed in errors and written to every access line: a key holder must not fill logs with it.
   if (model.length > MAX_MODEL_LENGTH) return errors.invalidBody('model', `'model' must be at most ${MAX_MODEL_LENGTH} characters.`);
@@ -183,7 +185,7 @@ function checkMessage(message: unknown, at: string): GatewayError | undefined {
 function checkContent(content: unknown, at: string): GatewayError | undefined {
   if (typeof content === 'string') return undefined;
   const shape = `'${at}' must be a string or an array of content parts.`;
-  if (!Array.isArray(content)) return errors.invalidBody(at, content === undefined ? `'${at}' is required. ` + shape : shape);
+  if (!Array.isArray(content)) return errors.invalidBody(at, content === undefined ? `'${at}' is required. ${shape}` : shape);
   if (content.length === 0) return errors.invalidBody(at, `'${at}' must not be an empty array.`);
   for (let i = 0; i < content.length; i++) {
     const part = content[i];

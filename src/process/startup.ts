@@ -129,7 +129,7 @@ export function accountParts(config: Config, log: Logger, store: GuardedKeyStore
 /** The key store, its outage and recovery each logged once (every call has its deadline: keyStore.timeoutMs). */
 export function openStore(config: Config, log: Logger): Promise<GuardedKeyStore> {
   return openKeyStore(config, {
-    listener: (state, error) => log.warn({ state, err: error?.message }, 'key store change notifications ' + state),
+    listener: (state, error) => log.warn({ state, err: error?.message }, `key store change notifications ${state}`),
     down: (cause) =>
       log.error(
         { err: (cause as Error)?.message ?? String(cause), maxStaleMs: config.auth.maxStaleMs },
@@ -192,5 +192,5 @@ export function banner(config: Config, publicPort: number, admin: { address: str
       `  chatgate members password-link --email ${firstOwner.email}`,
     );
   }
-  return lines.join('\n') + '\n\n';
+  return `${lines.join('\n')}\n\n`;
 }

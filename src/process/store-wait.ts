@@ -63,7 +63,8 @@ export class StoreWait {
         return await work();
       } catch (err) {
         if (this.config.keyStore.type !== 'postgres' || !storeAway(err)) throw err;
-        const started = (this.waitingSince ??= this.now());
+        this.waitingSince ??= this.now();
+        const started = this.waitingSince;
         if (this.standInOpening === undefined) {
           this.log.warn({ err: (err as Error).message, while: what, startupTimeoutMs: this.config.store.startupTimeoutMs }, 'key store unreachable at start: waiting for it (/healthz 200, /readyz 503 meanwhile)');
           this.standInOpening = this.ownsAdmin ? this.openStandIn() : Promise.resolve();

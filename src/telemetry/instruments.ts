@@ -48,14 +48,18 @@ abstract class MetricFamily<L extends string, S extends { labels: Labels<L> }> {
     for (let i = 0; i < last; i++) {
       const value = labels[this.labelNames[i]!];
       let next = level.get(value) as Map<string, unknown> | undefined;
-      if (next === undefined) level.set(value, (next = new Map()));
+      if (next === undefined) {
+        next = new Map();
+        level.set(value, next);
+      }
       level = next;
     }
     const leaf = last === -1 ? '' : labels[this.labelNames[last]!];
     let found = level.get(leaf) as S | undefined;
     if (found === undefined) {
       const own = Object.fromEntries(this.labelNames.map((name) => [name, labels[name]])) as Labels<L>;
-      level.set(leaf, (found = this.create(own)));
+      found = this.create(own);
+      level.set(leaf, found);
       this.all.push(found);
     }
     return found;

@@ -67,7 +67,11 @@ export class LogDestination {
       this.ownsFd = true;
     }
     open.add(this);
-    if (!flushAtExitRegistered) process.once('exit', () => open.forEach((destination) => destination.flushSync()));
+    if (!flushAtExitRegistered) {
+      process.once('exit', () => {
+        for (const destination of open) destination.flushSync();
+      });
+    }
     flushAtExitRegistered = true;
   }
 

@@ -87,7 +87,7 @@ export function probe(url: string, timeoutMs: number): Promise<boolean> {
 
 async function fetchModels(base: string, timeoutMs: number): Promise<string[] | undefined> {
   const answer = await get(`${base}/v1/models`, timeoutMs);
-  if (!answer || answer.status !== 200) return undefined;
+  if (answer?.status !== 200) return undefined;
   try {
     const list = JSON.parse(answer.body) as { data?: unknown };
     if (!Array.isArray(list?.data)) return undefined;

@@ -41,7 +41,10 @@ export function createAnswers(clock: AttemptClock, metrics: Metrics, events: Pro
   function answered(upstreamResponse: IncomingMessage, res: ServerResponse): void {
     const attempt = attemptOf(res);
     if (!attempt) return;
-    if (attempt.draining) return readForUsage(attempt, upstreamResponse, res);
+    if (attempt.draining) {
+      readForUsage(attempt, upstreamResponse, res);
+      return;
+    }
     attempt.answering = true;
     attempt.context.worker = attempt.state.worker.label;
     attempt.context.firstByteAt = clock.now();
@@ -114,9 +117,15 @@ export function createAnswers(clock: AttemptClock, metrics: Metrics, events: Pro
       const answer = attempt.upstreamResponse;
       // Sent and not answered yet: the attempt stays on the response until its answer comes (proxyRes finds it there).
       const unanswered = attempt.connected && !attempt.answering && !attempt.settled;
-      if (unanswered && options.drainAfterDisconnectMs > 0) return awaitAnswer(attempt, res);
+      if (unanswered && options.drainAfterDisconnectMs > 0) {
+        awaitAnswer(attempt, res);
+        return;
+      }
       linkAttempt(res, undefined);
-      if (answer && !answer.complete && !attempt.settled && options.drainAfterDisconnectMs > 0) return drain(attempt, answer);
+      if (answer && !answer.complete && !attempt.settled && options.drainAfterDisconnectMs > 0) {
+        drain(attempt, answer);
+        return;
+      }
       clock.settle(attempt, 'neutral');
       attempt.upstreamRequest?.destroy();
       if (unanswered) chargeUnanswered(attempt);

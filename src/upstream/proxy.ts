@@ -29,7 +29,7 @@ import type { Socket } from 'node:net';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import httpProxy from 'http-proxy';
 import { contextOf, required, type UpstreamTarget } from '../context';
-import { errors, GatewayError } from '../errors';
+import { errors, type GatewayError } from '../errors';
 import type { Metrics } from '../telemetry/metrics';
 import { holdWritesToEndOfIteration } from '../tuning/write-batching';
 import { createAnswers, type ProxyEvents, type ProxyOptions } from './proxy-answer';

@@ -111,7 +111,10 @@ export class TopLevelUsageScanner {
       }
       if (!this.started) {
         this.started = true;
-        if (c !== OPEN_BRACE) return this.stop();
+        if (c !== OPEN_BRACE) {
+          this.stop();
+          return;
+        }
       }
       if (this.depth === 1 && this.usageNext) {
         this.usageNext = false;
@@ -134,7 +137,8 @@ export class TopLevelUsageScanner {
           this.captureEnd(chunk.subarray(captureFrom, i + 1));
           captureFrom = -1;
         } else if (this.depth <= 0) {
-          return this.stop(); // the object is over (or was never one): what follows is not its member
+          this.stop(); // the object is over (or was never one): what follows is not its member
+          return;
         }
       } else if (c === COMMA) {
         if (this.depth === 1) this.expectName = true;

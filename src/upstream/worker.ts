@@ -39,7 +39,7 @@ export function createWorker(entry: ProviderConfig['workers'][number], maxSocket
   // Past its sockets the agent would hold requests in a queue of its own, without a deadline or a
   // metric; capping concurrency at the sockets sends them to the pool's bounded, timed queue instead.
   const maxConcurrent = Math.min(own ?? Infinity, maxSockets);
-  const url = new URL(base.endsWith('/') ? base : base + '/');
+  const url = new URL(base.endsWith('/') ? base : `${base}/`);
   const options = { keepAlive: true, maxSockets, maxFreeSockets: Math.min(maxSockets, 64), scheduling: 'lifo' as const, idleTimeoutMs: IDLE_CONNECTION_MS };
   const hostname = url.hostname.replace(/^\[(.*)\]$/, '$1');
   const path = url.pathname.replace(/\/$/, '');

@@ -52,7 +52,12 @@ afterEach(() => receiver.stop());
 
 function setup(webhookUrl: string | undefined, store = new CountingKeyStore(), allowPrivateAccountWebhooks = false) {
   const lines: string[] = [];
-  const log = createLogger('info', new Writable({ write: (chunk, _enc, done) => (lines.push(String(chunk)), done()) }) as never);
+  const log = createLogger('info', new Writable({
+    write: (chunk, _enc, done) => {
+      lines.push(String(chunk));
+      done();
+    },
+  }) as never);
   const make = () => new Alerts(store, new Auditor(store, log), { webhookUrl, allowPrivateAccountWebhooks, timeoutMs: 1000, currency: 'EUR' }, log, () => new Date(), () => new Promise((resolve) => setTimeout(resolve, 5)));
   return { store, lines, make };
 }
@@ -209,7 +214,12 @@ test("names chosen by users cannot ping a channel or dress up a link in the webh
 test('an alert whose every try failed is sent again once its lease has run out and the webhook answers', async () => {
   const store = new CountingKeyStore();
   const lines: string[] = [];
-  const log = createLogger('info', new Writable({ write: (chunk, _enc, done) => (lines.push(String(chunk)), done()) }) as never);
+  const log = createLogger('info', new Writable({
+    write: (chunk, _enc, done) => {
+      lines.push(String(chunk));
+      done();
+    },
+  }) as never);
   const clock = { at: Date.now() };
   const alerts = new Alerts(store, new Auditor(store, log), { webhookUrl: receiver.url, allowPrivateAccountWebhooks: false, timeoutMs: 1000, currency: 'EUR' }, log, () => new Date(clock.at), () => new Promise((resolve) => setTimeout(resolve, 5)));
   const id = await account(store, 'retried later');

@@ -8,7 +8,13 @@ import { HASHING_AT_ONCE, HASHING_QUEUE, HashingQueue, hashPassword, reserveHash
 function heldWork(started: string[], name: string) {
   let finish!: () => void;
   const done = new Promise<void>((resolve) => (finish = resolve));
-  return { finish, work: () => (started.push(name), done.then(() => name)) };
+  return {
+    finish,
+    work: () => {
+      started.push(name);
+      return done.then(() => name);
+    },
+  };
 }
 
 test('at most atOnce run, the rest wait in order; past atOnce + queue a place is refused, and a released one is free again', async () => {

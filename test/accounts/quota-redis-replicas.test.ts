@@ -109,7 +109,10 @@ test('a daily quota spent through both replicas stays spent when Redis is killed
   // Each replica's last use reaches Redis within a sync (or, an add cut by the deadline on a
   // loaded host, a later one: the bound is the frozen test's).
   let seen = 0;
-  const spent = await eventually(async () => ((seen = Number(await inspect.get(`chatgate:quota:${scope}`))) === served ? served : undefined), 10_000).catch((err: Error) => {
+  const spent = await eventually(async () => {
+    seen = Number(await inspect.get(`chatgate:quota:${scope}`));
+    return seen === served ? served : undefined;
+  }, 10_000).catch((err: Error) => {
     throw new Error(`${err.message}: Redis holds ${seen}, served ${served}`);
   });
   // Spent to within one request's reservation (its prompt estimate, about 25 tokens, and its max_tokens

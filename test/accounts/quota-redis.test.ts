@@ -136,7 +136,13 @@ test('a counter Redis lost alone (evicted) while the store has its count is seed
 test('a counter never counted anywhere is created, not seeded: the store is asked about it once', async () => {
   const store = new MemoryTruth();
   let asked = 0;
-  const counting: QuotaTruth = { addQuotaUsage: (amounts) => store.addQuotaUsage(amounts), quotaUsage: (scopes) => ((asked += scopes.length), store.quotaUsage(scopes)) };
+  const counting: QuotaTruth = {
+    addQuotaUsage: (amounts) => store.addQuotaUsage(amounts),
+    quotaUsage: (scopes) => {
+      asked += scopes.length;
+      return store.quotaUsage(scopes);
+    },
+  };
   const a = new RedisQuotaCounters(counting, { url: redis.url, timeoutMs: 200, storeFlushMs: 60_000, redisUp: () => true });
   open.push(a);
   await a.connected();

@@ -61,14 +61,14 @@ test('looksLikeKey accepts generated keys and refuses near misses', () => {
   expect(looksLikeKey(key)).toBe(true);
   const misses = [
     key.slice(0, -1), // 42 characters
-    key + 'x', // 44
+    `${key}x`, // 44
     key.replace('cgk_', 'cgx_'),
     key.replace('cgk_', 'CGK_'),
     key.slice(4), // no prefix
-    key.slice(0, -1) + '=',
-    key.slice(0, -1) + '+',
-    key.slice(0, -1) + '/',
-    key.slice(0, -1) + '.',
+    `${key.slice(0, -1)}=`,
+    `${key.slice(0, -1)}+`,
+    `${key.slice(0, -1)}/`,
+    `${key.slice(0, -1)}.`,
     ` ${key}`,
     `${key}\n`,
     `cgk_${'a'.repeat(42)}é`,

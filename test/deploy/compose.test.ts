@@ -46,7 +46,7 @@ let services: Record<string, Service>;
 beforeAll(() => {
   const config = run('docker-compose', ['config'], { cwd: ROOT, env: ENV });
   expect(config.status).toBe(0);
-  services = YAML.parse(config.stdout.replace(/^[^]*?(?=services:)/, '')).services;
+  services = YAML.parse(config.stdout.replace(/^[\s\S]*?(?=services:)/, '')).services;
 });
 
 test('docker-compose validates the compose file, and insists on the secrets it needs', () => {

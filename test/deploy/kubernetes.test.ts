@@ -72,9 +72,19 @@ function schemaErrors(object: K8sObject): string[] {
     const entry = visited.get(value) ?? { path: at, read: new Set<string>(), walked: false };
     visited.set(value, entry);
     return new Proxy(value, {
-      get: (target, key) => (typeof key === 'string' ? (entry.read.add(key), record(Reflect.get(target, key), `${at}/${key}`)) : Reflect.get(target, key)),
-      has: (target, key) => (typeof key === 'string' && entry.read.add(key), Reflect.has(target, key)),
-      ownKeys: (target) => ((entry.walked = true), Reflect.ownKeys(target)),
+      get: (target, key) => {
+        if (typeof key !== 'string') return Reflect.get(target, key);
+        entry.read.add(key);
+        return record(Reflect.get(target, key), `${at}/${key}`);
+      },
+      has: (target, key) => {
+        if (typeof key === 'string') entry.read.add(key);
+        return Reflect.has(target, key);
+      },
+      ownKeys: (target) => {
+        entry.walked = true;
+        return Reflect.ownKeys(target);
+      },
     });
   };
   try {

@@ -43,7 +43,10 @@ const compiled = new Map<string, RE2>();
 /** Every match of `source` in `text` under RE2, group `group` of each. */
 function findAll(source: string, text: string, group: number): string[] {
   let re = compiled.get(source);
-  if (!re) compiled.set(source, (re = new RE2(source, 'gu')));
+  if (!re) {
+    re = new RE2(source, 'gu');
+    compiled.set(source, re);
+  }
   re.lastIndex = 0;
   const found: string[] = [];
   for (let match = re.exec(text); match; match = re.exec(text)) found.push(match[group]!);

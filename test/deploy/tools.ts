@@ -19,6 +19,7 @@ export interface K8sObject {
   apiVersion: string;
   kind: string;
   metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+  // biome-ignore lint/suspicious/noExplicitAny: the tests walk every kind's own fields (spec, data, ...) freely; typing each Kubernetes kind is out of scope
   [field: string]: any;
 }
 

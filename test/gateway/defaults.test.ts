@@ -41,7 +41,7 @@ test('first start: a dev certificate, one key printed once, and a curl line that
     const curlLine = text.split('\n').find((line) => line.trim().startsWith('curl -k https://localhost:8443/'))!.trim();
     const key = /Bearer (cgk_[A-Za-z0-9]{49})/.exec(curlLine)![1]!;
 
-    const answer = sh(curlLine + ' -s');
+    const answer = sh(`${curlLine} -s`);
     expect(answer.status).toBe(0);
     expect(JSON.parse(answer.stdout).choices[0].message.content).toMatch(/^echo: Hello!/);
 

@@ -84,7 +84,7 @@ describe('authentication', () => {
     ['Basic with bad base64', { authorization: 'Basic %%%notbase64' }, 'invalid_authorization_header'],
     ['Basic without a colon', { authorization: `Basic ${Buffer.from('justakey').toString('base64')}` }, 'invalid_authorization_header'],
     ['Basic with a non-empty password', { authorization: `Basic ${Buffer.from('user:password').toString('base64')}` }, 'invalid_authorization_header'],
-    ['an unknown key', bearer('cgk_' + 'A'.repeat(43)), 'invalid_api_key'],
+    ['an unknown key', bearer(`cgk_${'A'.repeat(43)}`), 'invalid_api_key'],
     ['a string that is no key at all', bearer('sk-not-ours'), 'invalid_api_key'],
   ];
   test.each(cases)('%s: 401 with WWW-Authenticate naming both schemes', async (_name, headers, code) => {

@@ -143,7 +143,7 @@ function makeCase(g: ReturnType<typeof generator>, id: string, key: string): Cas
         body.model = g.pick([42, null, [], {}, 'mock', '/echo', 'mock/', '']);
         return { kind: 'bad model', expect: 'refused', request: post(JSON.stringify(body), bearer) };
       case 5:
-        body.messages = g.pick([[], {}, 'hello', null, [null], [42], [{ role: 'user' }], [{ role: g.text(8) + 'x', content: 'hi' }], [{ role: 'user', content: 42 }], [{ role: 'user', content: [] }]]);
+        body.messages = g.pick([[], {}, 'hello', null, [null], [42], [{ role: 'user' }], [{ role: `${g.text(8)}x`, content: 'hi' }], [{ role: 'user', content: 42 }], [{ role: 'user', content: [] }]]);
         return { kind: 'bad messages', expect: 'refused', request: post(JSON.stringify(body), bearer) };
       case 6: {
         const depth = g.int(1_000, 100_000);

@@ -7,6 +7,6 @@ export async function scrape(adminUrl: string): Promise<string> {
 
 /** The value of one series (`name{labels}` exactly as exposed), 0 when absent. */
 export function sample(text: string, series: string): number {
-  const line = text.split('\n').find((l) => l.startsWith(series + ' '));
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
   return line === undefined ? 0 : Number(line.slice(series.length + 1));
 }

@@ -23,7 +23,8 @@ let server: Promise<string> | undefined;
 
 /** A fresh, empty database on the shared test server. */
 export async function createTestDatabase(): Promise<TestDatabase> {
-  const admin = await (server ??= findServer());
+  server ??= findServer();
+  const admin = await server;
   const name = `chatgate_test_${randomBytes(6).toString('hex')}`;
   await withClient(admin, (client) => client.query(`create database ${name}`));
   const url = admin.replace(/\/[^/]*$/, `/${name}`);

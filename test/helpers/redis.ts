@@ -85,8 +85,7 @@ export function monitorRedis(url: string): Promise<RedisMonitor> {
     socket.once('error', reject);
     socket.on('data', (chunk: string) => {
       buffered += chunk;
-      let end: number;
-      while ((end = buffered.indexOf('\r\n')) !== -1) {
+      for (let end = buffered.indexOf('\r\n'); end !== -1; end = buffered.indexOf('\r\n')) {
         const line = buffered.slice(0, end);
         buffered = buffered.slice(end + 2);
         if (!started) {

@@ -24,7 +24,14 @@ export const SQL_STORE_PAIRS: Array<[kind: 'sqlite' | 'postgres', open: () => Pr
       const dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-pair-'));
       const file = path.join(dir, 'chatgate.db');
       const [store, other] = [new SqliteKeyStore(file), new SqliteKeyStore(file)];
-      return { store, other, close: async () => (await Promise.all([store.close(), other.close()]), rmSync(dir, { recursive: true, force: true })) };
+      return {
+        store,
+        other,
+        close: async () => {
+          await Promise.all([store.close(), other.close()]);
+          rmSync(dir, { recursive: true, force: true });
+        },
+      };
     },
   ],
   [
@@ -32,7 +39,14 @@ export const SQL_STORE_PAIRS: Array<[kind: 'sqlite' | 'postgres', open: () => Pr
     async () => {
       const database = await createTestDatabase();
       const [store, other] = await Promise.all([PostgresKeyStore.open(database.url), PostgresKeyStore.open(database.url)]);
-      return { store, other, close: async () => (await Promise.all([store.close(), other.close()]), await database.drop()) };
+      return {
+        store,
+        other,
+        close: async () => {
+          await Promise.all([store.close(), other.close()]);
+          await database.drop();
+        },
+      };
     },
   ],
 ];

@@ -146,5 +146,7 @@ test('embeddings: a unit vector per input, the same for the same text; base64 fl
   const encoded = await embed({ model: 'echo', input: 'one two', encoding_format: 'base64' });
   const bytes = Buffer.from(encoded.data[0]!.embedding as string, 'base64');
   const decoded = Array.from(new Float32Array(bytes.buffer, bytes.byteOffset, bytes.length / 4));
-  decoded.forEach((value, i) => expect(value).toBeCloseTo(first[i]!, 5));
+  decoded.forEach((value, i) => {
+    expect(value).toBeCloseTo(first[i]!, 5);
+  });
 });

@@ -38,7 +38,7 @@ test('one access line per request, with its fields, and never a key', async () =
   await send(200, null, { ...bearer(key), traceparent: `00-${traceId}-00f067aa0ba902b7-01`, tracestate: 'vendor=1' });
   await send(200, null, basic(key), chatBody({ stream: true }));
   await send(401, 'missing_api_key', {});
-  await send(401, 'invalid_api_key', bearer('cgk_' + 'Z'.repeat(43)));
+  await send(401, 'invalid_api_key', bearer(`cgk_${'Z'.repeat(43)}`));
   await send(400, 'invalid_body', { ...bearer(key), 'x-forwarded-for': '203.0.113.9' }, chatBody({ messages: [] })); // no trusted proxy: the claim is not the client
   await send(429, 'rate_limit_exceeded', bearer(key));
   const plain = await request(started.url.replace('https:', 'http:'), { headers: bearer(key), body: chatBody() });

@@ -6,7 +6,7 @@ const scan = (text: string, depth = 64, values = 1000) => jsonBoundPassed(Buffer
 test('depth: nesting up to the limit passes, one level more does not', () => {
   expect(scan('['.repeat(64) + ']'.repeat(64))).toBeUndefined();
   expect(scan('['.repeat(65) + ']'.repeat(65))).toBe('depth');
-  expect(scan('{"a":'.repeat(65) + '1' + '}'.repeat(65))).toBe('depth');
+  expect(scan(`${'{"a":'.repeat(65)}1${'}'.repeat(65)}`)).toBe('depth');
   expect(scan('[{"a":[{"b":[]}]}]', 4)).toBe('depth');
 });
 
@@ -17,7 +17,7 @@ test('values: elements and members are counted, up to the limit', () => {
 });
 
 test('brackets, braces and commas inside strings, escaped quotes included, count for nothing', () => {
-  expect(scan(JSON.stringify({ content: '['.repeat(10_000) + ',,,,' + '\\"[[[' }), 2, 5)).toBeUndefined();
+  expect(scan(JSON.stringify({ content: `${'['.repeat(10_000)},,,,\\"[[[` }), 2, 5)).toBeUndefined();
   expect(scan('["a\\\\", [[[]]]]', 3)).toBe('depth'); // the string ends at the quote after an escaped backslash
 });
 

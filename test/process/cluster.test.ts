@@ -40,7 +40,9 @@ function keptAliveConnection(): https.Agent {
   return agent;
 }
 const sharedAgent = keptAliveConnection();
-afterAll(() => agents.forEach((agent) => agent.destroy()));
+afterAll(() => {
+  for (const agent of agents) agent.destroy();
+});
 
 function call(options: { fresh?: boolean; model?: string; agent?: https.Agent } = {}): Promise<number> {
   return new Promise((resolve) => {

@@ -15,7 +15,7 @@ import { RedisRateLimitStore } from '../../src/ratelimit/redis';
 import type { RateLimitStore } from '../../src/ratelimit/store';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
-import { bearer, chatBody, openaiClient, request } from '../helpers/http';
+import { bearer, chatBody, openaiClient, type RawResponse, request } from '../helpers/http';
 import { sample, scrape } from '../helpers/metrics';
 import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
 import { sharedRedisUrl, ThrowawayRedis } from '../helpers/redis';
@@ -46,7 +46,7 @@ describe('one gateway, limits in memory', () => {
   test('10 requests a minute: exactly 10 through, the 11th gets 429 with a correct Retry-After and the headers', async () => {
     const { key } = await gw.issueKey({ rateLimit: { requestsPerMinute: 10 } });
     const statuses: number[] = [];
-    let last;
+    let last: RawResponse | undefined;
     for (let i = 0; i < 11; i++) {
       last = await send(gw, key);
       statuses.push(last.status);

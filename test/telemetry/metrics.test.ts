@@ -32,7 +32,7 @@ test('request, auth and cache metrics count what happened', async () => {
   const before = await scrapeGateway();
   for (let i = 0; i < 3; i++) expect((await request(f.gw.url, { ca: f.gw.ca, headers: bearer(f.key), body: chatBody() })).status).toBe(200);
   expect((await request(f.gw.url, { ca: f.gw.ca, body: chatBody() })).status).toBe(401);
-  expect((await request(f.gw.url, { ca: f.gw.ca, headers: bearer('cgk_' + 'B'.repeat(43)), body: chatBody() })).status).toBe(401);
+  expect((await request(f.gw.url, { ca: f.gw.ca, headers: bearer(`cgk_${'B'.repeat(43)}`), body: chatBody() })).status).toBe(401);
   const after = await scrapeGateway();
 
   const delta = (series: string) => sample(after, series) - sample(before, series);
@@ -98,7 +98,7 @@ test('/healthz says alive; /readyz says ready, and degraded (still 200) when the
     expect(await broken.json()).toEqual({ status: 'degraded', checks: { accepting: true, keyStore: 'degraded', cachedKeys: 1, providers: { mock: true } } });
     // The key that worked a moment ago still does; a key the store never confirmed gets a 503 in the OpenAI shape.
     expect((await request(gw.url, { ca: gw.ca, headers: bearer(key), body: chatBody() })).status).toBe(200);
-    const refused = await request(gw.url, { ca: gw.ca, headers: bearer('cgk_' + 'C'.repeat(43)), body: chatBody() });
+    const refused = await request(gw.url, { ca: gw.ca, headers: bearer(`cgk_${'C'.repeat(43)}`), body: chatBody() });
     expect(refused.status).toBe(503);
     expect(refused.json().error.code).toBe('key_store_unavailable');
     expect(sample(await scrape(gw.adminUrl), 'chatgate_dependency_up{dependency="key_store"}')).toBe(0);

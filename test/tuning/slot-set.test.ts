@@ -8,7 +8,9 @@ interface Item extends SlotMember {
 const item = (name: string): Item => ({ name, slot: -1 });
 const namesOf = (set: SlotSet<Item>) => {
   const names: string[] = [];
-  set.forEach((member) => names.push(member.name));
+  set.forEach((member) => {
+    names.push(member.name);
+  });
   return names.sort();
 };
 

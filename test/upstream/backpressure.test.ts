@@ -67,7 +67,11 @@ test.each(['stream', 'json'] as const)('a client that stops reading holds the wo
   await eventually(async () => {
     const now = written;
     await new Promise((resolve) => setTimeout(resolve, 300));
-    return written === now && now > 0 ? (stuckAt = now) : undefined;
+    if (written === now && now > 0) {
+      stuckAt = now;
+      return now;
+    }
+    return undefined;
   });
   expect(stuckAt).toBeLessThan(HELD_BACK_BYTES);
 

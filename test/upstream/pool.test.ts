@@ -120,8 +120,14 @@ test('at maxConcurrent, requests wait in the queue and are served in order as wo
   const { pool } = makePool([fakeWorker('a', 1)], { queueSize: 2, queueTimeoutMs: 5000 });
   const holder = await pool.acquire();
   const order: string[] = [];
-  const first = pool.acquire().then((s) => (order.push('first'), s));
-  const second = pool.acquire().then((s) => (order.push('second'), s));
+  const first = pool.acquire().then((s) => {
+    order.push('first');
+    return s;
+  });
+  const second = pool.acquire().then((s) => {
+    order.push('second');
+    return s;
+  });
   expect(pool.queued).toBe(2);
   expect(await codeOf(pool.acquire())).toBe('upstream_overloaded'); // the queue is full
   pool.release(holder, 'success');

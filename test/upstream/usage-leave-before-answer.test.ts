@@ -67,7 +67,7 @@ function workerHandler(req: http.IncomingMessage, res: http.ServerResponse): voi
         entry.answered = true;
         res.writeHead(200, { 'content-type': 'text/event-stream' });
         const chunk = (payload: object) => `data: ${JSON.stringify(payload)}\n\n`;
-        res.end(chunk({ object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content: 'hi' }, finish_reason: 'stop' }] }) + chunk({ object: 'chat.completion.chunk', choices: [], usage }) + 'data: [DONE]\n\n');
+        res.end(`${chunk({ object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content: 'hi' }, finish_reason: 'stop' }] }) + chunk({ object: 'chat.completion.chunk', choices: [], usage })}data: [DONE]\n\n`);
       };
     }
     for (const waiter of arrived.splice(0)) waiter(id);

@@ -94,7 +94,7 @@ test("a long JSON answer: the usage near its end is read whatever the chunk size
 
 test('a stream: events split across chunks come out whole; the usage chunk is read and kept when the client asked', () => {
   const seen: TokenUsage[] = [];
-  const stream = content('Hel') + content('lo') + usageChunk + 'data: [DONE]\n\n';
+  const stream = `${content('Hel') + content('lo') + usageChunk}data: [DONE]\n\n`;
   const meter = new SseUsageMeter(false, (u) => seen.push(u));
   expect(meter.relay(Buffer.from(stream.slice(0, 7)))).toBe(''); // no event is complete yet
   const out = run(meter, [stream.slice(7, 90), stream.slice(90)]);
@@ -105,7 +105,7 @@ test('a stream: events split across chunks come out whole; the usage chunk is re
 test('a stream: the usage chunk the gateway asked for is read and dropped', () => {
   const seen: TokenUsage[] = [];
   const out = run(new SseUsageMeter(true, (u) => seen.push(u)), [content('a'), usageChunk, 'data: [DONE]\n\n']);
-  expect(out).toBe(content('a') + 'data: [DONE]\n\n');
+  expect(out).toBe(`${content('a')}data: [DONE]\n\n`);
   expect(seen).toEqual([{ promptTokens: 7, completionTokens: 3 }]);
 });
 
@@ -115,14 +115,14 @@ test('a stream: CRLF events, comments and an unfinished last event pass through'
 });
 
 test('a stream that never ends an event is passed on, not held in memory without bound', () => {
-  const huge = 'data: ' + 'x'.repeat(1_100_000);
+  const huge = `data: ${'x'.repeat(1_100_000)}`;
   const meter = new SseUsageMeter(true, () => undefined);
   expect(meter.relay(Buffer.from(huge))).toHaveLength(huge.length);
   expect(meter.end()).toBe('');
 });
 
 test('a character split between two chunks arrives whole, in a stream and in a JSON answer', () => {
-  const stream = content('héllo 👋 世界') + 'data: [DONE]\n\n';
+  const stream = `${content('héllo 👋 世界')}data: [DONE]\n\n`;
   const bytes = Buffer.from(stream);
   const cut = bytes.indexOf(Buffer.from('👋')) + 2; // inside the emoji's four bytes
   const meter = new SseUsageMeter(true, () => undefined);
@@ -174,7 +174,7 @@ test('a usage listener that throws does not break the answer', () => {
   const throwing = () => {
     throw new Error('metrics broke');
   };
-  expect(run(new SseUsageMeter(false, throwing), [content('a'), usageChunk, 'data: [DONE]\n\n'])).toBe(content('a') + usageChunk + 'data: [DONE]\n\n');
+  expect(run(new SseUsageMeter(false, throwing), [content('a'), usageChunk, 'data: [DONE]\n\n'])).toBe(`${content('a') + usageChunk}data: [DONE]\n\n`);
   const json = new JsonUsageMeter(throwing);
   json.relay(Buffer.from(JSON.stringify({ choices: [], usage: { prompt_tokens: 1, completion_tokens: 1 } })));
   expect(() => json.end()).not.toThrow();
@@ -224,7 +224,7 @@ test('a stream without usage is charged the estimate: the prompt estimate, one t
   cut.abort();
   cut.abort();
   const json = new JsonUsageMeter((u) => charged.push(u), { promptTokens: 40, generates: true });
-  json.relay(Buffer.from('{"choices": [], "x": "' + 'y'.repeat(73) + '"}')); // 100 bytes, no usage
+  json.relay(Buffer.from(`{"choices": [], "x": "${'y'.repeat(73)}"}`)); // 100 bytes, no usage
   json.end();
   const embeddings = new JsonUsageMeter((u) => charged.push(u), { promptTokens: 40, generates: false });
   embeddings.relay(Buffer.from('{"data": [{"embedding": [0.5]}]}'));
@@ -242,14 +242,17 @@ test('a stream whose client left: events are read for their usage and no longer 
   const meter = new SseUsageMeter(false, (u) => charged.push(u), { promptTokens: 40, generates: true });
   expect(meter.relay(Buffer.from(content('a')))).toBe(content('a'));
   meter.discard();
-  expect(meter.relay(Buffer.from(content('b') + usageChunk + 'data: [DONE]\n\n'))).toBe('');
+  expect(meter.relay(Buffer.from(`${content('b') + usageChunk}data: [DONE]\n\n`))).toBe('');
   meter.end();
   expect(charged).toEqual([{ promptTokens: 7, completionTokens: 3 }]);
 });
 
 test('the scan agrees with JSON.parse on random answers: nesting, escapes, numbers and look-alikes, cut anywhere', () => {
   let seed = 7;
-  const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+  const random = () => {
+    seed = (seed * 1103515245 + 12345) % 2 ** 31;
+    return seed / 2 ** 31;
+  };
   const pick = <T>(list: T[]): T => list[Math.floor(random() * list.length)]!;
   const text = () => Array.from({ length: Math.floor(random() * 12) }, () => pick(['a', '"', '\\', '{', '}', '[', ']', ',', ':', 'usage', '"usage":', 'é', '\n', '\u2028'])).join('');
   const value = (depth: number): unknown => {

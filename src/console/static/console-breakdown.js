@@ -74,7 +74,7 @@ async function findEndUser(event) {
   const result = $('end-user-result');
   setError($('end-user-error'), null);
   result.replaceChildren();
-  if (!id || !state.session || !state.session.account) return;
+  if (!id || !state.session?.account) return;
   const { from, to } = monthRange($('breakdown-month').value);
   const params = new URLSearchParams({ by: 'model', endUser: await endUserDigest(state.session.account.id, id), from, to });
   const found = await busy($('end-user-submit'), () => api('GET', `/usage/breakdown?${params}`), (error) => setError($('end-user-error'), error));

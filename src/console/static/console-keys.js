@@ -179,7 +179,7 @@ const tickEndpoints = (id, endpoints) => {
 
 /** A whole number from a number input; null when empty; throws a message when not a whole number. */
 function wholeNumber(input, label) {
-  if (input.validity && input.validity.badInput) throw new Error(`${label} must be a whole number (0 or more).`);
+  if (input.validity?.badInput) throw new Error(`${label} must be a whole number (0 or more).`);
   const text = input.value.trim();
   if (text === '') return null;
   const value = Number(text);
@@ -207,7 +207,7 @@ const GROUPS = [['rateLimit', LIMIT_FIELDS, wholeNumber], ['quota', QUOTA_FIELDS
 function amount(input, label) {
   const text = input.value.trim();
   const value = Number(text);
-  if ((input.validity && input.validity.badInput) || (text !== '' && !(Number.isFinite(value) && value >= 0))) throw new Error(`${label} must be an amount (0 or more).`);
+  if ((input.validity?.badInput) || (text !== '' && !(Number.isFinite(value) && value >= 0))) throw new Error(`${label} must be an amount (0 or more).`);
   return text === '' ? null : value;
 }
 
@@ -240,7 +240,10 @@ async function onCreateKey(event) {
     for (const [group, fields, read] of GROUPS) {
       for (const [field, id, label] of fields) {
         const value = read($(`create-${id}`), label);
-        if (value !== null) (body[group] = body[group] || {})[field] = value;
+        if (value !== null) {
+          body[group] = body[group] || {};
+          body[group][field] = value;
+        }
       }
     }
   } catch (error) {
@@ -295,7 +298,10 @@ async function onEditKey(event) {
       for (const [field, id, label] of fields) {
         const value = read($(`edit-${id}`), label);
         const before = key[group] ? key[group][field] : null;
-        if (value !== (before === undefined ? null : before)) (changes[group] = changes[group] || {})[field] = value;
+        if (value !== (before === undefined ? null : before)) {
+          changes[group] = changes[group] || {};
+          changes[group][field] = value;
+        }
       }
     }
   } catch (error) {

@@ -110,7 +110,7 @@ async function onPolicy(event) {
   }
   await busy($('policy-submit'), async () => {
     const saved = await api('PATCH', '/account', { keyPolicy: text === '' ? null : { maxLifetimeDays: days } });
-    if (state.session && state.session.account) state.session.account.keyPolicy = saved.keyPolicy;
+    if (state.session?.account) state.session.account.keyPolicy = saved.keyPolicy;
     banner(saved.keyPolicy ? `Keys of ${saved.name} now live at most ${saved.keyPolicy.maxLifetimeDays} days.` : `Keys of ${saved.name} may now live for ever.`, 'success');
   }, (error) => setError(errorBox, error));
 }
@@ -129,7 +129,7 @@ async function saveWebhook(url, button) {
   setError(errorBox, null);
   await busy(button, async () => {
     const saved = await api('PATCH', '/account', { alertWebhookUrl: url });
-    if (state.session && state.session.account) state.session.account.alertWebhook = saved.alertWebhook;
+    if (state.session?.account) state.session.account.alertWebhook = saved.alertWebhook;
     $('webhook-url').value = '';
     showWebhook(saved.alertWebhook);
     banner(saved.alertWebhook ? `Alerts of ${saved.name} now go to ${saved.alertWebhook}.` : `Alerts of ${saved.name} now go to the platform's webhook.`, 'success');

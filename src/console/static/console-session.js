@@ -162,7 +162,7 @@ async function onSignOutEverywhere() {
 
 async function onSwitchAccount() {
   const account = $('account-switcher').value;
-  if (!state.session || !state.session.account || account === state.session.account.id) return;
+  if (!state.session?.account || account === state.session.account.id) return;
   await busy($('account-switcher'), async () => {
     const session = await api('PUT', '/session/account', { account });
     banner('');
@@ -176,7 +176,7 @@ async function onSwitchAccount() {
 async function loadConfig() {
   try {
     const config = await api('GET', '/config');
-    $('oidc').hidden = !(config && config.oidc);
+    $('oidc').hidden = !(config?.oidc);
   } catch {
     $('oidc').hidden = true;
   }

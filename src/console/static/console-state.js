@@ -32,10 +32,10 @@ export const state = {
 
 export class ApiError extends Error {
   constructor(status, error) {
-    super((error && error.message) || `The server answered ${status}.`);
+    super((error?.message) || `The server answered ${status}.`);
     this.status = status;
-    this.code = (error && error.code) || null;
-    this.param = (error && error.param) || null;
+    this.code = (error?.code) || null;
+    this.param = (error?.param) || null;
   }
 }
 
@@ -60,7 +60,7 @@ export async function api(method, path, body) {
     data = null;
   }
   if (!response.ok) {
-    const error = new ApiError(response.status, data && data.error);
+    const error = new ApiError(response.status, data?.error);
     // A session that ended (signed out elsewhere, expired): back to signing in.
     if (error.code === 'not_signed_in' && state.session) page.signedOut('Your session has ended. Sign in again.');
     throw error;
@@ -86,8 +86,8 @@ export async function busy(button, work, onError) {
 /** What the signed-in person may do in the current account (the API decides; the page reflects it). */
 export function can() {
   const session = state.session;
-  const role = session && session.account ? session.account.role : null;
-  const admin = Boolean(session && session.admin);
+  const role = session?.account ? session.account.role : null;
+  const admin = Boolean(session?.admin);
   return {
     role,
     admin,
