@@ -388,7 +388,7 @@ function machine() {
 
 // `npm run bench -- --scale [--scale-keys N] [--smoke]`: the run over a million keys instead (bench/scale.ts).
 // `npm run bench -- --ledger [--smoke]`: the console's Usage tab over 10 million requests (bench/ledger.ts).
-(process.argv.includes('--scale') ? import('./scale').then((scale) => scale.main()) : process.argv.includes('--ledger') ? import('./ledger').then((ledger) => ledger.main()) : main()).catch((err: Error) => {
+(process.argv.includes('--scale') ? import('./scale.js').then((scale) => scale.main()) : process.argv.includes('--ledger') ? import('./ledger.js').then((ledger) => ledger.main()) : main()).catch((err: Error) => {
   process.stderr.write(`bench failed: ${err.stack}\n`);
   process.exit(1);
 });

@@ -20,7 +20,7 @@ import type { Gateway } from './process/startup';
 import { BUDGET_FLAGS, budgetOf, endpointList, graceSeconds, limitValue, parse, parseExpiry, positiveNumber, printable, quotaValue, UsageError, wholeNumber } from './cli/flags';
 
 // Each command loads only what it needs: `keys` and `mock-worker` start fast without the gateway's stack.
-const gateway = () => import('./main');
+const gateway = () => import('./main.js');
 
 const USAGE = `Usage:
   chatgate serve [--config FILE]
@@ -191,7 +191,7 @@ async function mockWorker(args: string[]): Promise<number> {
     'tokens-per-second': { type: 'string', default: '50' },
     'log-requests': { type: 'boolean', default: false },
   });
-  const { runMockWorker } = await import('./mock-worker/main');
+  const { runMockWorker } = await import('./mock-worker/main.js');
   runMockWorker(values.host, wholeNumber('--port', values.port), {
     latencyMs: wholeNumber('--latency-ms', values['latency-ms']),
     tokensPerSecond: positiveNumber('--tokens-per-second', values['tokens-per-second']),
@@ -224,7 +224,7 @@ async function storeCommand(args: string[]): Promise<number> {
   if (positionals.length !== 1) throw new UsageError('store import needs one FILE (a keys.json)');
   const settings = loadConfig(configFileFrom(values.config)).keyStore;
   const file = positionals[0]!;
-  const [{ RECORD_KINDS }, { report, target }] = await Promise.all([import('./store/import-plan'), importIntoStore(settings, file)]);
+  const [{ RECORD_KINDS }, { report, target }] = await Promise.all([import('./store/import-plan.js'), importIntoStore(settings, file)]);
   process.stdout.write(`imported ${file} into ${target}:\n`);
   for (const kind of RECORD_KINDS) {
     const skipped = report.skipped[kind] ? `, ${report.skipped[kind]} skipped (what they refer to is missing)` : '';

@@ -364,7 +364,7 @@ function modelLabel(provider: Provider, modelName: string): string {
  */
 async function openQuotaCounters(config: Config, store: GuardedKeyStore, rateLimitStore: RateLimitStore, metrics: Metrics, log: Logger, replica: string): Promise<QuotaCounters> {
   if (config.rateLimit.store === 'redis' && config.rateLimit.url) {
-    const { RedisQuotaCounters } = await import('./accounts/redis-quota'); // ioredis only where Redis is used
+    const { RedisQuotaCounters } = await import('./accounts/redis-quota.js'); // ioredis only where Redis is used
     return new RedisQuotaCounters(store, {
       url: config.rateLimit.url,
       timeoutMs: config.rateLimit.timeoutMs,
@@ -383,7 +383,7 @@ async function openQuotaCounters(config: Config, store: GuardedKeyStore, rateLim
 async function openRateLimitStore(config: Config, log: Logger): Promise<RateLimitStore> {
   const { store, url, timeoutMs } = config.rateLimit;
   if (store === 'memory' || !url) return new MemoryRateLimitStore();
-  const { RedisRateLimitStore } = await import('./ratelimit/redis'); // ioredis only where Redis is used
+  const { RedisRateLimitStore } = await import('./ratelimit/redis.js'); // ioredis only where Redis is used
   const redis = new RedisRateLimitStore(url, timeoutMs, {
     connection: (state, reason) =>
       state === 'lost'

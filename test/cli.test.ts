@@ -10,6 +10,7 @@ import YAML from 'yaml';
 import { startTestGateway, type TestGateway } from './helpers/gateway';
 import { bearer, chatBody, request } from './helpers/http';
 import { CLI, eventually, startWorker, type WorkerProcess } from './helpers/processes';
+import { issueKey } from '../src/auth/issue';
 
 let worker: WorkerProcess;
 let gw: TestGateway;
@@ -110,7 +111,6 @@ test('a key revoked with the CLI is refused by the running gateway within about 
 });
 
 test('keys list writes a name with control characters (from a file edited by hand) escaped: it forges no row', async () => {
-  const { issueKey } = await import('../src/auth/issue');
   await issueKey(gw.store, { name: 'x\nkey_forged\tcgk_0000\tadmin\tactive' });
   const listed = await cli(['keys', 'list', '--config', configFile]);
   expect(listed.status).toBe(0);
@@ -207,7 +207,6 @@ test('members password-link: a one-time link that works once, voids the older on
 });
 
 test("members remove revokes the keys the member made in the account; --transfer-keys-to hands them to an owner", async () => {
-  const { issueKey } = await import('../src/auth/issue');
   const config = ['--config', configFile];
   const account = (JSON.parse((await cli(['accounts', 'create', '--name', 'team-leavers', '--json', ...config])).stdout) as { id: string }).id;
   for (const [email, role] of [['boss@example.com', 'owner'], ['leaver@example.com', 'member'], ['stayer@example.com', 'member']]) {

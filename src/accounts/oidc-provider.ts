@@ -5,11 +5,9 @@
  * person by email; and how a failed exchange is told apart and described (never with its data).
  *
  * openid-client is ESM only and this project is CommonJS: it is loaded, only when OIDC is configured,
- * with a real import() (TypeScript would turn a written one into require()). Only types come from it
- * at compile time.
+ * with import(), which TypeScript (module node16) leaves as Node's own. Only types come from it at
+ * compile time.
  */
-import type * as OpenIdClient from 'openid-client';
-import { importEsm } from '../common/import-esm';
 import type { Config } from '../config';
 import { errors } from '../errors';
 import type { Logger } from '../telemetry/log';
@@ -31,10 +29,14 @@ export interface Said {
   values: string[];
 }
 
-export type Library = typeof OpenIdClient;
+/** openid-client's types, named as the import() below loads it (this module is CommonJS). */
+export type Library = typeof import('openid-client', { with: { 'resolution-mode': 'import' } });
+type Configuration = import('openid-client', { with: { 'resolution-mode': 'import' } }).Configuration;
+type TokenEndpointResponse = import('openid-client', { with: { 'resolution-mode': 'import' } }).TokenEndpointResponse;
+type TokenEndpointResponseHelpers = import('openid-client', { with: { 'resolution-mode': 'import' } }).TokenEndpointResponseHelpers;
 export interface Connected {
   lib: Library;
-  config: OpenIdClient.Configuration;
+  config: Configuration;
 }
 /**
  * The provider's metadata, discovered on first use and kept; a failed discovery is tried again on the
@@ -74,9 +76,9 @@ export class IdentityProvider {
   }
 }
 
-/** openid-client, imported once, when OIDC is first used. */
+/** openid-client, imported when OIDC is first used (Node keeps the module: once). */
 function loadOpenIdClient(): Promise<Library> {
-  return importEsm<Library>('openid-client');
+  return import('openid-client');
 }
 
 /**
@@ -84,7 +86,7 @@ function loadOpenIdClient(): Promise<Library> {
  * userinfo endpoint's (with the access token; openid-client checks its `sub` is the ID token's). The
  * email and email_verified are taken together from where the email is.
  */
-export async function claimsOf(lib: Library, config: OpenIdClient.Configuration, tokens: OpenIdClient.TokenEndpointResponse & OpenIdClient.TokenEndpointResponseHelpers, claim: string): Promise<Said> {
+export async function claimsOf(lib: Library, config: Configuration, tokens: TokenEndpointResponse & TokenEndpointResponseHelpers, claim: string): Promise<Said> {
   const idToken = tokens.claims()!;
   let userinfo: Record<string, unknown> = {};
   const lacking = idToken.email === undefined || claimOf(idToken, claim) === undefined;

@@ -25,9 +25,7 @@
  * the account and shows in the console under the subject. It cannot mint client tokens.
  */
 import { LRUCache } from 'lru-cache';
-import type * as Jose from 'jose';
 import { fetchBoundedText } from '../common/bounded-fetch';
-import { importEsm } from '../common/import-esm';
 import { globMatches } from '../common/model-globs';
 import { sha256Hex } from '../common/sha256';
 import type { Config } from '../config';
@@ -68,7 +66,12 @@ interface Verified {
   readonly until: number;
 }
 
-type KeyResolver = ReturnType<typeof Jose.createLocalJWKSet>;
+/** jose is ESM only: its types, named as the import() below loads it (this module is CommonJS). */
+type Jose = typeof import('jose', { with: { 'resolution-mode': 'import' } });
+type JSONWebKeySet = import('jose', { with: { 'resolution-mode': 'import' } }).JSONWebKeySet;
+type JWTPayload = import('jose', { with: { 'resolution-mode': 'import' } }).JWTPayload;
+type JWTVerifyOptions = import('jose', { with: { 'resolution-mode': 'import' } }).JWTVerifyOptions;
+type KeyResolver = ReturnType<Jose['createLocalJWKSet']>;
 
 /**
  * One trusted issuer: where its keys are, the keys (as jose's resolver, made when they were fetched:
@@ -119,8 +122,8 @@ class Issuer {
     const left = () => Math.max(1, deadline - this.now());
     try {
       const jwksUri = this.jwksUri ?? (await this.discover(left()));
-      const jose = await importEsm<typeof Jose>('jose');
-      const resolver = jose.createLocalJWKSet(JSON.parse(await fetchBoundedText(jwksUri, MAX_DOCUMENT_BYTES, left())) as Jose.JSONWebKeySet);
+      const jose = await import('jose');
+      const resolver = jose.createLocalJWKSet(JSON.parse(await fetchBoundedText(jwksUri, MAX_DOCUMENT_BYTES, left())) as JSONWebKeySet);
       [this.jwksUri, this.keys, this.fetchedAt] = [jwksUri, resolver, this.now()];
       if (this.failing) this.log.info({ issuer: this.issuer }, "workload identity: the issuer's keys are fetched again");
       this.failing = false;
@@ -177,8 +180,8 @@ export class WorkloadIdentities {
   }
 
   private async verify(token: string, digest: string): Promise<Checked> {
-    const jose = await importEsm<typeof Jose>('jose');
-    let claimed: Jose.JWTPayload;
+    const jose = await import('jose');
+    let claimed: JWTPayload;
     try {
       claimed = jose.decodeJwt(token);
     } catch {
@@ -186,7 +189,7 @@ export class WorkloadIdentities {
     }
     const issuer = typeof claimed.iss === 'string' ? this.issuers.get(claimed.iss) : undefined;
     if (!issuer) return { refused: 'no rule trusts its issuer' };
-    let claims: Jose.JWTPayload;
+    let claims: JWTPayload;
     try {
       claims = await this.verifiedClaims(jose, token, issuer);
     } catch (err) {
@@ -233,8 +236,8 @@ export class WorkloadIdentities {
   }
 
   /** The claims of a token the issuer signed, checked; a kid its keys lack fetches them again (once) first. */
-  private async verifiedClaims(jose: typeof Jose, token: string, issuer: Issuer): Promise<Jose.JWTPayload> {
-    const options: Jose.JWTVerifyOptions = { issuer: issuer.issuer, algorithms: ALGORITHMS, clockTolerance: CLOCK_TOLERANCE_SECONDS, requiredClaims: ['exp', 'sub'], currentDate: new Date(this.now()) };
+  private async verifiedClaims(jose: Jose, token: string, issuer: Issuer): Promise<JWTPayload> {
+    const options: JWTVerifyOptions = { issuer: issuer.issuer, algorithms: ALGORITHMS, clockTolerance: CLOCK_TOLERANCE_SECONDS, requiredClaims: ['exp', 'sub'], currentDate: new Date(this.now()) };
     try {
       return (await jose.jwtVerify(token, await issuer.current(), options)).payload;
     } catch (err) {

@@ -31,7 +31,7 @@ export async function openKeyStore(config: Pick<Config, 'keyStore'>, events: Key
   const health: StoreHealthEvents = { down: events.down ?? (() => undefined), up: events.up ?? (() => undefined) };
   const settings = config.keyStore;
   if (settings.type === 'postgres') {
-    const { PostgresKeyStore } = await import('./postgres'); // pg only in shared mode
+    const { PostgresKeyStore } = await import('./postgres.js'); // pg only in shared mode
     try {
       const store = await PostgresKeyStore.open(settings.url, { listener: events.listener ?? (() => undefined) }, settings.poolSize, settings.timeoutMs);
       return new GuardedKeyStore(store, settings.timeoutMs, health);
@@ -41,7 +41,7 @@ export async function openKeyStore(config: Pick<Config, 'keyStore'>, events: Key
   }
   if (settings.type === 'sqlite') {
     const file = path.resolve(settings.path);
-    const { SqliteKeyStore } = await import('./sqlite/store'); // the native module only when used
+    const { SqliteKeyStore } = await import('./sqlite/store.js'); // the native module only when used
     let store: InstanceType<typeof SqliteKeyStore>;
     try {
       store = new SqliteKeyStore(file, settings.timeoutMs);
@@ -52,7 +52,7 @@ export async function openKeyStore(config: Pick<Config, 'keyStore'>, events: Key
     }
     const legacy = path.join(path.dirname(file), LEGACY_FILE);
     if (store.created && existsSync(legacy)) {
-      const { importFile } = await import('./sqlite/import');
+      const { importFile } = await import('./sqlite/import.js');
       try {
         events.imported?.(legacy, (await importFile(store, legacy)).imported);
       } catch (err) {
@@ -75,7 +75,7 @@ export async function openKeyStore(config: Pick<Config, 'keyStore'>, events: Key
  */
 export async function importIntoStore(settings: Config['keyStore'], file: string): Promise<{ report: ImportReport; target: string }> {
   if (settings.type === 'sqlite') {
-    const [{ SqliteKeyStore }, { importFile }] = await Promise.all([import('./sqlite/store'), import('./sqlite/import')]);
+    const [{ SqliteKeyStore }, { importFile }] = await Promise.all([import('./sqlite/store.js'), import('./sqlite/import.js')]);
     const target = path.resolve(settings.path);
     const store = new SqliteKeyStore(target, settings.timeoutMs);
     try {
@@ -85,7 +85,7 @@ export async function importIntoStore(settings: Config['keyStore'], file: string
     }
   }
   if (settings.type === 'postgres') {
-    const { PostgresKeyStore } = await import('./postgres');
+    const { PostgresKeyStore } = await import('./postgres.js');
     const store = await PostgresKeyStore.open(settings.url, undefined, 1, settings.timeoutMs);
     try {
       return { report: await store.importFile(file), target: withoutPassword(settings.url) };

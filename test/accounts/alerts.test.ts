@@ -16,6 +16,8 @@ import type { AlertRecord } from '../../src/store/types';
 import { CountingKeyStore } from '../fakes/counting-key-store';
 import { listenOnLoopback } from '../helpers/net';
 import { eventually } from '../helpers/processes';
+import { issueKey } from '../../src/auth/issue';
+import { parseConfig } from '../../src/config';
 
 const SECRET_PATH = '/services/T000/B000/XXXXsecretwebhooktoken';
 
@@ -165,7 +167,6 @@ test('with no webhook the alert is kept (for the console) and audited', async ()
 });
 
 test('config: thresholds ascending in (0, 1], an http(s) webhook, no unknown field; a bad URL is not echoed', async () => {
-  const { parseConfig } = await import('../../src/config');
   const minimal = { providers: { mock: { workers: ['http://127.0.0.1:9'] } } };
   expect(parseConfig(minimal).alerts).toEqual({ thresholds: [0.5, 0.8, 1], allowPrivateAccountWebhooks: false, timeoutMs: 5000, expiringCheckMs: 600_000 });
   expect(parseConfig({ ...minimal, alerts: { webhookUrl: 'https://hooks.example.com/x', thresholds: [0.9] } }).alerts.thresholds).toEqual([0.9]);
@@ -184,7 +185,6 @@ test('config: thresholds ascending in (0, 1], an http(s) webhook, no unknown fie
 });
 
 test('keys that expire within a week: one key.expiring POST each, however many replicas look and however often', async () => {
-  const { issueKey } = await import('../../src/auth/issue');
   const { store, make } = setup(receiver.url);
   const id = await account(store, 'expiring');
   const soon = await issueKey(store, { name: 'expires in three days', accountId: id, expiresAt: new Date(Date.now() + 3 * 86_400_000) });
@@ -272,7 +272,6 @@ test("an account's own webhook gets its alerts instead of the platform's; aimed 
 });
 
 test("one account's webhook that never answers holds no other account's expiry alert behind it, rests after failing, and a leak reaches the platform too", async () => {
-  const { issueKey } = await import('../../src/auth/issue');
   const silent = http.createServer(() => undefined);
   const silentUrl = (await listenOnLoopback(silent)) + SECRET_PATH;
   try {

@@ -10,6 +10,7 @@ import { generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import { gatewayWithWorker } from '../helpers/fixture';
 import { bearer, chatBody, request, type RawResponse } from '../helpers/http';
+import { parseConfig } from '../../src/config';
 
 const TOKEN = 'admin-token-for-leak-reports-0123456789';
 const pair = () => generateKeyPairSync('ec', { namedCurve: 'P-256' });
@@ -141,7 +142,6 @@ test('a secret a rotation replaced: leaked during its grace, it revokes the key;
 });
 
 test('the default config trusts no signing key; one that is not a public key is refused at start, naming it', async () => {
-  const { parseConfig } = await import('../../src/config');
   const config = parseConfig({ providers: { mock: { workers: ['http://127.0.0.1:9'] } } });
   expect(config.secretScanning.github.publicKeys).toEqual([]);
   const withKeys = (publicKeys: unknown) => () => parseConfig({ providers: { mock: { workers: ['http://127.0.0.1:9'] } }, secretScanning: { github: { publicKeys } } });

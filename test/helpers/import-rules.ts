@@ -26,7 +26,8 @@ export function importGraph(root: string, files: readonly string[], read: (file:
 
 function resolve(root: string, from: string, specifier: string, files: readonly string[]): string | undefined {
   const base = path.posix.normalize(path.posix.join(path.posix.dirname(from), specifier));
-  for (const candidate of [base, `${base}.ts`, `${base}/index.ts`]) {
+  // A dynamic import() names a compiled file ('./postgres.js', as Node's ESM resolution needs): its source is the .ts.
+  for (const candidate of [base, base.replace(/\.js$/, '.ts'), `${base}.ts`, `${base}/index.ts`]) {
     if (files.includes(candidate)) return candidate;
   }
   const onDisk = path.join(root, base);

@@ -18,6 +18,7 @@ import { bearer, chatBody, request } from '../helpers/http';
 import { sample, scrape } from '../helpers/metrics';
 import { ThrowawayPostgres } from '../helpers/postgres';
 import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { PostgresKeyStore } from '../../src/store/postgres';
 
 const TOKEN = 'outage-test-admin-token-0123456789';
 const STORE_TIMEOUT_MS = 400;
@@ -43,7 +44,6 @@ beforeAll(async () => {
     auth: { createFirstKey: false, cacheTtlMs: CACHE_TTL_MS },
   };
   replicas = (await Promise.all(['a', 'b'].map((name) => startGatewayProcess(dir, name, settings)))) as [GatewayProcess, GatewayProcess];
-  const { PostgresKeyStore } = await import('../../src/store/postgres');
   const store = await PostgresKeyStore.open(database.url);
   ({ key, record: { id: keyId } } = await issueKey(store, { name: 'in use' }));
   await store.close();
@@ -93,7 +93,7 @@ function load(useKey: string, concurrency = 4) {
     async stop() {
       running = false;
       await Promise.all(loops);
-      agents.forEach((agent) => agent.destroy());
+      for (const agent of agents) agent.destroy();
       return outcomes;
     },
   };
