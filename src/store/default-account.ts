@@ -3,7 +3,7 @@
  * one: `default`, with the same id in every store (the PostgreSQL migration and the file store's
  * reading of a version 1 file create it under that id too).
  */
-import { AccountNameTaken, DEFAULT_ACCOUNT_NAME, NO_BUDGET, NO_QUOTA, type AccountStore } from './types';
+import { DEFAULT_ACCOUNT_NAME, DuplicateRecord, NO_BUDGET, NO_QUOTA, type AccountStore } from './types';
 
 export const DEFAULT_ACCOUNT_ID = 'acc_default';
 
@@ -15,7 +15,8 @@ export async function defaultAccountId(store: AccountStore, now = new Date()): P
     await store.createAccount({ id: DEFAULT_ACCOUNT_ID, name: DEFAULT_ACCOUNT_NAME, createdAt: now.toISOString(), quota: { ...NO_QUOTA }, budget: { ...NO_BUDGET } });
     return DEFAULT_ACCOUNT_ID;
   } catch (err) {
-    if (!(err instanceof AccountNameTaken) && !/already holds an account/.test(String((err as Error).message)) && (err as { code?: string }).code !== '23505') throw err;
+    // Another process made it first: under this id (DuplicateRecord of the id) or this name (AccountNameTaken).
+    if (!(err instanceof DuplicateRecord && err.kind === 'account')) throw err;
     const made = await store.findAccountByName(DEFAULT_ACCOUNT_NAME);
     if (!made) throw err;
     return made.id;

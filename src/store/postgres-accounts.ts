@@ -3,14 +3,14 @@
  * one-time tokens, counters, the audit trail, daily usage and quota counters (postgres.ts adds the
  * keys and the change feed). Every query has a deadline on our side.
  */
-import pg from 'pg';
+import type pg from 'pg';
+import { postgresDuplicate, withAccountName } from './errors';
 import { StoreDeadlineExceeded } from './guarded';
 import { ledgerSpans, monthStart } from './ledger-spans';
-import { toAccount, toIdentity, toMember, toPerson, toSession, type AccountRow, type AuditRow, type IdentityRow, type MemberRow, type PersonRow, type SessionRow, type TokenRow } from './postgres-rows';
+import { toAccount, toAlert, toIdentity, toMember, toPerson, toSession, type AccountRow, type AlertRow, type AuditRow, type IdentityRow, type MemberRow, type PersonRow, type SessionRow, type TokenRow } from './postgres-rows';
 import {
   type BreakdownQuery,
   type UsageShare,
-  AccountNameTaken,
   ALERTS_KEPT_DAYS,
   type AccountChanges,
   type AccountRecord,
@@ -29,21 +29,6 @@ import { ACCOUNT_UPDATES } from './sqlite/statements';
 
 /** Expired counters are deleted at most this often by each process. */
 const PRUNE_COUNTERS_EVERY_MS = 60_000;
-
-interface AlertRow {
-  id: string;
-  account_id: string;
-  key_id: string | null;
-  kind: AlertRecord['kind'];
-  period: AlertRecord['period'];
-  period_start: string;
-  threshold: number;
-  spent: number;
-  lim: number;
-  at: Date;
-  sent_at: Date | null;
-}
-const toAlert = (row: AlertRow): AlertRecord => ({ id: row.id, accountId: row.account_id, keyId: row.key_id, kind: row.kind, period: row.period, periodStart: row.period_start, threshold: row.threshold, spent: row.spent, limit: row.lim, at: row.at.toISOString(), sentAt: row.sent_at?.toISOString() ?? null });
 
 export class PostgresAccountStore {
   private countersPrunedAt = 0;
@@ -69,8 +54,7 @@ export class PostgresAccountStore {
         nanosOf(record.endUserQuota?.budgetPerDay ?? null),
       ]);
     } catch (err) {
-      if ((err as { code?: string; constraint?: string }).code === '23505' && (err as { constraint?: string }).constraint === 'chatgate_accounts_name_key') throw new AccountNameTaken(record.name);
-      throw err;
+      throw withAccountName(err, record.name);
     }
   }
 
@@ -101,8 +85,7 @@ export class PostgresAccountStore {
       const { rows } = await this.query<AccountRow>(`update chatgate_accounts set ${assignments} where id = $1 returning *`, [id, ...columns.map(([, value]) => value)]);
       return rows[0] && toAccount(rows[0]);
     } catch (err) {
-      if ((err as { code?: string }).code === '23505' && changes.name !== undefined) throw new AccountNameTaken(changes.name);
-      throw err;
+      throw withAccountName(err, changes.name);
     }
   }
 
@@ -139,7 +122,7 @@ export class PostgresAccountStore {
   }
 
   async identitiesOf(email: string): Promise<IdentityRecord[]> {
-    const { rows } = await this.query<IdentityRow>('select * from chatgate_identities where email = $1 order by created_at', [email]);
+    const { rows } = await this.query<IdentityRow>('select * from chatgate_identities where email = $1 order by created_at, issuer', [email]);
     return rows.map(toIdentity);
   }
 
@@ -372,13 +355,13 @@ export class PostgresAccountStore {
   /**
    * One query on a pooled connection, bounded by `timeoutMs` from our side. A connection whose query
    * outlived it is destroyed, not returned to the pool: it is stuck behind a server that does not
-   * answer, and would hold the next query too.
+   * answer, and would hold the next query too. A unique value taken is DuplicateRecord, as on every backend.
    */
   protected async query<R extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<pg.QueryResult<R>> {
     const client = await this.pool.connect();
     let timer: NodeJS.Timeout | undefined;
     let stuck = false;
-    const running = client.query<R>(sql, params);
+    const running = client.query<R>(sql, params).catch((err: unknown) => Promise.reject(postgresDuplicate(err) ?? err));
     try {
       return await Promise.race([
         running,

@@ -32,7 +32,10 @@ export async function importIntoPostgres(pool: pg.Pool, data: Data, timeoutMs: n
       return await Promise.race([
         running,
         new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject((stuck = new StoreDeadlineExceeded(timeoutMs))), timeoutMs);
+          timer = setTimeout(() => {
+            stuck = new StoreDeadlineExceeded(timeoutMs);
+            reject(stuck);
+          }, timeoutMs);
         }),
       ]);
     } catch (err) {

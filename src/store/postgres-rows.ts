@@ -1,6 +1,6 @@
 /** PostgreSQL rows as the driver returns them, and the records they become. */
 import { budgetOf, endUserQuotaOf } from './sqlite/rows';
-import type { AccountRecord, IdentityRecord, KeyAuthRecord, KeyRecord, MembershipRecord, PersonRecord, Role, SessionRecord } from './types';
+import type { AccountRecord, AlertRecord, IdentityRecord, KeyAuthRecord, KeyRecord, MembershipRecord, PersonRecord, Role, SessionRecord } from './types';
 
 export interface KeyRow {
   id: string;
@@ -152,3 +152,17 @@ export const toSession = (row: SessionRow): SessionRecord => ({
   expiresAt: row.expires_at.toISOString(),
 });
 
+export interface AlertRow {
+  id: string;
+  account_id: string;
+  key_id: string | null;
+  kind: AlertRecord['kind'];
+  period: AlertRecord['period'];
+  period_start: string;
+  threshold: number;
+  spent: number;
+  lim: number;
+  at: Date;
+  sent_at: Date | null;
+}
+export const toAlert = (row: AlertRow): AlertRecord => ({ id: row.id, accountId: row.account_id, keyId: row.key_id, kind: row.kind, period: row.period, periodStart: row.period_start, threshold: row.threshold, spent: row.spent, limit: row.lim, at: row.at.toISOString(), sentAt: row.sent_at?.toISOString() ?? null });

@@ -279,7 +279,7 @@ export interface AuditFilter {
 }
 
 export interface AccountStore {
-  /** Refuses (AccountNameTaken) a name another account has. */
+  /** Refuses a name another account has (AccountNameTaken), and an id another has (DuplicateRecord). */
   createAccount(record: AccountRecord): Promise<void>;
   getAccount(id: string): Promise<AccountRecord | undefined>;
   findAccountByName(name: string): Promise<AccountRecord | undefined>;
@@ -385,13 +385,7 @@ export interface AccountStore {
 /** Everything a backend holds. */
 export type Store = KeyStore & AccountStore;
 
-/** Another account has that name. */
-export class AccountNameTaken extends Error {
-  override name = 'AccountNameTaken';
-  constructor(readonly accountName: string) {
-    super(`an account is already named '${accountName}'`);
-  }
-}
+export { AccountNameTaken, DuplicateRecord, type RecordKind } from './errors';
 
 /** The account every key made before accounts existed belongs to. */
 export const DEFAULT_ACCOUNT_NAME = 'default';

@@ -15,3 +15,11 @@ export function accountChanged(existing: AccountRecord, changes: AccountChanges)
   else if (changes.alertWebhookUrl !== undefined) updated.alertWebhookUrl = changes.alertWebhookUrl;
   return updated;
 }
+
+/** Accounts as the SQL stores list them: by creation time, then id. */
+export const byCreation = (a: AccountRecord, b: AccountRecord) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+
+/** Audit events as the SQL stores list them: the latest `at` first, and of one instant, the last appended first. */
+export function newestFirst(events: readonly AuditEvent[]): AuditEvent[] {
+  return [...events].reverse().sort((a, b) => (a.at < b.at ? 1 : a.at > b.at ? -1 : 0));
+}

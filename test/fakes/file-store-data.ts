@@ -1,7 +1,7 @@
 /** Pure: the file store's changes that are more than a line, as new data from old. */
 import { definedFields } from '../../src/common/defined-fields';
 import { periodOf, sum, voidedBy, type Data } from '../../src/store/file-schema';
-import type { IdentityRecord, KeyUse, MembershipRecord, OneTimeToken, PersonRecord } from '../../src/store/types';
+import { DuplicateRecord, type AuditEvent, type IdentityRecord, type KeyUse, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord } from '../../src/store/types';
 
 /** A batch of use added to each key's totals and latest use, and to its daily rows (those before `oldest` dropped). */
 export function withUse(data: Data, uses: readonly KeyUse[], oldest: string): Data {
@@ -10,7 +10,8 @@ export function withUse(data: Data, uses: readonly KeyUse[], oldest: string): Da
   const keys = data.keys.map((k) => {
     const mine = byKey.get(k.id);
     if (!mine) return k;
-    const latest = mine.reduce((at, use) => (use.at.toISOString() > at ? use.at.toISOString() : at), k.lastUsedAt ?? '');
+    let latest = k.lastUsedAt ?? '';
+    for (const use of mine) if (use.at.toISOString() > latest) latest = use.at.toISOString();
     return {
       ...k,
       lastUsedAt: latest || null,
@@ -82,9 +83,10 @@ export function withMember(data: Data, record: MembershipRecord): { data: Data; 
   return { data: { ...data, members: [...data.members.filter((m) => !same(m)), member] }, result: member };
 }
 
-/** A one-time token kept; expired ones, and those it voids (an older set-password link), go. */
+/** A one-time token kept; expired ones, and those it voids (an older set-password link), go; one whose digest is kept already is refused. */
 export function withToken(data: Data, token: OneTimeToken, now: Date): { data: Data; result: undefined } {
-  const kept = data.tokens.filter((t) => t.expiresAt > now.toISOString() && !voidedBy(token, t));
+  const kept = data.tokens.filter((t) => t.expiresAt >= now.toISOString() && !voidedBy(token, t));
+  if (kept.some((t) => t.digest === token.digest)) throw new DuplicateRecord('token', 'digest');
   return { data: { ...data, tokens: [...kept, token] }, result: undefined };
 }
 
@@ -105,4 +107,17 @@ export function withIdentity(data: Data, record: IdentityRecord): { data: Data; 
 export function withoutMember(data: Data, accountId: string, email: string): { data: Data; result: boolean } {
   const members = data.members.filter((m) => !(m.accountId === accountId && m.email === email));
   return { data: { ...data, members }, result: members.length !== data.members.length };
+}
+
+/** A session kept; ended ones go as it comes (before its digest is checked: one that ended may be made again). */
+export function withSession(data: Data, record: SessionRecord, now: Date): { data: Data; result: undefined } {
+  const live = data.sessions.filter((s) => s.expiresAt >= now.toISOString());
+  if (live.some((s) => s.digest === record.digest)) throw new DuplicateRecord('session', 'digest');
+  return { data: { ...data, sessions: [...live, record] }, result: undefined };
+}
+
+/** An audit event appended, unless one with its id is kept already. */
+export function withAudit(data: Data, event: AuditEvent): { data: Data; result: undefined } {
+  if (data.audit.some((e) => e.id === event.id)) throw new DuplicateRecord('audit', 'id');
+  return { data: { ...data, audit: [...data.audit, event] }, result: undefined };
 }

@@ -82,6 +82,6 @@ export async function fileStamp(file: string): Promise<string> {
 export async function replaceFile(file: string, contents: unknown): Promise<void> {
   await fs.mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
   const temporary = `${file}.${randomBytes(6).toString('hex')}.tmp`;
-  await fs.writeFile(temporary, JSON.stringify(contents, null, 2) + '\n', { mode: 0o600 });
+  await fs.writeFile(temporary, `${JSON.stringify(contents, null, 2)}\n`, { mode: 0o600 });
   await fs.rename(temporary, file);
 }

@@ -10,15 +10,15 @@ import { definedFields } from '../../src/common/defined-fields';
 import { StoreUnreadable } from '../../src/store/guarded';
 import { fileStamp, replaceFile, withLockFile } from './file-store-lock';
 import { applyBatch, ChangeBatches, type BatchChange, type QueuedChange } from './file-store-batches';
-import { withCountersBumped, withIdentity, withMember, withoutMember, withPassword, withPerson, withQuotaUsage, withToken, withTokenTaken, withUse } from './file-store-data';
-import { accountChanged, auditKept } from './account-changes';
+import { withAudit, withCountersBumped, withIdentity, withMember, withoutMember, withPassword, withPerson, withQuotaUsage, withSession, withToken, withTokenTaken, withUse } from './file-store-data';
+import { accountChanged, auditKept, byCreation, newestFirst } from './account-changes';
 import { addToLedger, breakdownOf, ledgerOf, pruneRows, type LedgerRow } from './usage-ledger';
 import { MemoryAccountStore } from './memory-account-store';
 import { byDateThenKey, daysBefore, emptyData, parseContents, type Data } from '../../src/store/file-schema';
 
 export { removeStaleLock } from './file-store-lock';
 export { parseContents, type Data } from '../../src/store/file-schema';
-import { AccountNameTaken, type AccountChanges, type AccountRecord, type AlertRecord, type AuditEvent, type AuditFilter, type IdentityRecord, type KeyChanges, type KeyRecord, type KeyUse, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type Store, type UsageDay, type BreakdownQuery, type UsageShare, type ServerSecret } from '../../src/store/types';
+import { AccountNameTaken, DuplicateRecord, type AccountChanges, type AccountRecord, type AlertRecord, type AuditEvent, type AuditFilter, type IdentityRecord, type KeyChanges, type KeyRecord, type KeyUse, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type Store, type UsageDay, type BreakdownQuery, type UsageShare, type ServerSecret } from '../../src/store/types';
 
 /** How often the file's stamp is polled for changes made by other processes. */
 const WATCH_INTERVAL_MS = 1000;
@@ -74,9 +74,7 @@ export class FileKeyStore implements Store {
 
   insert(record: KeyRecord): Promise<void> {
     return this.modify((data) => {
-      if (data.keys.some((k) => k.id === record.id || k.digest === record.digest)) {
-        throw new Error(`key store already holds a key with id ${record.id}`);
-      }
+      if (data.keys.some((k) => k.id === record.id || k.digest === record.digest)) throw new DuplicateRecord('key', data.keys.some((k) => k.id === record.id) ? 'id' : 'digest');
       return { data: { ...data, keys: [...data.keys, record] }, result: undefined };
     });
   }
@@ -119,7 +117,7 @@ export class FileKeyStore implements Store {
   async createAccount(record: AccountRecord): Promise<void> {
     await this.modify((data) => {
       if (data.accounts.some((a) => a.name === record.name)) throw new AccountNameTaken(record.name);
-      if (data.accounts.some((a) => a.id === record.id)) throw new Error(`key store already holds an account with id ${record.id}`);
+      if (data.accounts.some((a) => a.id === record.id)) throw new DuplicateRecord('account', 'id');
       return { data: { ...data, accounts: [...data.accounts, record] }, result: undefined };
     });
   }
@@ -134,7 +132,7 @@ export class FileKeyStore implements Store {
 
   async listAccounts(ids?: readonly string[]): Promise<AccountRecord[]> {
     const accounts = (await this.read()).accounts;
-    return ids === undefined ? accounts : accounts.filter((account) => ids.includes(account.id));
+    return (ids === undefined ? accounts : accounts.filter((account) => ids.includes(account.id))).sort(byCreation);
   }
 
   updateAccount(id: string, changes: AccountChanges): Promise<AccountRecord | undefined> {
@@ -164,7 +162,7 @@ export class FileKeyStore implements Store {
   }
 
   async identitiesOf(email: string): Promise<IdentityRecord[]> {
-    return (await this.read()).identities.filter((i) => i.email === email);
+    return (await this.read()).identities.filter((i) => i.email === email).sort((a, b) => order(a.createdAt, b.createdAt) || order(a.issuer, b.issuer));
   }
 
   bindIdentity(record: IdentityRecord): Promise<boolean> {
@@ -180,16 +178,15 @@ export class FileKeyStore implements Store {
   }
 
   async listMembers(accountId: string): Promise<MembershipRecord[]> {
-    return (await this.read()).members.filter((m) => m.accountId === accountId);
+    return (await this.read()).members.filter((m) => m.accountId === accountId).sort((a, b) => order(a.addedAt, b.addedAt) || order(a.email, b.email));
   }
 
   async membershipsOf(email: string): Promise<MembershipRecord[]> {
-    return (await this.read()).members.filter((m) => m.email === email);
+    return (await this.read()).members.filter((m) => m.email === email).sort((a, b) => order(a.addedAt, b.addedAt) || order(a.accountId, b.accountId));
   }
 
   async createSession(record: SessionRecord): Promise<void> {
-    // Ended ones go as new ones come.
-    await this.modify((data) => ({ data: { ...data, sessions: [...data.sessions.filter((s) => s.expiresAt > new Date().toISOString()), record] }, result: undefined }));
+    await this.modify((data) => withSession(data, record, new Date()));
   }
 
   async findSession(digest: string): Promise<SessionRecord | undefined> {
@@ -233,12 +230,11 @@ export class FileKeyStore implements Store {
   }
 
   async appendAudit(event: AuditEvent): Promise<void> {
-    await this.modify((data) => ({ data: { ...data, audit: [...data.audit, event] }, result: undefined }));
+    await this.modify((data) => withAudit(data, event));
   }
 
   async listAudit(accountId: string | null, limit: number, filter: AuditFilter = {}): Promise<AuditEvent[]> {
-    const audit = (await this.read()).audit.filter((e) => auditKept(e, accountId, filter));
-    return audit.slice(-limit).reverse();
+    return newestFirst((await this.read()).audit.filter((e) => auditKept(e, accountId, filter))).slice(0, limit);
   }
 
   async usage(accountId: string, from: string, to: string): Promise<UsageDay[]> {
@@ -267,32 +263,30 @@ export class FileKeyStore implements Store {
     await this.modify((data) => ({ data: withQuotaUsage(data, amounts, daysBefore(new Date(), 62)), result: undefined }));
   }
 
-  /** Alerts: the retired file store never had them; this fake keeps them in this process only. */
-  private readonly alertsHere = new MemoryAccountStore();
+  /** Alerts and server secrets: the retired file store never had them; this fake keeps them in this process, shared by the handles on one file. */
   claimAlert(alert: AlertRecord, leaseMs: number, now: Date): Promise<boolean> {
-    return this.alertsHere.claimAlert(alert, leaseMs, now);
+    return this.sharedHere.claimAlert(alert, leaseMs, now);
   }
   alertSent(id: string, at: Date): Promise<void> {
-    return this.alertsHere.alertSent(id, at);
+    return this.sharedHere.alertSent(id, at);
   }
   listAlerts(accountId: string, since: Date): Promise<AlertRecord[]> {
-    return this.alertsHere.listAlerts(accountId, since);
+    return this.sharedHere.listAlerts(accountId, since);
   }
   listUnsentAlerts(now: Date): Promise<AlertRecord[]> {
-    return this.alertsHere.listUnsentAlerts(now);
+    return this.sharedHere.listUnsentAlerts(now);
   }
-  /** Shared by the instances open on one file (this fake's processes are one process's objects). */
-  private static readonly secrets = new Map<string, MemoryAccountStore>();
-  private get secretsHere(): MemoryAccountStore {
-    let here = FileKeyStore.secrets.get(this.file);
-    if (!here) FileKeyStore.secrets.set(this.file, (here = new MemoryAccountStore()));
+  private static readonly shared = new Map<string, MemoryAccountStore>();
+  private get sharedHere(): MemoryAccountStore {
+    const here = FileKeyStore.shared.get(this.file) ?? new MemoryAccountStore();
+    FileKeyStore.shared.set(this.file, here);
     return here;
   }
   getServerSecret(id: string): Promise<ServerSecret | undefined> {
-    return this.secretsHere.getServerSecret(id);
+    return this.sharedHere.getServerSecret(id);
   }
   putServerSecret(secret: ServerSecret): Promise<ServerSecret> {
-    return this.secretsHere.putServerSecret(secret);
+    return this.sharedHere.putServerSecret(secret);
   }
 
   async quotaUsage(scopes: readonly string[]): Promise<Map<string, number>> {
@@ -397,3 +391,4 @@ export class FileKeyStore implements Store {
   }
 }
 
+const order = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);

@@ -3,9 +3,9 @@
  * real backends pass the same contract in test/store/contract.test.ts). Records are copied in and out,
  * as a real store's are.
  */
-import { AccountNameTaken, ALERTS_KEPT_DAYS, type AccountChanges, type AccountRecord, type AccountStore, type AlertRecord, type AuditEvent, type AuditFilter, type IdentityRecord, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type UsageDay, type BreakdownQuery, type ServerSecret } from '../../src/store/types';
+import { AccountNameTaken, ALERTS_KEPT_DAYS, DuplicateRecord, type AccountChanges, type AccountRecord, type AccountStore, type AlertRecord, type AuditEvent, type AuditFilter, type IdentityRecord, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type UsageDay, type BreakdownQuery, type ServerSecret } from '../../src/store/types';
 import { breakdownOf, pruneRows, type LedgerRow } from './usage-ledger';
-import { accountChanged, auditKept } from './account-changes';
+import { accountChanged, auditKept, byCreation, newestFirst } from './account-changes';
 
 const copy = <T>(value: T): T => (value === undefined ? value : structuredClone(value));
 
@@ -24,6 +24,7 @@ export class MemoryAccountStore implements AccountStore {
 
   async createAccount(record: AccountRecord): Promise<void> {
     if ([...this.accounts.values()].some((a) => a.name === record.name)) throw new AccountNameTaken(record.name);
+    if (this.accounts.has(record.id)) throw new DuplicateRecord('account', 'id');
     this.accounts.set(record.id, copy(record));
   }
   async getAccount(id: string) {
@@ -33,11 +34,15 @@ export class MemoryAccountStore implements AccountStore {
     return copy([...this.accounts.values()].find((a) => a.name === name));
   }
   async listAccounts(ids?: readonly string[]) {
-    return [...this.accounts.values()].filter((account) => ids === undefined || ids.includes(account.id)).map(copy);
+    return [...this.accounts.values()]
+      .filter((account) => ids === undefined || ids.includes(account.id))
+      .sort(byCreation)
+      .map(copy);
   }
   async updateAccount(id: string, changes: AccountChanges) {
     const account = this.accounts.get(id);
     if (!account) return undefined;
+    if (changes.name !== undefined && [...this.accounts.values()].some((a) => a.name === changes.name && a.id !== id)) throw new AccountNameTaken(changes.name);
     const updated = accountChanged(account, changes);
     this.accounts.set(id, updated);
     return copy(updated);
@@ -64,7 +69,10 @@ export class MemoryAccountStore implements AccountStore {
     return copy(this.identities.find((i) => i.issuer === issuer && i.subject === subject));
   }
   async identitiesOf(email: string) {
-    return this.identities.filter((i) => i.email === email).map(copy);
+    return this.identities
+      .filter((i) => i.email === email)
+      .sort((a, b) => order(a.createdAt, b.createdAt) || order(a.issuer, b.issuer))
+      .map(copy);
   }
   async bindIdentity(record: IdentityRecord) {
     if (this.identities.some((i) => i.issuer === record.issuer && (i.subject === record.subject || i.email === record.email))) return false;
@@ -83,12 +91,21 @@ export class MemoryAccountStore implements AccountStore {
     return this.members.length !== before;
   }
   async listMembers(accountId: string) {
-    return this.members.filter((m) => m.accountId === accountId).map(copy);
+    return this.members
+      .filter((m) => m.accountId === accountId)
+      .sort((a, b) => order(a.addedAt, b.addedAt) || order(a.email, b.email))
+      .map(copy);
   }
   async membershipsOf(email: string) {
-    return this.members.filter((m) => m.email === email).map(copy);
+    return this.members
+      .filter((m) => m.email === email)
+      .sort((a, b) => order(a.addedAt, b.addedAt) || order(a.accountId, b.accountId))
+      .map(copy);
   }
   async createSession(record: SessionRecord) {
+    // Ended ones go as new ones come (before the digest is checked, as the SQL stores do it).
+    for (const [digest, session] of this.sessions) if (session.expiresAt < new Date().toISOString()) this.sessions.delete(digest);
+    if (this.sessions.has(record.digest)) throw new DuplicateRecord('session', 'digest');
     this.sessions.set(record.digest, copy(record));
   }
   async findSession(digest: string) {
@@ -112,7 +129,9 @@ export class MemoryAccountStore implements AccountStore {
     return ended;
   }
   async createToken(token: OneTimeToken) {
-    for (const [digest, other] of this.tokens) if (voidedBy(token, other)) this.tokens.delete(digest);
+    const now = new Date().toISOString();
+    for (const [digest, other] of this.tokens) if (other.expiresAt < now || voidedBy(token, other)) this.tokens.delete(digest);
+    if (this.tokens.has(token.digest)) throw new DuplicateRecord('token', 'digest');
     this.tokens.set(token.digest, copy(token));
   }
   async takeToken(digest: string, kind: OneTimeToken['kind'], now: Date) {
@@ -134,17 +153,19 @@ export class MemoryAccountStore implements AccountStore {
     for (const name of names) this.counters.delete(name);
   }
   async appendAudit(event: AuditEvent) {
+    if (this.audit.some((kept) => kept.id === event.id)) throw new DuplicateRecord('audit', 'id');
     this.audit.push(copy(event));
   }
   async listAudit(accountId: string | null, limit: number, filter: AuditFilter = {}) {
-    return this.audit
-      .filter((e) => auditKept(e, accountId, filter))
-      .slice(-limit)
-      .reverse()
+    return newestFirst(this.audit.filter((e) => auditKept(e, accountId, filter)))
+      .slice(0, limit)
       .map(copy);
   }
   async usage(accountId: string, from: string, to: string) {
-    return this.usageDays.filter((row) => row.accountId === accountId && row.date >= from && row.date <= to).map(copy);
+    return this.usageDays
+      .filter((row) => row.accountId === accountId && row.date >= from && row.date <= to)
+      .sort((a, b) => order(a.date, b.date) || order(a.keyId, b.keyId))
+      .map(copy);
   }
   async usageBreakdown(accountId: string, from: string, to: string, query: BreakdownQuery) {
     return breakdownOf(this.usageLedger, accountId, from, to, query);
@@ -183,6 +204,7 @@ export class MemoryAccountStore implements AccountStore {
   async listUnsentAlerts(now: Date) {
     return [...this.alerts.values()]
       .filter((alert) => alert.sentAt === null && alert.claimedUntil < now.getTime())
+      .sort((a, b) => order(a.at, b.at) || order(a.id, b.id))
       .map(({ claimedUntil: _claimedUntil, ...alert }) => ({ ...alert }))
       .slice(0, 100);
   }
@@ -193,6 +215,8 @@ export class MemoryAccountStore implements AccountStore {
       .map(({ claimedUntil: _claimedUntil, ...alert }) => ({ ...alert }));
   }
 }
+
+const order = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
 /** A new set-password link voids the older ones for the same person (and a used one, its siblings). */
 function voidedBy(token: OneTimeToken, other: OneTimeToken): boolean {

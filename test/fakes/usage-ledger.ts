@@ -67,3 +67,23 @@ export function ledgerOf(file: string): LedgerRow[] {
   ledgers.set(file, rows);
   return rows;
 }
+
+/**
+ * A batch's uses added to the daily rows (one a day and key) and to the ledger: the usage half of
+ * recordUse, for the memory fake, which holds no keys (the contract suite fills it this way).
+ */
+export function addUses(days: UsageDay[], ledger: LedgerRow[], uses: readonly KeyUse[]): void {
+  for (const use of uses) {
+    const day = days.find((row) => row.keyId === use.keyId && row.date === use.date);
+    if (day) {
+      day.requests += use.requests;
+      day.refused += use.refused;
+      day.costNanos += use.costNanos;
+      day.promptTokens += use.promptTokens;
+      day.completionTokens += use.completionTokens;
+    } else {
+      days.push({ date: use.date, accountId: use.accountId, keyId: use.keyId, requests: use.requests, refused: use.refused, costNanos: use.costNanos, promptTokens: use.promptTokens, completionTokens: use.completionTokens });
+    }
+  }
+  addToLedger(ledger, uses);
+}

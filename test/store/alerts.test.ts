@@ -1,25 +1,12 @@
 /**
- * Alert claims in both SQL stores and the memory fake, through two handles (two replicas): of many
- * claims at once exactly one wins; a sent alert is never claimed again; an unsent one is free again
+ * Alert claims in both SQL stores and the memory and file fakes (contract-backends.ts), through two
+ * handles (two replicas): of many claims at once exactly one wins; a sent alert is never claimed again; an unsent one is free again
  * once its claim's lease ran out; an account lists its own alerts only, newest first; alerts older
  * than ALERTS_KEPT_DAYS go as claims come.
  */
-import { ALERTS_KEPT_DAYS, type AccountStore, type AlertRecord } from '../../src/store/types';
-import { MemoryAccountStore } from '../fakes/memory-account-store';
-import { SQL_STORE_PAIRS } from '../helpers/store-pairs';
-
-type Pair = { store: AccountStore; other: AccountStore; close: () => Promise<void> };
-
-const backends: Array<[string, () => Promise<Pair>]> = [
-  ...SQL_STORE_PAIRS,
-  [
-    'memory fake',
-    async () => {
-      const store = new MemoryAccountStore();
-      return { store, other: store, close: async () => undefined };
-    },
-  ],
-];
+import { ALERTS_KEPT_DAYS, type AlertRecord } from '../../src/store/types';
+import { CONTRACT_BACKENDS, type ContractBackend } from './contract-backends';
+import { notCalled } from './contract-methods';
 
 const alert = (id: string, accountId = 'acc_1', at = '2026-11-29T10:00:00.000Z'): AlertRecord => ({
   id,
@@ -35,8 +22,8 @@ const alert = (id: string, accountId = 'acc_1', at = '2026-11-29T10:00:00.000Z')
   sentAt: null,
 });
 
-describe.each(backends)('%s', (_kind, open) => {
-  let pair: Pair;
+describe.each(CONTRACT_BACKENDS)('%s', (_kind, open) => {
+  let pair: ContractBackend;
   beforeAll(async () => {
     pair = await open();
   });
@@ -84,5 +71,27 @@ describe.each(backends)('%s', (_kind, open) => {
     await claimAt('new', ALERTS_KEPT_DAYS + 10);
     expect(await ids()).toEqual(['new', 'young']);
     expect(await pair.other.listAlerts('acc_2', new Date(0))).toEqual([]); // November's went too
+  });
+
+  test('listUnsentAlerts: those not sent whose lease ended before `now`, the oldest first (then by id), at most 100', async () => {
+    const t = Date.parse('2027-06-01T00:00:00Z');
+    // 104 alerts made in an order that is not their time's; one with a long lease, one sent.
+    const made = Array.from({ length: 104 }, (_, i) => alert(`unsent:${String(i).padStart(3, '0')}`, 'acc_5', new Date(t + ((i * 37) % 104) * 1000).toISOString()));
+    for (const [i, each] of made.entries()) expect(await (i % 2 ? pair.other : pair.store).claimAlert(each, i === 5 ? 3_600_000 : 1000, new Date(t + 200_000))).toBe(true);
+    await pair.other.alertSent(made[7]!.id, new Date(t + 200_100));
+    const mine = (alerts: AlertRecord[]) => alerts.filter((a) => a.accountId === 'acc_5');
+    expect(mine(await pair.store.listUnsentAlerts(new Date(t + 200_500)))).toEqual([]); // every lease holds
+    const listed = await pair.store.listUnsentAlerts(new Date(t + 201_001));
+    expect(listed).toHaveLength(100);
+    expect(listed.every((a) => a.sentAt === null)).toBe(true);
+    const byTime = (a: AlertRecord, b: AlertRecord) => (a.at < b.at ? -1 : a.at > b.at ? 1 : a.id < b.id ? -1 : 1);
+    expect(listed).toEqual([...listed].sort(byTime));
+    const due = made.filter((_, i) => i !== 5 && i !== 7).sort(byTime);
+    expect(mine(listed)).toEqual(due.slice(0, mine(listed).length));
+    expect(mine(listed).length).toBeGreaterThan(90);
+  });
+
+  test('every method this file answers for was called on this backend', () => {
+    expect(notCalled('alerts', pair.called)).toEqual([]);
   });
 });

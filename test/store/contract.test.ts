@@ -14,6 +14,7 @@ import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import type { BreakdownQuery, KeyRecord, Store } from '../../src/store/types';
 import { eventually } from '../helpers/processes';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres';
+import { notCalled, recorded } from './contract-methods';
 
 interface Backend {
   /** Two handles on one store, as two processes or replicas would have. */
@@ -73,10 +74,12 @@ describe.each(backends)('%s key store', (kind, makeBackend) => {
   let backend: Backend;
   let store: Store;
   let other: Store;
+  const called = new Set<string>();
+  const openRecorded = async (of: Backend) => (await of.open()).map((handle) => recorded(handle, called)) as [Store, Store];
 
   beforeAll(async () => {
     backend = await makeBackend();
-    [store, other] = await backend.open();
+    [store, other] = await openRecorded(backend);
   });
   afterAll(() => backend.cleanup());
 
@@ -88,7 +91,7 @@ describe.each(backends)('%s key store', (kind, makeBackend) => {
     expect(await other.get(record.id)).toEqual(record);
     expect((await other.list()).map((r) => r.id)).toContain(record.id);
     expect(record).toMatchObject({ name: 'alpha', models: ['mock/*'], expiresAt: '2099-01-01T00:00:00.000Z', revokedAt: null, lastUsedAt: null });
-    expect(await store.findByDigest(digestKey(key + 'x'))).toBeUndefined();
+    expect(await store.findByDigest(digestKey(`${key}x`))).toBeUndefined();
     expect(await store.get('key_missing')).toBeUndefined();
   });
 
@@ -209,7 +212,7 @@ describe.each(backends)('%s key store', (kind, makeBackend) => {
     const first = (monthsBack: number) => { const now = new Date(); return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - monthsBack, 1)).toISOString().slice(0, 10); };
     const [m1, m2, m3] = [first(3), first(2), first(1)] as [string, string, string];
     const dayOf = (month: string, day: number) => `${month.slice(0, 8)}${String(day).padStart(2, '0')}`;
-    const lastOf = (month: string) => new Date(Date.parse(`${month}T00:00:00Z`) + 31 * 86_400_000).toISOString().slice(0, 8) + '01';
+    const lastOf = (month: string) => `${new Date(Date.parse(`${month}T00:00:00Z`) + 31 * 86_400_000).toISOString().slice(0, 8)}01`;
     const end1 = new Date(Date.parse(`${lastOf(m1)}T00:00:00Z`) - 86_400_000).toISOString().slice(0, 10);
     const use = (date: string, endUser: string, requests: number) => ({ keyId: record.id, accountId: record.accountId, date, at: new Date(`${date}T00:00:00Z`), requests, refused: 0, promptTokens: requests, completionTokens: 0, costNanos: requests, model: 'p/m', endUser });
     await store.recordUse([use(m1, 'eu_a', 1), use(dayOf(m1, 15), 'eu_a', 2), use(end1, 'eu_b', 4)]);
@@ -318,7 +321,7 @@ describe.each(backends)('%s key store', (kind, makeBackend) => {
   test('hasKeys says whether the store holds any key (a revoked one counts); changeFeedLive holds once onChange listens', async () => {
     const fresh = await makeBackend(); // an empty store of its own
     try {
-      const [a, b] = await fresh.open();
+      const [a, b] = await openRecorded(fresh);
       expect(await a.hasKeys()).toBe(false);
       const { record } = await issueKey(b, { name: 'first' });
       expect(await a.hasKeys()).toBe(true);
@@ -326,9 +329,16 @@ describe.each(backends)('%s key store', (kind, makeBackend) => {
       expect(await a.hasKeys()).toBe(true);
       a.onChange(() => undefined);
       expect(a.changeFeedLive).toBe(true);
+      // Closing one handle (one process ending) leaves the store to the others.
+      await a.close();
+      expect((await b.get(record.id))?.revokedAt).not.toBeNull();
     } finally {
       await fresh.cleanup();
     }
+  });
+
+  test('every method this file answers for was called on this backend', () => {
+    expect(notCalled('contract', called)).toEqual([]);
   });
 });
 

@@ -14,6 +14,7 @@ import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import type { AccountStore, OneTimeToken, SessionRecord } from '../../src/store/types';
 import { MemoryAccountStore } from '../fakes/memory-account-store';
 import { createTestDatabase } from '../helpers/postgres';
+import { notCalled, recorded } from './contract-methods';
 
 interface Backend {
   /** Two handles on one store, as two processes or replicas would have. */
@@ -28,7 +29,13 @@ const backends: Array<[string, () => Promise<Backend>]> = [
       const dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-identity-'));
       const file = path.join(dir, 'keys.json');
       const pair: [FileKeyStore, FileKeyStore] = [new FileKeyStore(file), new FileKeyStore(file)];
-      return { pair, cleanup: async () => (await Promise.all(pair.map((s) => s.close())), rmSync(dir, { recursive: true, force: true })) };
+      return {
+        pair,
+        cleanup: async () => {
+          await Promise.all(pair.map((s) => s.close()));
+          rmSync(dir, { recursive: true, force: true });
+        },
+      };
     },
   ],
   [
@@ -37,7 +44,13 @@ const backends: Array<[string, () => Promise<Backend>]> = [
       const dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-identity-'));
       const file = path.join(dir, 'chatgate.db');
       const pair: [SqliteKeyStore, SqliteKeyStore] = [new SqliteKeyStore(file), new SqliteKeyStore(file)];
-      return { pair, cleanup: async () => (await Promise.all(pair.map((s) => s.close())), rmSync(dir, { recursive: true, force: true })) };
+      return {
+        pair,
+        cleanup: async () => {
+          await Promise.all(pair.map((s) => s.close()));
+          rmSync(dir, { recursive: true, force: true });
+        },
+      };
     },
   ],
   [
@@ -45,7 +58,13 @@ const backends: Array<[string, () => Promise<Backend>]> = [
     async () => {
       const database = await createTestDatabase();
       const pair = (await Promise.all([PostgresKeyStore.open(database.url), PostgresKeyStore.open(database.url)])) as [PostgresKeyStore, PostgresKeyStore];
-      return { pair, cleanup: async () => (await Promise.all(pair.map((s) => s.close())), await database.drop()) };
+      return {
+        pair,
+        cleanup: async () => {
+          await Promise.all(pair.map((s) => s.close()));
+          await database.drop();
+        },
+      };
     },
   ],
   [
@@ -76,10 +95,11 @@ describe.each(backends)('%s account store: identities, links, sessions, counters
   let backend: Backend;
   let store: AccountStore;
   let other: AccountStore;
+  const called = new Set<string>();
 
   beforeAll(async () => {
     backend = await makeBackend();
-    [store, other] = backend.pair;
+    [store, other] = [recorded(backend.pair[0], called), recorded(backend.pair[1], called)];
     for (const email of ['kim@x.test', 'lee@x.test', 'max@x.test', 'ned@x.test']) await store.putPerson(person(email));
   });
   afterAll(() => backend?.cleanup());
@@ -203,5 +223,9 @@ describe.each(backends)('%s account store: identities, links, sessions, counters
     expect(await other.bumpCounters([{ name: 'pair', expiresAt: new Date(afterExpiry.getTime() + 60_000) }], afterExpiry)).toEqual([2]);
     await store.clearCounters(['pair', 'email']);
     expect(await other.bumpCounters([{ name: 'pair', expiresAt }, { name: 'email', expiresAt }], NOW)).toEqual([1, 1]);
+  });
+
+  test('every method this file answers for was called on this backend', () => {
+    expect(notCalled('identity-contract', called)).toEqual([]);
   });
 });

@@ -71,7 +71,7 @@ async function freezableRelay(target: string) {
       frozen = false; // connections made from now on pass; the frozen ones stay stuck
     },
     close() {
-      for (const pair of pairs) pair.forEach((socket) => socket.destroy());
+      for (const pair of pairs) for (const socket of pair) socket.destroy();
       server.close();
     },
   };

@@ -79,7 +79,7 @@ describe.each(backends)('%s: a secret changed by other means ends the grace', (k
       await rotateKey(pair.store, record.id, 600);
       // What a replica of an earlier version does on rotate (a rolling deploy, a rollback): another
       // digest (its first hex digit changed: to 'd' alone left one in 16 digests as they were).
-      const sql = "update chatgate_keys set digest = (case when substr(digest, 1, 1) = 'd' then 'e' else 'd' end)||substr(digest, 2), prefix = prefix where id = " + (kind === 'sqlite' ? '?' : '$1');
+      const sql = `update chatgate_keys set digest = (case when substr(digest, 1, 1) = 'd' then 'e' else 'd' end)||substr(digest, 2), prefix = prefix where id = ${kind === 'sqlite' ? '?' : '$1'}`;
       if (pair.store instanceof SqliteKeyStore) pair.store.sql.db.prepare(sql).run(record.id);
       else await (pair.store as unknown as { query(sql: string, params: unknown[]): Promise<unknown> }).query(sql, [record.id]);
       expect(await pair.other.findByDigest(digestKey(first))).toBeUndefined();

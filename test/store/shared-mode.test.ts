@@ -110,7 +110,7 @@ describe('a database restart while the gateway runs', () => {
 
     server.stopSync();
     expect((await request(gw.url, { ca: gw.ca, headers: bearer(cached.key), body: chatBody() })).status).toBe(200);
-    const unknownWhileDown = await request(gw.url, { ca: gw.ca, headers: bearer('cgk_' + 'D'.repeat(43)), body: chatBody() });
+    const unknownWhileDown = await request(gw.url, { ca: gw.ca, headers: bearer(`cgk_${'D'.repeat(43)}`), body: chatBody() });
     expect(unknownWhileDown.status).toBe(503);
     expect(unknownWhileDown.json().error.code).toBe('key_store_unavailable');
 

@@ -177,7 +177,7 @@ test('the audit trail is append-only: no statement changes or deletes an event',
   await store.appendAudit({ id: 'aud_1', accountId: null, at: new Date().toISOString(), actor: 'cli', action: 'key.created', target: 'key_1', client: null, details: {} });
   expect(() => store.sql.db.prepare("update chatgate_audit set actor = 'someone else'").run()).toThrow(/append-only/);
   expect(() => store.sql.db.prepare('delete from chatgate_audit').run()).toThrow(/append-only/);
-  await expect(store.appendAudit({ id: 'aud_1', accountId: null, at: new Date().toISOString(), actor: 'x', action: 'x', target: 'x', client: null, details: {} })).rejects.toHaveProperty('message', expect.stringMatching(/UNIQUE|constraint/i));
+  await expect(store.appendAudit({ id: 'aud_1', accountId: null, at: new Date().toISOString(), actor: 'x', action: 'x', target: 'x', client: null, details: {} })).rejects.toMatchObject({ name: 'DuplicateRecord', kind: 'audit', field: 'id' });
   expect((await store.listAudit(null, 10)).map((e) => e.actor)).toEqual(['cli']);
 });
 
@@ -224,7 +224,7 @@ test('store import: every record kind of a keys.json, as the file store reads it
 
   const second = spawnSync(process.execPath, [CLI, 'store', 'import', jsonFile, '--config', configFile], { encoding: 'utf8' });
   expect(second.status).toBe(0);
-  expect(Object.values(counts(second.stdout)).every(([imported, present]) => imported === 0 && present! > 0)).toBe(true);
+  expect(Object.values(counts(second.stdout)).every(([imported, present]) => imported === 0 && present > 0)).toBe(true);
 
   // What SQLite holds now reads as what the file store holds, kind by kind (once, not twice).
   const store = open(target);

@@ -8,6 +8,7 @@
  */
 import { closeSync, mkdirSync, openSync } from 'node:fs';
 import path from 'node:path';
+import { sqliteDuplicate } from '../errors';
 import { StoreUnreadable } from '../guarded';
 import { BackgroundCheckpoints } from './checkpoints';
 import { WriterThread, type Write } from './writer-thread';
@@ -145,9 +146,13 @@ function unavailableOnFailure<T>(work: () => T): T {
   }
 }
 
-/** The guard (guarded.ts) counts a StoreUnreadable as the store being away: 503, and known keys served stale. */
+/**
+ * The guard (guarded.ts) counts a StoreUnreadable as the store being away: 503, and known keys served
+ * stale. A unique value taken is DuplicateRecord, as on every backend.
+ */
 function unavailableError(err: unknown): unknown {
   const code = sqliteCode(err);
+  if (code?.startsWith('SQLITE_CONSTRAINT')) return sqliteDuplicate(err) ?? err;
   if (code !== undefined && UNAVAILABLE.test(code)) return new StoreUnreadable(`key store: ${code} (${(err as Error).message.split('\n')[0]!.slice(0, 200)})`, { cause: err });
   return err;
 }

@@ -6,7 +6,8 @@
  * checkpoints.ts); a key change made by any of them reaches the others' caches within POLL_MS (changes.ts).
  */
 import { randomUUID } from 'node:crypto';
-import { AccountNameTaken, type AccountChanges, type AccountRecord, type AlertRecord, type AuditEvent, type AuditFilter, type IdentityRecord, type KeyAuthRecord, type KeyChanges, type KeyRecord, type KeyUse, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type Store, type UsageDay, type BreakdownQuery, type UsageShare, type ServerSecret } from '../types';
+import type { AccountChanges, AccountRecord, AlertRecord, AuditEvent, AuditFilter, IdentityRecord, KeyAuthRecord, KeyChanges, KeyRecord, KeyUse, MembershipRecord, OneTimeToken, PersonRecord, SessionRecord, Store, UsageDay, BreakdownQuery, UsageShare, ServerSecret } from '../types';
+import { withAccountName } from '../errors';
 import { SqliteAlerts } from './alerts';
 import { ChangeFeed, type ChangeListener } from './changes';
 import { SqliteSessions } from './sessions';
@@ -113,7 +114,7 @@ export class SqliteKeyStore implements Store {
     try {
       await this.sql.write(() => this.sql.run(rows.insertSql('insert', 'chatgate_accounts', statements.ACCOUNT_COLUMNS), rows.accountParams(record)));
     } catch (err) {
-      throw this.accountError(err, record.name, record.id);
+      throw withAccountName(err, record.name);
     }
   }
 
@@ -141,7 +142,7 @@ export class SqliteKeyStore implements Store {
     try {
       return await this.sql.write(() => this.account(`update chatgate_accounts set ${assignments} where id = ? returning *`, ...columns.map(([, value]) => value), id));
     } catch (err) {
-      throw this.accountError(err, changes.name ?? '', id);
+      throw withAccountName(err, changes.name);
     }
   }
 
@@ -383,12 +384,5 @@ export class SqliteKeyStore implements Store {
     if (now - (this.prunedAt.get(kind) ?? 0) < PRUNE_EVERY_MS) return;
     this.prunedAt.set(kind, now);
     clean();
-  }
-
-  private accountError(err: unknown, name: string, id: string): unknown {
-    const message = String((err as Error | null)?.message ?? '');
-    if (/UNIQUE constraint failed: chatgate_accounts\.name/.test(message)) return new AccountNameTaken(name);
-    if (/UNIQUE constraint failed: chatgate_accounts\.id/.test(message)) return new Error(`key store already holds an account with id ${id}`);
-    return err;
   }
 }

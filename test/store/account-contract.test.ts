@@ -1,0 +1,169 @@
+/**
+ * Accounts, people and members, on every backend (contract-backends.ts), through two handles: what a
+ * write returns is what the other handle then reads; a name or id another account holds is refused
+ * with DuplicateRecord (AccountNameTaken for a name), and of creates or renames racing for one name
+ * exactly one wins; names and emails that only look alike are other records; lists come in a fixed order.
+ */
+import { AccountNameTaken, DuplicateRecord, type AccountRecord, type AccountStore, type MembershipRecord } from '../../src/store/types';
+import { CONTRACT_BACKENDS, type ContractBackend } from './contract-backends';
+import { notCalled } from './contract-methods';
+
+const account = (id: string, name: string, createdAt = '2031-02-03T04:05:06.789Z', extra: Partial<AccountRecord> = {}): AccountRecord => ({
+  id,
+  name,
+  createdAt,
+  quota: { tokensPerDay: null, tokensPerMonth: null },
+  budget: { perDay: null, perMonth: null },
+  ...extra,
+});
+const person = (email: string, passwordHash: string | null = null) => ({ email, admin: false, passwordHash, createdAt: '2031-01-01T00:00:00.000Z', passwordWithOidc: false });
+const member = (accountId: string, email: string, addedAt: string, role: MembershipRecord['role'] = 'member'): MembershipRecord => ({ accountId, email, role, addedAt, addedBy: 'admin-token' });
+
+/** Settles every promise: which ones kept and which failed, with what. */
+const settled = <T>(promises: Array<Promise<T>>) => Promise.allSettled(promises);
+
+describe.each(CONTRACT_BACKENDS)('%s: accounts, people, members', (_kind, open) => {
+  let backend: ContractBackend;
+  let store: AccountStore;
+  let other: AccountStore;
+  beforeAll(async () => {
+    backend = await open();
+    ({ store, other } = backend);
+  });
+  afterAll(() => backend?.close());
+
+  test('createAccount keeps the record whole: getAccount and findAccountByName read it back from the other handle', async () => {
+    const record = account('acc_whole', 'whole', '2031-02-03T04:05:06.789Z', {
+      quota: { tokensPerDay: 1000, tokensPerMonth: null },
+      budget: { perDay: 12.5, perMonth: 300 },
+      keyPolicy: { maxLifetimeDays: 90 },
+      endUserQuota: { tokensPerDay: 50, budgetPerDay: 0.25 },
+    });
+    await store.createAccount(record);
+    expect(await other.getAccount('acc_whole')).toEqual(record);
+    expect(await other.findAccountByName('whole')).toEqual(record);
+    expect(await other.getAccount('acc_nobody')).toBeUndefined();
+    expect(await other.findAccountByName('nobody')).toBeUndefined();
+  });
+
+  test('a name another account has is AccountNameTaken (a DuplicateRecord); an id another has is DuplicateRecord of the id; neither is kept', async () => {
+    await store.createAccount(account('acc_first', 'first'));
+    const byName = await other.createAccount(account('acc_second', 'first')).catch((err: unknown) => err);
+    expect(byName).toBeInstanceOf(AccountNameTaken);
+    expect(byName).toBeInstanceOf(DuplicateRecord);
+    expect(byName).toMatchObject({ kind: 'account', field: 'name', accountName: 'first', message: "an account is already named 'first'" });
+    const byId = await other.createAccount(account('acc_first', 'another')).catch((err: unknown) => err);
+    expect(byId).toBeInstanceOf(DuplicateRecord);
+    expect(byId).not.toBeInstanceOf(AccountNameTaken);
+    expect(byId).toMatchObject({ kind: 'account', field: 'id' });
+    expect(await store.getAccount('acc_second')).toBeUndefined();
+    expect(await store.findAccountByName('another')).toBeUndefined();
+    expect((await store.getAccount('acc_first'))?.name).toBe('first');
+  });
+
+  test('eight creates of one name at once through two handles: one is kept, seven get AccountNameTaken', async () => {
+    const results = await settled(Array.from({ length: 8 }, (_, i) => (i % 2 ? store : other).createAccount(account(`acc_race_${i}`, 'raced'))));
+    const kept = results.flatMap((result, i) => (result.status === 'fulfilled' ? [i] : []));
+    expect(kept).toHaveLength(1);
+    for (const result of results) if (result.status === 'rejected') expect(result.reason).toBeInstanceOf(AccountNameTaken);
+    expect((await other.findAccountByName('raced'))?.id).toBe(`acc_race_${kept[0]}`);
+    expect((await store.listAccounts(results.map((_, i) => `acc_race_${i}`))).map((a) => a.id)).toEqual([`acc_race_${kept[0]}`]);
+  });
+
+  test('names that only look alike (case, Unicode normal forms, a space) are other accounts, found by their exact name only', async () => {
+    const names = ['Look', 'look', 'LOOK', 'caf\u00e9', 'cafe\u0301', 'look ', 'ｌｏｏｋ'];
+    for (const [i, name] of names.entries()) await store.createAccount(account(`acc_look_${i}`, name));
+    for (const [i, name] of names.entries()) expect((await other.findAccountByName(name))?.id).toBe(`acc_look_${i}`);
+    expect(await other.findAccountByName('LoOk')).toBeUndefined();
+  });
+
+  test('updateAccount changes the fields given, returns the account as kept, and refuses a name another account has', async () => {
+    await store.createAccount(account('acc_upd', 'to update', '2031-02-03T04:05:06.789Z', { quota: { tokensPerDay: 10, tokensPerMonth: 100 }, budget: { perDay: 1, perMonth: 2 } }));
+    await store.createAccount(account('acc_upd_other', 'taken name'));
+    const updated = await other.updateAccount('acc_upd', { quota: { tokensPerMonth: 200 }, budget: { perDay: null }, endUserQuota: { tokensPerDay: 5, budgetPerDay: null } });
+    expect(updated).toEqual(account('acc_upd', 'to update', '2031-02-03T04:05:06.789Z', { quota: { tokensPerDay: 10, tokensPerMonth: 200 }, budget: { perDay: null, perMonth: 2 }, endUserQuota: { tokensPerDay: 5, budgetPerDay: null } }));
+    expect(await store.getAccount('acc_upd')).toEqual(updated);
+    expect(await store.updateAccount('acc_upd', {})).toEqual(updated);
+    expect(await store.updateAccount('acc_upd', { name: 'to update' })).toEqual(updated); // its own name: no clash
+    const refused = await store.updateAccount('acc_upd', { name: 'taken name', quota: { tokensPerDay: 1 } }).catch((err: unknown) => err);
+    expect(refused).toBeInstanceOf(AccountNameTaken);
+    expect(refused).toMatchObject({ kind: 'account', field: 'name', accountName: 'taken name' });
+    expect(await other.getAccount('acc_upd')).toEqual(updated); // nothing of the refused change
+    expect((await other.updateAccount('acc_upd', { name: 'Taken name', endUserQuota: null }))?.name).toBe('Taken name');
+    expect(await other.getAccount('acc_upd')).not.toHaveProperty('endUserQuota');
+    expect(await other.updateAccount('acc_nobody', { name: 'x' })).toBeUndefined();
+    expect(await other.findAccountByName('x')).toBeUndefined();
+  });
+
+  test('two renames to one free name at once: one account gets it, the other AccountNameTaken', async () => {
+    await Promise.all([store.createAccount(account('acc_ren_a', 'rename a')), store.createAccount(account('acc_ren_b', 'rename b'))]);
+    const results = await settled([store.updateAccount('acc_ren_a', { name: 'renamed' }), other.updateAccount('acc_ren_b', { name: 'renamed' })]);
+    expect(results.filter((result) => result.status === 'fulfilled')).toHaveLength(1);
+    const refused = results.find((result) => result.status === 'rejected');
+    expect(refused?.status === 'rejected' && refused.reason).toBeInstanceOf(AccountNameTaken);
+    const winner = results[0]!.status === 'fulfilled' ? 'acc_ren_a' : 'acc_ren_b';
+    expect((await other.findAccountByName('renamed'))?.id).toBe(winner);
+  });
+
+  test('listAccounts: by creation time, then id; with ids, those only (unknown and repeated ids ignored)', async () => {
+    const at = (day: number) => `2029-06-0${day}T00:00:00.000Z`;
+    await store.createAccount(account('acc_ord_c', 'ord c', at(2)));
+    await other.createAccount(account('acc_ord_a', 'ord a', at(3)));
+    await store.createAccount(account('acc_ord_b', 'ord b', at(2)));
+    await other.createAccount(account('acc_ord_d', 'ord d', at(1)));
+    const ids = ['acc_ord_a', 'acc_ord_b', 'acc_ord_c', 'acc_ord_d'];
+    expect((await other.listAccounts([...ids, 'acc_ord_a', 'acc_nobody'])).map((a) => a.id)).toEqual(['acc_ord_d', 'acc_ord_b', 'acc_ord_c', 'acc_ord_a']);
+    expect(await store.listAccounts([])).toEqual([]);
+    const all = await store.listAccounts();
+    expect(all.map((a) => a.id)).toEqual(expect.arrayContaining(ids));
+    const sorted = [...all].sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : 1));
+    expect(all.map((a) => a.id)).toEqual(sorted.map((a) => a.id));
+  });
+
+  test('putPerson creates, then changes admin and a given password, keeping what it was not given; getPerson reads it from the other handle', async () => {
+    expect(await store.putPerson(person('pat@x.test', 'scrypt$one'))).toEqual(person('pat@x.test', 'scrypt$one'));
+    expect(await other.getPerson('pat@x.test')).toEqual(person('pat@x.test', 'scrypt$one'));
+    const changed = await other.putPerson({ ...person('pat@x.test'), admin: true, createdAt: '2032-01-01T00:00:00.000Z' });
+    expect(changed).toEqual({ ...person('pat@x.test', 'scrypt$one'), admin: true }); // the hash and the creation time kept
+    expect(await store.getPerson('pat@x.test')).toEqual(changed);
+    expect((await store.putPerson({ ...person('pat@x.test', 'scrypt$two'), admin: true }))?.passwordHash).toBe('scrypt$two');
+    expect(await store.getPerson('nobody@x.test')).toBeUndefined();
+  });
+
+  test('emails are kept as given: one that differs in case only is another person (the callers lower-case them)', async () => {
+    await store.putPerson(person('sam@x.test', 'scrypt$lower'));
+    await other.putPerson(person('Sam@x.test', 'scrypt$upper'));
+    expect((await store.getPerson('sam@x.test'))?.passwordHash).toBe('scrypt$lower');
+    expect((await store.getPerson('Sam@x.test'))?.passwordHash).toBe('scrypt$upper');
+    expect(await store.getPerson('SAM@x.test')).toBeUndefined();
+  });
+
+  test('members: putMember adds, or changes the role only; lists by when added, then email or account; removeMember says whether there was one', async () => {
+    for (const email of ['ann@x.test', 'bob@x.test', 'cid@x.test']) await store.putPerson(person(email));
+    await store.createAccount(account('acc_mem_1', 'members one'));
+    await store.createAccount(account('acc_mem_2', 'members two'));
+    expect(await store.putMember(member('acc_mem_1', 'cid@x.test', '2031-03-01T00:00:00.000Z', 'owner'))).toEqual(member('acc_mem_1', 'cid@x.test', '2031-03-01T00:00:00.000Z', 'owner'));
+    await other.putMember(member('acc_mem_1', 'bob@x.test', '2031-03-02T00:00:00.000Z'));
+    await store.putMember(member('acc_mem_1', 'ann@x.test', '2031-03-02T00:00:00.000Z'));
+    await other.putMember(member('acc_mem_2', 'bob@x.test', '2031-03-01T00:00:00.000Z'));
+    // Again, as owner, with another time and author: the role changes, nothing else.
+    const promoted = await other.putMember({ ...member('acc_mem_1', 'bob@x.test', '2031-09-09T00:00:00.000Z', 'owner'), addedBy: 'ann@x.test' });
+    expect(promoted).toEqual(member('acc_mem_1', 'bob@x.test', '2031-03-02T00:00:00.000Z', 'owner'));
+    expect(await store.listMembers('acc_mem_1')).toEqual([
+      member('acc_mem_1', 'cid@x.test', '2031-03-01T00:00:00.000Z', 'owner'),
+      member('acc_mem_1', 'ann@x.test', '2031-03-02T00:00:00.000Z'),
+      member('acc_mem_1', 'bob@x.test', '2031-03-02T00:00:00.000Z', 'owner'),
+    ]);
+    expect(await store.membershipsOf('bob@x.test')).toEqual([member('acc_mem_2', 'bob@x.test', '2031-03-01T00:00:00.000Z'), member('acc_mem_1', 'bob@x.test', '2031-03-02T00:00:00.000Z', 'owner')]);
+    expect(await store.membershipsOf('Bob@x.test')).toEqual([]);
+    expect(await other.removeMember('acc_mem_1', 'bob@x.test')).toBe(true);
+    expect(await store.removeMember('acc_mem_1', 'bob@x.test')).toBe(false);
+    expect((await store.listMembers('acc_mem_1')).map((m) => m.email)).toEqual(['cid@x.test', 'ann@x.test']);
+    expect((await other.membershipsOf('bob@x.test')).map((m) => m.accountId)).toEqual(['acc_mem_2']);
+    expect(await other.listMembers('acc_nobody')).toEqual([]);
+  });
+
+  test('every method this file answers for was called on this backend', () => {
+    expect(notCalled('account-contract', backend.called)).toEqual([]);
+  });
+});
