@@ -9,8 +9,9 @@ import path from 'node:path';
 import YAML from 'yaml';
 import { startTestGateway, type TestGateway } from './helpers/gateway';
 import { bearer, chatBody, request } from './helpers/http';
-import { CLI, eventually, startWorker, type WorkerProcess } from './helpers/processes';
+import { CLI, startWorker, type WorkerProcess } from './helpers/processes';
 import { issueKey } from '../src/auth/issue';
+import { eventually } from './helpers/time';
 
 let worker: WorkerProcess;
 let gw: TestGateway;

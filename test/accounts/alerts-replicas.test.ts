@@ -12,7 +12,8 @@ import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-pro
 import { bearer, chatBody, request } from '../helpers/http';
 import { listenOnLoopback } from '../helpers/net';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres';
-import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { eventually, sleep } from '../helpers/time';
 
 const TOKEN = 'alerts-replicas-admin-token-0123456789';
 const QUOTA = 2000;
@@ -65,7 +66,7 @@ test("an account's daily quota spent through two replicas: one POST per threshol
     spentAt = Date.now();
   }
   await eventually(() => (received.length >= 3 ? true : undefined), 20_000);
-  await new Promise((resolve) => setTimeout(resolve, 1500)); // several more syncs on each replica see the same counter
+  await sleep(1500); // several more syncs on each replica see the same counter
   expect(received.map((entry) => entry.body.threshold as number).sort((x, y) => x - y)).toEqual([0.5, 0.8, 1]); // two crossed in one sync go out together, in either order
   for (const { body } of received) expect(body).toMatchObject({ event: 'quota.threshold', accountId: account, accountName: 'Alerted team', period: 'day', budget: QUOTA, currency: 'tokens', text: expect.stringContaining('Account “Alerted team” has used') });
   expect(received.at(-1)!.at - spentAt).toBeLessThan(15_000);

@@ -15,9 +15,9 @@ import { createLogger } from '../../src/telemetry/log';
 import type { AlertRecord } from '../../src/store/types';
 import { CountingKeyStore } from '../fakes/counting-key-store';
 import { listenOnLoopback } from '../helpers/net';
-import { eventually } from '../helpers/processes';
 import { issueKey } from '../../src/auth/issue';
 import { parseConfig } from '../../src/config';
+import { eventually, sleep } from '../helpers/time';
 
 const SECRET_PATH = '/services/T000/B000/XXXXsecretwebhooktoken';
 
@@ -195,7 +195,7 @@ test('keys that expire within a week: one key.expiring POST each, however many r
   a.watchExpiries(50);
   b.watchExpiries(50);
   await eventually(() => (receiver.bodies.length > 0 ? true : undefined));
-  await new Promise((resolve) => setTimeout(resolve, 300)); // several more looks by each
+  await sleep(300); // several more looks by each
   await Promise.all([a.stop(), b.stop()]);
   expect(receiver.bodies).toHaveLength(1);
   expect(receiver.bodies[0]).toMatchObject({ event: 'key.expiring', accountId: id, accountName: 'expiring', keyId: soon.record.id, keyName: 'expires in three days', expiresAt: soon.record.expiresAt });

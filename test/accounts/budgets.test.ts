@@ -8,7 +8,7 @@
  */
 import { gatewayWithWorker } from '../helpers/fixture';
 import { bearer, chatBody, request, type RawResponse } from '../helpers/http';
-import { eventually } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 const TOKEN = 'admin-token-for-budgets-0123456789';
 const DEFAULT_RESERVE = 40;

@@ -8,7 +8,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { endUserDigest } from '../../src/accounts/end-users';
 import { gatewayWithWorker } from '../helpers/fixture';
 import { bearer, chatBody, request } from '../helpers/http';
-import { eventually } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 const TOKEN = 'admin-token-for-the-end-users-test-0123';
 const PAIRS = 8;

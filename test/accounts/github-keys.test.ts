@@ -15,7 +15,8 @@ import { GithubSigningKeys, parsePublished } from '../../src/accounts/github-key
 import { loadOrCreateDevCertificate } from '../../src/process/dev-certificate';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import { bearer, chatBody, request, type RawResponse } from '../helpers/http';
-import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 const TOKEN = 'admin-token-for-github-keys-0123456789';
 const pair = () => generateKeyPairSync('ec', { namedCurve: 'P-256' });

@@ -8,7 +8,8 @@ import http from 'node:http';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
 import { request } from '../helpers/http';
 import { listenOnLoopback } from '../helpers/net';
-import { eventually, startWorker, type WorkerProcess } from '../helpers/processes';
+import { startWorker, type WorkerProcess } from '../helpers/processes';
+import { eventually, sleep } from '../helpers/time';
 
 const TOKEN = 'admin-token-for-leak-alerts-0123456789';
 let worker: WorkerProcess;
@@ -45,7 +46,7 @@ test("a key revoked as leaked: one key.leaked POST naming it and its account, ne
   expect((await admin('POST', '/keys/leaked', { keys: [key] })).json<{ data: Array<{ revoked: boolean }> }>().data[0]?.revoked).toBe(true);
   await eventually(() => (received.length > 0 ? true : undefined), 10_000);
   expect((await admin('POST', '/keys/leaked', { keys: [key] })).json<{ data: Array<{ revoked: boolean }> }>().data[0]?.revoked).toBe(false); // revoked before
-  await new Promise((resolve) => setTimeout(resolve, 300)); // a second POST, had one been made for it, would be here by now
+  await sleep(300); // a second POST, had one been made for it, would be here by now
   expect(received).toHaveLength(1);
   const body = JSON.parse(received[0]!) as Record<string, unknown>;
   expect(body).toEqual({

@@ -11,6 +11,7 @@ import { gzipSync } from 'node:zlib';
 import { gatewayWithWorker } from '../helpers/fixture';
 import { bearer, chatBody, request, type RawResponse } from '../helpers/http';
 import { parseConfig } from '../../src/config';
+import { sleep } from '../helpers/time';
 
 const TOKEN = 'admin-token-for-leak-reports-0123456789';
 const pair = () => generateKeyPairSync('ec', { namedCurve: 'P-256' });
@@ -136,7 +137,7 @@ test('a secret a rotation replaced: leaked during its grace, it revokes the key;
 
   const { key: ended, id: third } = await f.gw.issueKey({ name: 'grace over, then leaked' });
   const after = (await admin('POST', `/keys/${third}/rotate`, { graceSeconds: 1 })).json<{ key: string; previousKeyExpiresAt: string }>();
-  while (Date.now() <= Date.parse(after.previousKeyExpiresAt)) await new Promise((resolve) => setTimeout(resolve, 50));
+  while (Date.now() <= Date.parse(after.previousKeyExpiresAt)) await sleep(50);
   expect((await admin('POST', '/keys/leaked', { keys: [ended] })).json<{ data: unknown }>().data).toEqual([{ label: 'false_positive', revoked: false }]);
   expect((await chat(after.key)).status).toBe(200);
 });

@@ -7,7 +7,7 @@ import https from 'node:https';
 import { parseConfig } from '../../src/config';
 import { gatewayWithWorker } from '../helpers/fixture';
 import { bearer, chatBody, request } from '../helpers/http';
-import { eventually } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 const TOKEN = 'admin-token-for-the-prices-test-0123';
 const f = gatewayWithWorker({

@@ -14,8 +14,9 @@ import { estimatePromptTokens } from '../../src/common/estimate';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import { bearer, chatBody, request } from '../helpers/http';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres';
-import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
 import { ThrowawayRedis } from '../helpers/redis';
+import { eventually } from '../helpers/time';
 
 const TOKEN = 'quota-redis-admin-token-0123456789';
 let worker: WorkerProcess;

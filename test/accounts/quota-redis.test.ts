@@ -8,8 +8,8 @@ import { createHash } from 'node:crypto';
 import Redis from 'ioredis';
 import { RedisQuotaCounters, type QuotaTruth } from '../../src/accounts/redis-quota';
 import { GROW } from '../../src/accounts/redis-quota-scripts';
-import { eventually } from '../helpers/processes';
 import { monitorRedis, ThrowawayRedis } from '../helpers/redis';
+import { eventually } from '../helpers/time';
 
 class MemoryTruth implements QuotaTruth {
   readonly values = new Map<string, number>();

@@ -16,8 +16,9 @@ import { GROW } from '../../src/accounts/redis-quota-scripts';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import { bearer, chatBody, request } from '../helpers/http';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres';
-import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
 import { monitorRedis, ThrowawayRedis } from '../helpers/redis';
+import { eventually, sleep } from '../helpers/time';
 
 const TOKEN = 'quota-lease-admin-token-0123456789';
 const QUOTA = 300;
@@ -74,7 +75,7 @@ async function spend(keys: readonly [string, string]): Promise<{ burst: number; 
     if (answer.status === 429 && refusedBefore) break;
     refusedBefore = answer.status === 429;
     if (refusedBefore) {
-      await new Promise((resolve) => setTimeout(resolve, 300)); // past quota.syncMs
+      await sleep(300); // past quota.syncMs
       continue;
     }
     expect(answer.status).toBe(200);

@@ -11,8 +11,9 @@ import path from 'node:path';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import { bearer, chatBody, request } from '../helpers/http';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres';
-import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
 import { sharedRedisUrl } from '../helpers/redis';
+import { eventually } from '../helpers/time';
 
 const TOKEN = 'quota-test-admin-token-0123456789';
 const QUOTA = 400;

@@ -2,8 +2,8 @@
 import { gatewayWithWorker } from '../helpers/fixture';
 import { startTestGateway } from '../helpers/gateway';
 import { bearer, chatBody, request, type RawResponse } from '../helpers/http';
-import { eventually } from '../helpers/processes';
 import { cuttableStore } from '../helpers/postgres';
+import { eventually } from '../helpers/time';
 
 const TOKEN = 'admin-token-for-tests-0123456789';
 const f = gatewayWithWorker({ admin: { host: '127.0.0.1', port: 0, token: TOKEN }, auth: { createFirstKey: false, lastUsedFlushMs: 100 } });

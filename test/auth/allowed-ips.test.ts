@@ -12,7 +12,8 @@ import path from 'node:path';
 import { parseCidr } from '../../src/auth/key-fields';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import { bearer, chatBody, request } from '../helpers/http';
-import { CLI, eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { CLI, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 const TOKEN = 'allowed-ips-admin-token-0123456789';
 let dir: string;

@@ -3,8 +3,7 @@ import { issueKey } from '../../src/auth/issue';
 import { digestKey, generateKey } from '../../src/auth/keys';
 import type { KeyAuthRecord } from '../../src/store/types';
 import { CountingKeyStore } from '../fakes/counting-key-store';
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+import { sleep } from '../helpers/time';
 
 /** How a lookup ended, as one comparable string (handled at once: no unhandled rejection). */
 const outcome = (lookup: Promise<KeyAuthRecord | undefined>): Promise<string> =>

@@ -10,9 +10,9 @@ import http from 'node:http';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
 import { bearer, chatBody, openaiClient, request } from '../helpers/http';
 import { listenOnLoopback } from '../helpers/net';
-import { eventually } from '../helpers/processes';
 import { digestKey } from '../../src/auth/keys';
 import { endUserDigest } from '../../src/accounts/end-users';
+import { eventually, sleep } from '../helpers/time';
 
 const ORIGIN = 'https://app.example.com';
 const seen: Array<Record<string, unknown>> = [];
@@ -69,7 +69,7 @@ test('a key mints a token (201, ten minutes by default) that the openai client u
   expect((await client.models.list()).data.map((model) => model.id)).toEqual(['mock/a', 'mock/b']);
   // Counted to the parent key, as its own use is.
   const usage = async () => (await gw.store.get(parent.id))!.usage.requests;
-  for (let waited = 0; (await usage()) < 1 && waited < 5000; waited += 100) await new Promise((resolve) => setTimeout(resolve, 100));
+  for (let waited = 0; (await usage()) < 1 && waited < 5000; waited += 100) await sleep(100);
   expect(await usage()).toBe(1);
 });
 
@@ -151,7 +151,7 @@ test('it stops at its expiry to the millisecond, and at once when its key is rev
   const minted = (await mint(parent.key, { ttlSeconds: 1 })).json<Minted>();
   expect((await chat(minted.token)).status).toBe(200);
   const expiry = Date.parse(minted.expiresAt);
-  await new Promise((resolve) => setTimeout(resolve, Math.max(0, expiry - Date.now())));
+  await sleep(Math.max(0, expiry - Date.now()));
   while (Date.now() < expiry) await new Promise((resolve) => setImmediate(resolve));
   const late = await chat(minted.token);
   expect(late.status).toBe(401);

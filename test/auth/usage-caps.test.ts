@@ -5,6 +5,7 @@
  */
 import { OVER_CAP, PROCESS_PAIRS, PRUNE_SLICE, retainUsage, UsageRecorder } from '../../src/auth/usage-recorder';
 import type { KeyUse } from '../../src/store/types';
+import { sleep } from '../helpers/time';
 
 function recorder(pairsPerKeyDay: number) {
   const written: KeyUse[] = [];
@@ -56,7 +57,7 @@ test('retention deletes in calls of PRUNE_SLICE until one finds fewer, dated ret
     0,
   );
   const until = Date.now() + 5000;
-  while (calls.length < 3 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 10));
+  while (calls.length < 3 && Date.now() < until) await sleep(10);
   stop();
   expect(calls).toHaveLength(3);
   const expected = new Date(Date.now() - 100 * 86_400_000).toISOString().slice(0, 10);
@@ -69,7 +70,7 @@ test('a retention call that fails is reported, and the job tries again at its ne
   let calls = 0;
   const stop = retainUsage({ pruneUsage: async () => { calls++; throw new Error('store away'); } }, 100, (err) => errors.push(err), 20, 0);
   const until = Date.now() + 5000;
-  while (errors.length < 2 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 10));
+  while (errors.length < 2 && Date.now() < until) await sleep(10);
   stop();
   expect(errors.length).toBeGreaterThanOrEqual(2);
   expect(calls).toBe(errors.length);

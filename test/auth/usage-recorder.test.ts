@@ -10,7 +10,7 @@ import { PostgresKeyStore } from '../../src/store/postgres';
 import { SLICE, UsageRecorder } from '../../src/auth/usage-recorder';
 import { GuardedKeyStore } from '../../src/store/guarded';
 import { createTestDatabase, holdingRelay, type TestDatabase } from '../helpers/postgres';
-import { eventually } from '../helpers/processes';
+import { eventually, sleep } from '../helpers/time';
 
 let database: TestDatabase;
 let store: PostgresKeyStore;
@@ -138,7 +138,7 @@ test('stop() waits for a flush under way: every slice is written before it resol
   const written = new Set<string>();
   const slow = new UsageRecorder({
     async recordUse(uses) {
-      await new Promise((resolve) => setTimeout(resolve, 20)); // a store that takes its time over each slice
+      await sleep(20); // a store that takes its time over each slice
       for (const use of uses) written.add(use.keyId);
     },
   });

@@ -15,7 +15,8 @@ import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-pro
 import { bearer, chatBody, openaiClient, request } from '../helpers/http';
 import { publicPem, signingKey, signJwt, startJwtIssuer, type JwtIssuer } from '../helpers/jwt-issuer';
 import { sample, scrape } from '../helpers/metrics';
-import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 const ADMIN_TOKEN = 'workload-identity-admin-token-0123456789';
 const RUNNER = 'system:serviceaccount:ci:runner';

@@ -5,7 +5,7 @@
  */
 import { gatewayWithWorker } from '../helpers/fixture';
 import { bearer, chatBody, request, type RawResponse } from '../helpers/http';
-import { eventually } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 const TOKEN = 'admin-token-for-the-console-api-test';
 const PASSWORD = 'correct horse battery staple';

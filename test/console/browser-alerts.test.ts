@@ -8,7 +8,7 @@
 import { openConsoleWindow, type ConsoleWindow } from '../helpers/console-window';
 import { consoleFixture, expectNoSidewaysScroll, signIn } from '../helpers/console-fixture';
 import { bearer, chatBody, request } from '../helpers/http';
-import { eventually } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 const PASSWORD = 'an alerted owner password';
 

@@ -24,7 +24,8 @@ import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-pro
 import { openConsoleWindow, type ConsoleWindow } from '../helpers/console-window';
 import { bearer, chatBody, request } from '../helpers/http';
 import { oidcSettings } from '../helpers/oidc';
-import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 /** The few browser globals the functions run in the page use (the project's tsconfig has no DOM library). */
 declare const document: {

@@ -17,6 +17,7 @@ import { startTestGateway, type TestGateway } from '../helpers/gateway';
 import { openConsoleWindow, type ConsoleWindow } from '../helpers/console-window';
 import { bearer, chatBody, request } from '../helpers/http';
 import { startWorker, type WorkerProcess } from '../helpers/processes';
+import { sleep } from '../helpers/time';
 
 /** The few browser globals the functions run in the page use (the project's tsconfig has no DOM library). */
 declare const document: {
@@ -100,7 +101,7 @@ async function settledText(locator: Locator, text: string, bound = 10_000): Prom
   for (;;) {
     const now = await locator.textContent();
     if (now === text || Date.now() > until) return now;
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await sleep(50);
   }
 }
 

@@ -16,7 +16,7 @@ import path from 'node:path';
 import type { GatewayProcess } from '../helpers/gateway-process';
 import { request, type RawResponse } from '../helpers/http';
 import { attemptSignIn, Browser, expectRefused, payloadOf, refusalOf, sessionCookieOf, startOidcSites, stopOidcSites, tokensFor, type ProviderProcess } from '../helpers/oidc';
-import { eventually } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 jest.setTimeout(60_000);
 

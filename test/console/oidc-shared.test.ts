@@ -14,7 +14,8 @@ import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-pro
 import { request, type RawResponse } from '../helpers/http';
 import { attemptSignIn, Browser, expectRefused, sessionCookieOf, startProvider, stopProvider, type ProviderProcess, oidcSettings } from '../helpers/oidc';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres';
-import { eventually, stopProcess } from '../helpers/processes';
+import { stopProcess } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 jest.setTimeout(90_000);
 

@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import type { GatewayProcess } from '../helpers/gateway-process';
 import { request } from '../helpers/http';
 import { attemptSignIn, expectRefused, payloadOf, refusalOf, startOidcSites, stopOidcSites, tokensFor, type ProviderProcess } from '../helpers/oidc';
-import { eventually } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 jest.setTimeout(60_000);
 

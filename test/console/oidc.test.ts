@@ -36,7 +36,7 @@ import path from 'node:path';
 import { spawnGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import type { RawResponse } from '../helpers/http';
 import { attemptSignIn, Browser, expectRefused, payloadOf, refusalOf, sessionCookieOf, startOidcSites, stopOidcSites, stopProvider, tokensFor, type ProviderProcess } from '../helpers/oidc';
-import { eventually } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 jest.setTimeout(60_000);
 

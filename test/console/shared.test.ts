@@ -11,7 +11,8 @@ import path from 'node:path';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import { bearer, chatBody, request, type RawResponse } from '../helpers/http';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres';
-import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 const TOKEN = 'console-shared-admin-token-0123456789';
 const PASSWORD = 'a password for both replicas';

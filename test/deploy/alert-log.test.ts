@@ -6,6 +6,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
 import { DEPLOY } from './tools';
+import { sleep } from '../helpers/time';
 
 let child: ChildProcess;
 let output = '';
@@ -39,7 +40,7 @@ afterAll(() => {
 });
 
 const waitFor = async (text: string) => {
-  for (let i = 0; i < 100 && !output.includes(text); i++) await new Promise((resolve) => setTimeout(resolve, 20));
+  for (let i = 0; i < 100 && !output.includes(text); i++) await sleep(20);
   return output;
 };
 

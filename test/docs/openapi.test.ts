@@ -13,7 +13,7 @@ import Ajv2020 from 'ajv/dist/2020';
 import YAML from 'yaml';
 import { gatewayWithWorker } from '../helpers/fixture';
 import { bearer, chatBody, request, type RawResponse } from '../helpers/http';
-import { eventually } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 const DOCUMENT = YAML.parse(readFileSync(path.join(__dirname, '..', '..', 'docs', 'openapi.yaml'), 'utf8')) as {
   openapi: string;

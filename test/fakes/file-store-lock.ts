@@ -2,6 +2,7 @@
 import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
+import { sleep } from '../helpers/time';
 
 const LOCK_RETRY_MS = 5;
 const LOCK_WAIT_MS = 10_000;
@@ -25,7 +26,7 @@ export async function withLockFile<T>(lockFile: string, critical: () => Promise<
         continue;
       }
       if (Date.now() > giveUpAt) throw new Error(`key store is locked by another process (${lockFile}); remove the file if no chatgate process holds it`);
-      await new Promise((resolve) => setTimeout(resolve, LOCK_RETRY_MS));
+      await sleep(LOCK_RETRY_MS);
     }
   }
   try {

@@ -8,7 +8,8 @@ import { X509Certificate } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { CLI, eventually, stopProcess } from '../helpers/processes';
+import { CLI, stopProcess } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 let cwd: string;
 

@@ -8,7 +8,8 @@ import { startTestGateway, type TestGateway } from '../helpers/gateway';
 import { basic, bearer, chatBody, rawExchange, request, type RawResponse } from '../helpers/http';
 import { scrape, sample } from '../helpers/metrics';
 import { freePort } from '../helpers/net';
-import { eventually, startWorker, type WorkerProcess } from '../helpers/processes';
+import { startWorker, type WorkerProcess } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 let worker: WorkerProcess;
 let gw: TestGateway;

@@ -19,6 +19,7 @@ import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-pro
 import { bearer, chatBody, request } from '../helpers/http';
 import { sample, scrape } from '../helpers/metrics';
 import { startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { sleep } from '../helpers/time';
 
 const MiB = 1024 * 1024;
 let worker: WorkerProcess;
@@ -88,7 +89,7 @@ async function gatewayMs(requestId: string): Promise<number> {
   for (let i = 0; i < 100; i++) {
     const line = gateway.log.find((entry) => entry.log === 'access' && entry.requestId === requestId);
     if (line) return Number(line.durationMs);
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await sleep(20);
   }
   throw new Error(`no access line for ${requestId}`);
 }

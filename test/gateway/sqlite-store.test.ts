@@ -13,7 +13,8 @@ import { issueKey } from '../../src/auth/issue';
 import { FileKeyStore } from '../fakes/file-store';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import { bearer, chatBody, request } from '../helpers/http';
-import { CLI, eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { CLI, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 const TOKEN = 'admin-token-for-sqlite-tests-0123';
 let worker: WorkerProcess;

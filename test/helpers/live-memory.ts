@@ -13,7 +13,8 @@ import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import { startGatewayProcess, type GatewayProcess } from './gateway-process';
 import { HeapGraph } from './heap-snapshot';
 import { sample, scrape } from './metrics';
-import { eventually, stopProcess } from './processes';
+import { stopProcess } from './processes';
+import { eventually } from './time';
 
 export interface MeasuredGateway {
   process: GatewayProcess;

@@ -14,7 +14,8 @@ import readline from 'node:readline';
 import { loadOrCreateDevCertificate } from '../../src/process/dev-certificate';
 import { startGatewayProcess, type GatewayProcess } from './gateway-process';
 import { request, type RawResponse } from './http';
-import { eventually, stopProcess } from './processes';
+import { stopProcess } from './processes';
+import { eventually } from './time';
 
 const PROVIDER_SCRIPT = path.join(__dirname, 'oidc-provider.mjs');
 

@@ -6,6 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import readline from 'node:readline';
 import type { RecordedRequest } from '../../src/mock-worker/server';
+import { eventually } from './time';
 
 export const CLI = path.join(__dirname, '..', '..', 'dist', 'cli.js');
 
@@ -69,15 +70,4 @@ export function stopProcess(child: ChildProcess, signal: NodeJS.Signals = 'SIGTE
     child.kill('SIGCONT'); // a stopped process handles no other signal
     child.kill(signal);
   });
-}
-
-/** Poll until `check` returns a value (not undefined) or the bound passes; the bound is a hang guard, not an assertion. */
-export async function eventually<T>(check: () => Promise<T | undefined> | T | undefined, bound = 5000): Promise<T> {
-  const until = Date.now() + bound;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > until) throw new Error('condition not met in time');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }

@@ -6,6 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import Redis from 'ioredis';
 import { freePort } from './net';
+import { sleep } from './time';
 
 export async function sharedRedisUrl(): Promise<string> {
   if (await answers('redis://127.0.0.1:6379')) return 'redis://127.0.0.1:6379';
@@ -50,7 +51,7 @@ export class ThrowawayRedis {
   async resume(): Promise<void> {
     const persistence = this.dataDir ? ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', this.dataDir] : ['--appendonly', 'no'];
     this.child = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', ...persistence], { stdio: 'ignore' });
-    for (let i = 0; i < 100 && !(await answers(this.url)); i++) await new Promise((resolve) => setTimeout(resolve, 50));
+    for (let i = 0; i < 100 && !(await answers(this.url)); i++) await sleep(50);
   }
 
   async stop(): Promise<void> {

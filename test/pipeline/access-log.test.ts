@@ -10,7 +10,8 @@ import { digestKey } from '../../src/auth/keys';
 import { startTestGateway } from '../helpers/gateway';
 import { basic, bearer, chatBody, request, type RawResponse } from '../helpers/http';
 import { scrape, sample } from '../helpers/metrics';
-import { eventually, startWorker, type WorkerProcess } from '../helpers/processes';
+import { startWorker, type WorkerProcess } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 let worker: WorkerProcess;
 let dir: string;

@@ -10,6 +10,7 @@ import { gatewayWithWorker } from '../helpers/fixture';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
 import { bearer, chatBody, rawExchange, request } from '../helpers/http';
 import { sample, scrape } from '../helpers/metrics';
+import { sleep } from '../helpers/time';
 
 const f = gatewayWithWorker({
   plainHttp: { host: '127.0.0.1', port: 0 },
@@ -68,7 +69,7 @@ test('slowloris: 500 connections trickling their headers are all cut, and normal
     socket.on('data', (chunk) => (answer += chunk.toString('utf8')));
     return { socket, closed: new Promise<string>((resolve) => socket.once('close', () => resolve(answer))).finally(() => clearInterval(trickle)) };
   });
-  await new Promise((resolve) => setTimeout(resolve, 200)); // they are connected and trickling
+  await sleep(200); // they are connected and trickling
   const stillOpen = slow.filter(({ socket }) => !socket.destroyed).length;
   const served: number[] = [];
   for (let i = 0; i < 20; i++) served.push((await request(f.gw.url, { ca: f.gw.ca, headers: bearer(f.key), body: chatBody() })).status);

@@ -12,7 +12,8 @@ import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import { bearer, chatBody } from '../helpers/http';
 import { sample, scrape } from '../helpers/metrics';
-import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { eventually, sleep } from '../helpers/time';
 
 let worker: WorkerProcess;
 let dir: string;
@@ -106,11 +107,11 @@ test('a serving process killed: it is replaced, and serving never stops', async 
       }
     }),
   );
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  await sleep(300);
   process.kill(victim!, 'SIGKILL');
   await eventually(() => (pidsStarted().length === 3 ? true : undefined), 10_000);
   const replacedAt = Date.now();
-  await new Promise((resolve) => setTimeout(resolve, 500));
+  await sleep(500);
   running = false;
   await load;
 
@@ -142,6 +143,6 @@ test('SIGHUP to the primary reloads every serving process; a bad file is refused
   gateway.child.kill('SIGHUP');
   await eventually(() => (gateway.log.some((line) => line.msg === 'config reload refused: the running config is kept') ? true : undefined), 10_000);
   expect(await call({ model: 'extra/echo' })).toBe(200);
-  await new Promise((resolve) => setTimeout(resolve, 500)); // time for serving processes to log, had they been asked
+  await sleep(500); // time for serving processes to log, had they been asked
   expect(gateway.log.filter((line) => line.msg === 'config reload refused: the running config is kept')).toHaveLength(1); // the serving processes were not asked
 }, 30_000);

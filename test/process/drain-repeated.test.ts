@@ -12,6 +12,7 @@ import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import { startGatewayProcess } from '../helpers/gateway-process';
 import { bearer, chatBody } from '../helpers/http';
 import { startWorker, type WorkerProcess } from '../helpers/processes';
+import { sleep } from '../helpers/time';
 
 const RUNS = 20;
 const CLIENTS = 6;
@@ -62,7 +63,7 @@ test(`${RUNS} drains in a row under ${CLIENTS} back-to-back keep-alive clients: 
     const loops = Array.from({ length: CLIENTS }, async () => {
       while (running) if ((await send()).outcome === 'ECONNREFUSED') return;
     });
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await sleep(300);
     const exited = new Promise((resolve) => gateway.child.once('exit', resolve));
     gateway.child.kill('SIGTERM');
     await exited;

@@ -15,6 +15,7 @@ import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import { bearer, chatBody } from '../helpers/http';
 import { startWorker, type WorkerProcess } from '../helpers/processes';
+import { sleep } from '../helpers/time';
 
 let worker: WorkerProcess;
 let dir: string;
@@ -95,7 +96,7 @@ test('SIGTERM under keep-alive load: 0 resets, no request on a connection told t
   // CI machine filled with 33), and within 2.5 s so that the 3 s streams are still running.
   const answered = () => sent.filter((entry) => typeof entry.outcome === 'number').length;
   const loading = performance.now();
-  while (answered() < 60 && performance.now() - loading < 2500) await new Promise((resolve) => setTimeout(resolve, 20));
+  while (answered() < 60 && performance.now() - loading < 2500) await sleep(20);
   const exited = new Promise<{ code: number | null; at: number }>((resolve) => gateway.child.once('exit', (code) => resolve({ code, at: performance.now() })));
   signalledAt = performance.now();
   gateway.child.kill('SIGTERM');

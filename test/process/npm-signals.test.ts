@@ -9,7 +9,8 @@ import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
 import YAML from 'yaml';
-import { eventually, startWorker, type WorkerProcess } from '../helpers/processes';
+import { startWorker, type WorkerProcess } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 const ROOT = path.join(__dirname, '..', '..');
 let dir: string;

@@ -12,7 +12,8 @@ import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import { spawnGatewayProcess, startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import { bearer, chatBody, request } from '../helpers/http';
 import { createTestDatabase, heldRelay } from '../helpers/postgres';
-import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 let slowWorker: WorkerProcess;
 let newWorker: WorkerProcess;

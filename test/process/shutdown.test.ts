@@ -14,7 +14,8 @@ import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import { bearer, chatBody } from '../helpers/http';
 import { spawnGatewayProcess, startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import { createTestDatabase, heldRelay } from '../helpers/postgres';
-import { eventually, startWorker, type WorkerProcess } from '../helpers/processes';
+import { startWorker, type WorkerProcess } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 let worker: WorkerProcess;
 let dir: string;

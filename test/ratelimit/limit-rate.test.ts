@@ -7,6 +7,7 @@ import { limitRate } from '../../src/ratelimit/limit-rate';
 import { RateLimiter } from '../../src/ratelimit/limiter';
 import { MemoryRateLimitStore } from '../../src/ratelimit/memory';
 import { keyRecord } from '../fakes/key-record';
+import { sleep } from '../helpers/time';
 
 const key = keyRecord({ requestsPerMinute: null, tokensPerMinute: null, maxConcurrent: 1 });
 
@@ -14,7 +15,7 @@ const key = keyRecord({ requestsPerMinute: null, tokensPerMinute: null, maxConcu
 class SlowStore extends MemoryRateLimitStore {
   held = 0;
   override async admit(...args: Parameters<MemoryRateLimitStore['admit']>) {
-    await new Promise((resolve) => setTimeout(resolve, 150));
+    await sleep(150);
     const admission = await super.admit(...args);
     if (admission.allowed) this.held++;
     return admission;
@@ -46,10 +47,10 @@ test('a client that leaves while its admission is awaited does not keep its conc
     const leaving = http.request(url, { method: 'POST' });
     leaving.on('error', () => undefined);
     leaving.end();
-    await new Promise((resolve) => setTimeout(resolve, 30));
+    await sleep(30);
     leaving.destroy(); // gone before the store admits it
 
-    await new Promise((resolve) => setTimeout(resolve, 300)); // the store admitted it at 150 ms
+    await sleep(300); // the store admitted it at 150 ms
     expect(store.held).toBe(0);
     const next = await fetch(url, { method: 'POST' });
     expect(next.status).toBe(200); // the only slot (maxConcurrent 1) is free

@@ -2,6 +2,7 @@ import { OWED_RETRY_MS, RateLimiter } from '../../src/ratelimit/limiter';
 import { StoreNotReached, type RateLimitStore } from '../../src/ratelimit/store';
 import { formatDuration } from '../../src/ratelimit/limit-rate';
 import { keyRecord } from '../fakes/key-record';
+import { sleep } from '../helpers/time';
 
 const key = keyRecord;
 
@@ -84,13 +85,13 @@ describe('releases and token debits the store could not take are owed', () => {
     await settle();
     expect(limiter.owed()).toBe(3);
 
-    await new Promise((resolve) => setTimeout(resolve, OWED_RETRY_MS + 100)); // a round while still down
+    await sleep(OWED_RETRY_MS + 100); // a round while still down
     expect(taken).toEqual([]);
     store.down = false;
-    await new Promise((resolve) => setTimeout(resolve, OWED_RETRY_MS + 100));
+    await sleep(OWED_RETRY_MS + 100);
     expect(taken).toEqual(['release key_1 slot-a', 'debit key_1 15 of 1000/min', 'debit key_2 7 of 500/min']);
     expect(limiter.owed()).toBe(0);
-    await new Promise((resolve) => setTimeout(resolve, OWED_RETRY_MS + 100));
+    await sleep(OWED_RETRY_MS + 100);
     expect(taken).toHaveLength(3); // nothing paid twice
   });
 
@@ -154,10 +155,10 @@ test('an admission that timed out may still run when the store wakes: its concur
   const limiter = new RateLimiter(store, settings(true), { storeFailed: () => undefined, storeRecovered: () => undefined });
   expect(await limiter.admit('key_1', { maxConcurrent: 2 }, 'slot-a')).toEqual({ allowed: true, degraded: true });
   expect(limiter.owed()).toBe(1);
-  await new Promise((resolve) => setTimeout(resolve, OWED_RETRY_MS + 100));
+  await sleep(OWED_RETRY_MS + 100);
   expect(released).toEqual([]); // still asleep: still owed
   awake = true;
-  await new Promise((resolve) => setTimeout(resolve, OWED_RETRY_MS + 100));
+  await sleep(OWED_RETRY_MS + 100);
   expect(released).toEqual(['slot-a']);
   expect(limiter.owed()).toBe(0);
 });

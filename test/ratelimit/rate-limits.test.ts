@@ -17,9 +17,10 @@ import { startTestGateway, type TestGateway } from '../helpers/gateway';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import { bearer, chatBody, openaiClient, type RawResponse, request } from '../helpers/http';
 import { sample, scrape } from '../helpers/metrics';
-import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
 import { sharedRedisUrl, ThrowawayRedis } from '../helpers/redis';
 import Redis from 'ioredis';
+import { eventually, sleep } from '../helpers/time';
 
 const TOKEN = 'rate-limit-admin-token-0123456789';
 let worker: WorkerProcess;
@@ -115,7 +116,7 @@ describe('one gateway, limits in memory', () => {
         .request(`${gw.url}/v1/chat/completions`, { method: 'POST', ca: gw.ca, agent: false, headers: { ...bearer(key), 'x-mock-latency-ms': '400' } }, resolve)
         .end(chatBody());
     });
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await sleep(100);
     const second = await send(gw, key);
     expect(second.status).toBe(429);
     expect(second.json().error.message).toContain('concurrent');

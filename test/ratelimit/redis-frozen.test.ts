@@ -10,8 +10,9 @@ import path from 'node:path';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import { bearer, chatBody, request } from '../helpers/http';
 import { sample, scrape } from '../helpers/metrics';
-import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
 import { ThrowawayRedis } from '../helpers/redis';
+import { eventually } from '../helpers/time';
 
 const TOKEN = 'redis-frozen-admin-token-0123456789';
 const TIMEOUT_MS = 250;

@@ -7,8 +7,8 @@
  */
 import { RedisRateLimitStore, type RedisEvents } from '../../src/ratelimit/redis';
 import { StoreNotReached } from '../../src/ratelimit/store';
-import { eventually } from '../helpers/processes';
 import { ThrowawayRedis } from '../helpers/redis';
+import { eventually } from '../helpers/time';
 
 const TIMEOUT_MS = 200;
 let redis: ThrowawayRedis;

@@ -12,9 +12,9 @@ import { FileKeyStore } from '../fakes/file-store';
 import { PostgresKeyStore } from '../../src/store/postgres';
 import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import type { BreakdownQuery, KeyRecord, Store } from '../../src/store/types';
-import { eventually } from '../helpers/processes';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres';
 import { notCalled, recorded } from './contract-methods';
+import { eventually } from '../helpers/time';
 
 interface Backend {
   /** Two handles on one store, as two processes or replicas would have. */

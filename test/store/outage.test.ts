@@ -17,8 +17,9 @@ import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-pro
 import { bearer, chatBody, request } from '../helpers/http';
 import { sample, scrape } from '../helpers/metrics';
 import { ThrowawayPostgres } from '../helpers/postgres';
-import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
 import { PostgresKeyStore } from '../../src/store/postgres';
+import { eventually, sleep } from '../helpers/time';
 
 const TOKEN = 'outage-test-admin-token-0123456789';
 const STORE_TIMEOUT_MS = 400;
@@ -148,14 +149,14 @@ test('PostgreSQL stopped for longer than the cache TTL: the key in use keeps wor
   const traffic = load(key);
   let outcomes: Outcome[];
   try {
-    await new Promise((resolve) => setTimeout(resolve, 500)); // the key is in both caches
+    await sleep(500); // the key is in both caches
     const before = replicas.map(outageLines);
     database.stopSync();
     try {
       const outageStarted = performance.now();
       await duringOutage();
       const stillDown = OUTAGE_MS - (performance.now() - outageStarted);
-      if (stillDown > 0) await new Promise((resolve) => setTimeout(resolve, stillDown));
+      if (stillDown > 0) await sleep(stillDown);
       for (const replica of replicas) expect(sample(await scrape(replica.adminUrl), 'chatgate_dependency_up{dependency="key_store"}')).toBe(0);
     } finally {
       database.startSync();
@@ -174,7 +175,7 @@ test('PostgreSQL frozen (SIGSTOP): no request waits past the store deadline, kno
   const traffic = load(key);
   let outcomes: Outcome[];
   try {
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    await sleep(500);
     const before = replicas.map(outageLines);
     const frozen = postgresProcesses(database);
     for (const pid of frozen) process.kill(pid, 'SIGSTOP');
@@ -182,7 +183,7 @@ test('PostgreSQL frozen (SIGSTOP): no request waits past the store deadline, kno
       const outageStarted = performance.now();
       await duringOutage();
       const stillDown = OUTAGE_MS - (performance.now() - outageStarted);
-      if (stillDown > 0) await new Promise((resolve) => setTimeout(resolve, stillDown));
+      if (stillDown > 0) await sleep(stillDown);
     } finally {
       for (const pid of frozen) process.kill(pid, 'SIGCONT');
     }

@@ -6,6 +6,7 @@
  */
 import { PostgresKeyStore } from '../../src/store/postgres';
 import { createTestDatabase, holdingRelay, type TestDatabase } from '../helpers/postgres';
+import { sleep } from '../helpers/time';
 
 let database: TestDatabase;
 beforeAll(async () => {
@@ -26,10 +27,10 @@ test('a query under way when its connection is cut fails with the store error; t
       () => 'answered',
       (err: Error) => err.message,
     );
-    await new Promise((resolve) => setTimeout(resolve, 200)); // the query is on the wire, its answer held
+    await sleep(200); // the query is on the wire, its answer held
     relay.cut();
     expect(await lookup).toMatch(/Connection terminated unexpectedly/);
-    await new Promise((resolve) => setTimeout(resolve, 200)); // an unheard 'error' would have been thrown by now
+    await sleep(200); // an unheard 'error' would have been thrown by now
     expect(uncaught).toEqual([]);
   } finally {
     process.off('uncaughtException', onUncaught);

@@ -12,7 +12,7 @@ import { issueKey } from '../../src/auth/issue';
 import { GuardedKeyStore } from '../../src/store/guarded';
 import { PostgresKeyStore } from '../../src/store/postgres';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres';
-import { eventually } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 let database: TestDatabase;
 const opened: PostgresKeyStore[] = [];

@@ -13,7 +13,8 @@ import { digestKey } from '../../src/auth/keys';
 import { PostgresKeyStore } from '../../src/store/postgres';
 import { expectReadsBackAs, fileStoreWithEverything, importCounts } from '../helpers/file-store';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres';
-import { CLI, eventually } from '../helpers/processes';
+import { CLI } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 let dir: string;
 let database: TestDatabase;

@@ -10,7 +10,7 @@ import { UsageRecorder } from '../../src/auth/usage-recorder';
 import { PostgresKeyStore } from '../../src/store/postgres';
 import type { KeyRecord } from '../../src/store/types';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres';
-import { eventually } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 let database: TestDatabase;
 let store: PostgresKeyStore;

@@ -11,7 +11,8 @@ import path from 'node:path';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import { bearer, chatBody, request } from '../helpers/http';
 import { ThrowawayPostgres } from '../helpers/postgres';
-import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { eventually, sleep } from '../helpers/time';
 
 const TOKEN = 'revoke-outage-admin-token-0123456789';
 let worker: WorkerProcess;
@@ -49,9 +50,9 @@ test('revoked 0.3 s after PostgreSQL returns: refused at once by the revoking re
   expect((await chat(b, made.key)).status).toBe(200);
 
   database.stopSync();
-  await new Promise((resolve) => setTimeout(resolve, 4000));
+  await sleep(4000);
   database.startSync();
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  await sleep(300);
   const revoked = await eventually(async () => {
     const answer = await admin(a, 'POST', `/keys/${made.id}/revoke`);
     return answer.status === 200 ? answer : undefined;

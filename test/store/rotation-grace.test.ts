@@ -7,8 +7,8 @@
 import { issueKey, rotateKey } from '../../src/auth/issue';
 import { digestKey } from '../../src/auth/keys';
 import { SqliteKeyStore } from '../../src/store/sqlite/store';
-import { eventually } from '../helpers/processes';
 import { SQL_STORE_PAIRS, type StorePair } from '../helpers/store-pairs';
+import { eventually } from '../helpers/time';
 
 type Pair = StorePair;
 const backends = SQL_STORE_PAIRS;

@@ -12,6 +12,7 @@ import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-pro
 import { bearer, chatBody, request } from '../helpers/http';
 import { createTestDatabase, ThrowawayPostgres, type TestDatabase } from '../helpers/postgres';
 import { CLI, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { sleep } from '../helpers/time';
 
 const TOKEN = 'shared-mode-admin-token-0123456789';
 let worker: WorkerProcess;
@@ -35,7 +36,7 @@ async function timeUntilRefused(url: string, ca: string, key: string, bound = 50
   while (performance.now() - started < bound) {
     const response = await request(url, { ca, headers: bearer(key), body: chatBody() });
     if (response.status === 401) return performance.now() - started;
-    await new Promise((resolve) => setTimeout(resolve, 10));
+    await sleep(10);
   }
   return Infinity;
 }
@@ -118,7 +119,7 @@ describe('a database restart while the gateway runs', () => {
     // The pool reconnects on the next query; the listener on its own schedule. Revoke once both are back.
     let revoked = await adminCall(gw.adminUrl, 'POST', `/keys/${doomed.id}/revoke`);
     for (let i = 0; i < 50 && revoked.status !== 200; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await sleep(100);
       revoked = await adminCall(gw.adminUrl, 'POST', `/keys/${doomed.id}/revoke`);
     }
     expect(revoked.status).toBe(200);
@@ -128,7 +129,7 @@ describe('a database restart while the gateway runs', () => {
     expect((await request(gw.url, { ca: gw.ca, headers: bearer(cached.key), body: chatBody() })).status).toBe(200);
 
     // Later, with the listener long back (it drops the whole cache once when it returns), NOTIFY itself still works.
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    await sleep(1500);
     expect((await request(gw.url, { ca: gw.ca, headers: bearer(cached.key), body: chatBody() })).status).toBe(200);
     expect((await adminCall(gw.adminUrl, 'POST', `/keys/${cached.id}/revoke`)).status).toBe(200);
     const later = await timeUntilRefused(gw.url, gw.ca, cached.key);

@@ -10,7 +10,7 @@ import path from 'node:path';
 import type { Worker } from 'node:worker_threads';
 import { openKeyStore } from '../../src/store/open';
 import { SqliteDatabase } from '../../src/store/sqlite/database';
-import { eventually } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 let dir: string;
 beforeEach(() => {

@@ -11,7 +11,7 @@ import path from 'node:path';
 import type { Worker } from 'node:worker_threads';
 import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import type { KeyUse } from '../../src/store/types';
-import { eventually } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 let dir: string;
 let file: string;

@@ -17,6 +17,7 @@ import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import type { Store } from '../../src/store/types';
 import { expectReadsBackAs, fileStoreWithEverything, importCounts } from '../helpers/file-store';
 import { CLI } from '../helpers/processes';
+import { sleep } from '../helpers/time';
 
 let dir: string;
 beforeAll(() => {
@@ -191,7 +192,7 @@ test('the change feed: live while its poll runs, a change by another process ann
   const result = await run(process.execPath, [CLI, 'keys', 'create', '--name', 'from-cli', '--json', '--config', configFor(file)]);
   const { key } = JSON.parse(result.stdout) as { key: string };
   const at = performance.now();
-  while (!seen.some((digests) => digests?.includes(digestKey(key))) && performance.now() - at < 5000) await new Promise((resolve) => setTimeout(resolve, 20));
+  while (!seen.some((digests) => digests?.includes(digestKey(key))) && performance.now() - at < 5000) await sleep(20);
   expect(seen.some((digests) => digests?.includes(digestKey(key)))).toBe(true);
   expect(performance.now() - at).toBeLessThan(1000);
   await watcher.close();

@@ -11,7 +11,8 @@ import { spawnGatewayProcess } from '../helpers/gateway-process';
 import { bearer, chatBody, request } from '../helpers/http';
 import { freePort } from '../helpers/net';
 import { createTestDatabase, relayTo, type TestDatabase } from '../helpers/postgres';
-import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { eventually, sleep } from '../helpers/time';
 
 const TOKEN = 'startup-wait-admin-token-0123456789';
 let dir: string;
@@ -53,7 +54,7 @@ test('PostgreSQL refusing at start: up, alive but not ready, then serving within
     expect(alive.body.status).toBe('ok');
     expect(await probe(adminPort, '/readyz')).toMatchObject({ status: 503, body: { status: 'not_ready' } });
     // Several tries later it is still there, still waiting.
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    await sleep(1500);
     expect(exited).toBeNull();
     expect((await probe(adminPort, '/readyz')).status).toBe(503);
 

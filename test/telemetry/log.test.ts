@@ -5,6 +5,7 @@ import path from 'node:path';
 import fc from 'fast-check';
 import { accessLogOf, createLogger, destinationOf } from '../../src/telemetry/log';
 import { GATHER_BYTES, GATHER_MS, MAX_WAITING_BYTES } from '../../src/telemetry/log-destination';
+import { sleep } from '../helpers/time';
 
 let dir: string;
 beforeEach(() => {
@@ -13,7 +14,6 @@ beforeEach(() => {
 afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
 const readLines = (file: string) => (existsSync(file) ? readFileSync(file, 'utf8') : '').split('\n').filter(Boolean);
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Lines of about 250 bytes, enough of them to make `bytes`. */
 function logLines(log: ReturnType<typeof createLogger>, bytes: number, from = 0): number {

@@ -7,10 +7,10 @@ import { gatewayWithWorker } from '../helpers/fixture';
 import { startTestGateway } from '../helpers/gateway';
 import { bearer, chatBody, request } from '../helpers/http';
 import { sample, scrape } from '../helpers/metrics';
-import { eventually } from '../helpers/processes';
 import { cuttableStore } from '../helpers/postgres';
 import { issueKey } from '../../src/auth/issue';
 import { PostgresKeyStore } from '../../src/store/postgres';
+import { eventually } from '../helpers/time';
 
 const f = gatewayWithWorker();
 

@@ -10,7 +10,8 @@ import { issueKey } from '../../src/auth/issue';
 import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import { bearer, chatBody, request } from '../helpers/http';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
-import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { eventually, sleep } from '../helpers/time';
 
 const RUNTIME_DEPRECATES_UTIL_EXTEND = Number(process.versions.node.split('.')[0]) >= 22;
 
@@ -69,7 +70,7 @@ test('at debug, http-proxy’s util._extend deprecation is logged once with its 
       await eventually(() => (known().length > 0 ? true : undefined));
       expect(known()).toEqual([expect.objectContaining({ level: 20, knownCause: expect.stringContaining('http-proxy') })]);
     } else {
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      await sleep(200);
       expect(known()).toEqual([]); // Node 20 deprecates util._extend in its documentation only
     }
     expect(gateway.stderr()).not.toMatch(/\(node:\d+\)|DeprecationWarning/);
@@ -83,7 +84,7 @@ test('--no-warnings: Node stays silent and so does the log', async () => {
   try {
     expect((await request(gateway.url, { ca: gateway.ca, headers: bearer(gateway.key), body: chatBody() })).status).toBe(200);
     gateway.child.kill('SIGUSR2');
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await sleep(300);
     expect(warningLines(gateway)).toEqual([]);
     expect(gateway.stderr()).not.toMatch(/Warning/);
   } finally {

@@ -11,7 +11,8 @@ import { startTestGateway, type TestGateway } from '../helpers/gateway';
 import { bearer, chatBody, request } from '../helpers/http';
 import { scrape } from '../helpers/metrics';
 import { freePort } from '../helpers/net';
-import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 const WORKER_LATENCY_MS = 150; // no answer is faster
 const SENT_OK = 30;

@@ -14,6 +14,7 @@ import { startTestGateway } from '../helpers/gateway';
 import { bearer, chatBody, request } from '../helpers/http';
 import { listenOnLoopback } from '../helpers/net';
 import { holdWritesToEndOfIteration } from '../../src/tuning/write-batching';
+import { sleep } from '../helpers/time';
 
 const endOfIteration = () => new Promise((resolve) => setImmediate(resolve));
 
@@ -49,7 +50,7 @@ async function receivedAll(expected: string[]): Promise<void> {
   const deadline = Date.now() + 5000;
   while ([...received].sort().join('|') !== [...expected].sort().join('|')) {
     if (Date.now() > deadline) throw new Error(`received ${JSON.stringify(received)}, expected ${JSON.stringify(expected)}`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
+    await sleep(5);
   }
 }
 

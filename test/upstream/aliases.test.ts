@@ -13,7 +13,8 @@ import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-pro
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
 import { bearer, chatBody, openaiClient, request } from '../helpers/http';
 import { sample, scrape } from '../helpers/metrics';
-import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 /** Runs `send` from `concurrency` loops until `count` requests are done; every status, in order of completion. */
 async function load(count: number, concurrency: number, send: () => Promise<number>): Promise<number[]> {

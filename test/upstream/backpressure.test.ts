@@ -10,7 +10,7 @@ import type { IncomingMessage } from 'node:http';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
 import { bearer, chatBody } from '../helpers/http';
 import { listenOnLoopback } from '../helpers/net';
-import { eventually } from '../helpers/processes';
+import { eventually, sleep } from '../helpers/time';
 
 const EVENT = `data: ${JSON.stringify({ object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content: 'x'.repeat(4000) } }] })}\n\n`;
 /** What the worker would send in all: far more than the sockets between it and the client can hold. */
@@ -66,7 +66,7 @@ test.each(['stream', 'json'] as const)('a client that stops reading holds the wo
   let stuckAt = -1;
   await eventually(async () => {
     const now = written;
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await sleep(300);
     if (written === now && now > 0) {
       stuckAt = now;
       return now;

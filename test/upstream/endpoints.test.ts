@@ -7,7 +7,8 @@
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
 import { bearer, openaiClient, request } from '../helpers/http';
 import { sample, scrape } from '../helpers/metrics';
-import { eventually, startWorker, type WorkerProcess } from '../helpers/processes';
+import { startWorker, type WorkerProcess } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 let worker: WorkerProcess;
 let gw: TestGateway;

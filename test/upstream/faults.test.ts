@@ -11,7 +11,8 @@ import { startTestGateway, type TestGateway } from '../helpers/gateway';
 import { bearer, chatBody, openaiClient, request, type RawResponse } from '../helpers/http';
 import { scrape, sample } from '../helpers/metrics';
 import { freePort, listenOnLoopback } from '../helpers/net';
-import { eventually, startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { eventually, sleep } from '../helpers/time';
 
 const FAST_HEALTH = {
   health: { intervalMs: 200, timeoutMs: 200, healthyThreshold: 1, unhealthyThreshold: 1 },
@@ -19,7 +20,6 @@ const FAST_HEALTH = {
 };
 
 const sum = (values: number[]) => values.reduce((total, value) => total + value, 0);
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('one of three workers killed under steady load', () => {
   let workers: WorkerProcess[];

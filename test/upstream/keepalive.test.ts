@@ -7,6 +7,7 @@ import type { Socket } from 'node:net';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
 import { bearer, chatBody, request } from '../helpers/http';
 import { listenOnLoopback } from '../helpers/net';
+import { sleep } from '../helpers/time';
 
 const WORKER_KEEP_ALIVE_MS = 3000;
 
@@ -50,7 +51,7 @@ test("the gateway retires an idle worker connection before the worker's keep-ali
   const { key } = await gw.issueKey();
   const response = await request(gw.url, { ca: gw.ca, headers: bearer(key), body: chatBody({ model: 'plain/m' }) });
   expect(response.status).toBe(200);
-  await new Promise((resolve) => setTimeout(resolve, WORKER_KEEP_ALIVE_MS + 500));
+  await sleep(WORKER_KEEP_ALIVE_MS + 500);
   expect(closedBy).toEqual(['gateway']);
 });
 

@@ -8,7 +8,8 @@
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
 import { bearer, chatBody, request, type RawResponse } from '../helpers/http';
 import { scrape } from '../helpers/metrics';
-import { eventually, startWorker, type WorkerProcess } from '../helpers/processes';
+import { startWorker, type WorkerProcess } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 const LATENCY_MS = 150;
 

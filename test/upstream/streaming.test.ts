@@ -6,7 +6,7 @@ import https from 'node:https';
 import type { IncomingMessage } from 'node:http';
 import { gatewayWithWorker } from '../helpers/fixture';
 import { bearer, chatBody, request } from '../helpers/http';
-import { eventually } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 const f = gatewayWithWorker({ usage: { drainAfterDisconnectMs: 300 } });
 

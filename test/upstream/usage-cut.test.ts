@@ -8,7 +8,7 @@ import { startTestGateway, type TestGateway } from '../helpers/gateway';
 import { bearer, chatBody } from '../helpers/http';
 import { sample, scrape } from '../helpers/metrics';
 import { listenOnLoopback } from '../helpers/net';
-import { eventually } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 let worker: http.Server;
 let gw: TestGateway;

@@ -8,7 +8,8 @@ import type { IncomingMessage } from 'node:http';
 import { bearer, chatBody } from '../helpers/http';
 import { startMeasuredGateway, type MeasuredGateway } from '../helpers/live-memory';
 import { sample, scrape } from '../helpers/metrics';
-import { eventually, startWorker, type WorkerProcess } from '../helpers/processes';
+import { startWorker, type WorkerProcess } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 const STREAMS = 40;
 const DRAIN_MS = 3000;

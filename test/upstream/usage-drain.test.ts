@@ -16,7 +16,7 @@ import { startTestGateway, type TestGateway } from '../helpers/gateway';
 import { bearer, request } from '../helpers/http';
 import { sample, scrape } from '../helpers/metrics';
 import { listenOnLoopback } from '../helpers/net';
-import { eventually } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 const DRAIN_MS = 1000;
 const REAL = { prompt: 11, completion: 5 };

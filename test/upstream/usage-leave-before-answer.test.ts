@@ -20,7 +20,7 @@ import { startTestGateway, type TestGateway } from '../helpers/gateway';
 import { bearer, request } from '../helpers/http';
 import { sample, scrape } from '../helpers/metrics';
 import { listenOnLoopback } from '../helpers/net';
-import { eventually } from '../helpers/processes';
+import { eventually } from '../helpers/time';
 
 const DRAIN_MS = 1000;
 const DEFAULT_RESERVE = 64;

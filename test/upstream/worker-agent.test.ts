@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { loadOrCreateDevCertificate, type Certificate } from '../../src/process/dev-certificate';
 import { IDLE_SWEEP_MS, workerAgent } from '../../src/upstream/worker-agent';
-import { eventually } from '../helpers/processes';
+import { eventually, sleep } from '../helpers/time';
 
 const REQUEST_HEADERS: OutgoingHttpHeaders = { authorization: 'Bearer upstream-credential', 'x-request-id': 'req-1', 'content-type': 'application/json' };
 
@@ -111,7 +111,6 @@ describe.each(['http:', 'https:'] as const)('a worker agent over %s', (protocol)
 });
 
 describe('idle connections of a worker agent', () => {
-  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
   let worker: Worker | undefined;
   let agent: http.Agent | undefined;
   afterEach(async () => {
