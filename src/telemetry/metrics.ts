@@ -21,18 +21,46 @@ export interface WorkerSnapshot {
   outstanding: number;
 }
 
+/** Where the scrape-time gauges read their values (set by watchDependencies and watchUpstreams). */
+interface Sources {
+  dependencies: Record<string, () => boolean>;
+  workers: () => Iterable<WorkerSnapshot>;
+  queues: () => Iterable<{ provider: string; queued: number }>;
+}
+
 export function createMetrics() {
   const registry = new Registry();
-  let workers: () => Iterable<WorkerSnapshot> = () => [];
-  let queues: () => Iterable<{ provider: string; queued: number }> = () => [];
-  let dependencies: Record<string, () => boolean> = {};
+  const sources: Sources = { dependencies: {}, workers: () => [], queues: () => [] };
   collectDefaultMetrics({ register: registry });
   // Gauges named *_total fail `promtool check metrics`; the per-type nodejs_active_* gauges stay.
   for (const name of LINT_FAILING_DEFAULT_METRICS) registry.removeSingleMetric(name);
   const registers = [registry];
 
+  // Registered in this order, which is the order of the exposition.
   return {
     registry,
+    ...requestInstruments(registers),
+    ...accessInstruments(registers, sources),
+    ...upstreamInstruments(registers, sources),
+    /** Where chatgate_dependency_up reads each dependency's state at scrape time. */
+    watchDependencies(dependencies: Record<string, () => boolean>) {
+      sources.dependencies = { ...sources.dependencies, ...dependencies };
+    },
+    /** Where the per-worker and per-provider gauges read their values at scrape time. */
+    watchUpstreams(upstreams: { workers: () => Iterable<WorkerSnapshot>; queues: () => Iterable<{ provider: string; queued: number }> }) {
+      sources.workers = upstreams.workers;
+      sources.queues = upstreams.queues;
+    },
+  };
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;
+
+type Registers = Registry[];
+
+/** The public listener's requests: how many, how they ended, how long they took, what they used. */
+function requestInstruments(registers: Registers) {
+  return {
     requests: new CounterFamily({
       name: 'chatgate_requests_total',
       help: 'Requests answered on the public listener, by endpoint (chat, completions, embeddings, responses, models, console, other), provider and HTTP status.',
@@ -85,6 +113,12 @@ export function createMetrics() {
       help: 'Requests on the public listener that have not been answered yet.',
       registers,
     }),
+  };
+}
+
+/** Who got in and who was refused (keys, the key cache, the admin token, quotas, budgets, rate limits), and the shared stores' health. */
+function accessInstruments(registers: Registers, sources: Sources) {
+  return {
     authFailures: new CounterFamily({
       name: 'chatgate_auth_failures_total',
       help: 'Requests refused by authentication, by reason.',
@@ -117,7 +151,7 @@ export function createMetrics() {
       aggregator: 'min', // cluster mode: down if any serving process finds it down
       collect() {
         this.reset();
-        for (const [dependency, up] of Object.entries(dependencies)) this.set({ dependency }, up() ? 1 : 0);
+        for (const [dependency, up] of Object.entries(sources.dependencies)) this.set({ dependency }, up() ? 1 : 0);
       },
     }),
     adminAuthFailures: new CounterFamily({
@@ -156,6 +190,12 @@ export function createMetrics() {
       labelNames: [],
       registers,
     }).series({}),
+  };
+}
+
+/** The workers: the tokens they reported, aliases' fallbacks, their health, load, queues, retries, timeouts and broken answers. */
+function upstreamInstruments(registers: Registers, sources: Sources) {
+  return {
     tokens: new CounterFamily({
       name: 'chatgate_tokens_total',
       help: 'Tokens the workers reported using, by endpoint, provider, model (other: not in the provider model list), the alias the client named (none: none) and kind.',
@@ -176,7 +216,7 @@ export function createMetrics() {
       aggregator: 'max', // cluster mode: up if any serving process can use it (not the count of processes)
       collect() {
         this.reset();
-        for (const w of workers()) this.set({ provider: w.provider, worker: w.worker }, w.up ? 1 : 0);
+        for (const w of sources.workers()) this.set({ provider: w.provider, worker: w.worker }, w.up ? 1 : 0);
       },
     }),
     workerOutstanding: new Gauge({
@@ -186,7 +226,7 @@ export function createMetrics() {
       registers,
       collect() {
         this.reset();
-        for (const w of workers()) this.set({ provider: w.provider, worker: w.worker }, w.outstanding);
+        for (const w of sources.workers()) this.set({ provider: w.provider, worker: w.worker }, w.outstanding);
       },
     }),
     queued: new Gauge({
@@ -196,7 +236,7 @@ export function createMetrics() {
       registers,
       collect() {
         this.reset();
-        for (const q of queues()) this.set({ provider: q.provider }, q.queued);
+        for (const q of sources.queues()) this.set({ provider: q.provider }, q.queued);
       },
     }),
     ejections: new CounterFamily({
@@ -230,16 +270,5 @@ export function createMetrics() {
       labelNames: ['provider', 'worker'] as const,
       registers,
     }),
-    /** Where chatgate_dependency_up reads each dependency's state at scrape time. */
-    watchDependencies(sources: Record<string, () => boolean>) {
-      dependencies = { ...dependencies, ...sources };
-    },
-    /** Where the per-worker and per-provider gauges read their values at scrape time. */
-    watchUpstreams(sources: { workers: () => Iterable<WorkerSnapshot>; queues: () => Iterable<{ provider: string; queued: number }> }) {
-      workers = sources.workers;
-      queues = sources.queues;
-    },
   };
 }
-
-export type Metrics = ReturnType<typeof createMetrics>;
