@@ -36,19 +36,27 @@ export interface ProxyOptions {
   drainAfterDisconnectMs: number;
 }
 
-export function createAnswers(clock: AttemptClock, metrics: Metrics, events: ProxyEvents, options: ProxyOptions) {
+/** The proxy's answer side, one per proxy: its methods are what http-proxy and the response's close call. */
+class Answers {
+  constructor(
+    private readonly clock: AttemptClock,
+    private readonly metrics: Metrics,
+    private readonly events: ProxyEvents,
+    private readonly options: ProxyOptions,
+  ) {}
+
   /** http-proxy's `proxyRes`: the worker's answer began. */
-  function answered(upstreamResponse: IncomingMessage, res: ServerResponse): void {
+  answered(upstreamResponse: IncomingMessage, res: ServerResponse): void {
     const attempt = attemptOf(res);
     if (!attempt) return;
     if (attempt.draining) {
-      readForUsage(attempt, upstreamResponse, res);
+      this.readForUsage(attempt, upstreamResponse, res);
       return;
     }
     attempt.answering = true;
     attempt.context.worker = attempt.state.worker.label;
-    attempt.context.firstByteAt = clock.now();
-    metrics.upstreamTimeToFirstByte.series({ provider: attempt.provider.name }).observe((clock.now() - required(attempt.context.dispatchedAt, 'dispatch time')) / 1000);
+    attempt.context.firstByteAt = this.clock.now();
+    this.metrics.upstreamTimeToFirstByte.series({ provider: attempt.provider.name }).observe((this.clock.now() - required(attempt.context.dispatchedAt, 'dispatch time')) / 1000);
     const status = upstreamResponse.statusCode ?? 502;
     res.statusCode = status;
     const headers = clientResponseHeaders(upstreamResponse.headers);
@@ -59,15 +67,15 @@ export function createAnswers(clock: AttemptClock, metrics: Metrics, events: Pro
       res.setHeader(name, value);
     }
     const stream = isStream(upstreamResponse);
-    const reportUsage = usageReporter(attempt, status);
-    clock.arm(attempt, 'idle', attempt.provider.settings.idleTimeoutMs);
-    const estimate = estimateOf(attempt);
+    const reportUsage = this.usageReporter(attempt, status);
+    this.clock.arm(attempt, 'idle', attempt.provider.settings.idleTimeoutMs);
+    const estimate = this.estimateOf(attempt);
     let meter: AnswerRelay;
     let timeTokens: (() => void) | undefined;
     if (stream) {
       res.removeHeader('content-length'); // a dropped usage chunk changes the length
       meter = new SseUsageMeter(attempt.target.dropUsageChunk, reportUsage, estimate);
-      timeTokens = tokenTimer(attempt);
+      timeTokens = this.tokenTimer(attempt);
       sendStreamHead(res);
     } else {
       meter = new JsonUsageMeter(reportUsage, estimate);
@@ -81,7 +89,7 @@ export function createAnswers(clock: AttemptClock, metrics: Metrics, events: Pro
         meter.relay(chunk);
         return;
       }
-      clock.stillAnswering(attempt);
+      this.clock.stillAnswering(attempt);
       timeTokens?.();
       const out = meter.relay(chunk);
       if (out.length > 0 && !res.write(out)) upstreamResponse.pause();
@@ -90,59 +98,59 @@ export function createAnswers(clock: AttemptClock, metrics: Metrics, events: Pro
     upstreamResponse.on('end', () => {
       const rest = meter.end();
       if (!attempt.draining) res.end(rest);
-      clock.settle(attempt, outcomeOfAnswer(upstreamResponse.statusCode ?? 502));
+      this.clock.settle(attempt, outcomeOfAnswer(upstreamResponse.statusCode ?? 502));
     });
     upstreamResponse.on('close', () => {
       if (upstreamResponse.complete || attempt.settled) return;
       if (attempt.draining) {
         // The drain's deadline passed (or the worker hung up): the client had left, the worker is not at fault.
-        clock.settle(attempt, 'neutral');
+        this.clock.settle(attempt, 'neutral');
         meter.abort();
         return;
       }
-      clock.settle(attempt, 'failure');
-      metrics.streamFailures.series(AttemptClock.labels(attempt)).inc();
+      this.clock.settle(attempt, 'failure');
+      this.metrics.streamFailures.series(AttemptClock.labels(attempt)).inc();
       meter.abort(); // charges the usage seen so far, or the estimate
       endBrokenAnswer(res, attempt);
     });
   }
 
   /** The client's side closed: finished, or the client left (see the top of this file). */
-  function clientClosed(res: ServerResponse): void {
-      const attempt = attemptOf(res);
-      if (res.writableFinished || !attempt) {
-        linkAttempt(res, undefined); // whatever still holds the response must not hold the worker's answer
-        return;
-      }
-      const answer = attempt.upstreamResponse;
-      // Sent and not answered yet: the attempt stays on the response until its answer comes (proxyRes finds it there).
-      const unanswered = attempt.connected && !attempt.answering && !attempt.settled;
-      if (unanswered && options.drainAfterDisconnectMs > 0) {
-        awaitAnswer(attempt, res);
-        return;
-      }
-      linkAttempt(res, undefined);
-      if (answer && !answer.complete && !attempt.settled && options.drainAfterDisconnectMs > 0) {
-        drain(attempt, answer);
-        return;
-      }
-      clock.settle(attempt, 'neutral');
-      attempt.upstreamRequest?.destroy();
-      if (unanswered) chargeUnanswered(attempt);
-      attempt.meter?.abort(); // the client left mid-answer: charge the usage seen so far, or the estimate
+  clientClosed(res: ServerResponse): void {
+    const attempt = attemptOf(res);
+    if (res.writableFinished || !attempt) {
+      linkAttempt(res, undefined); // whatever still holds the response must not hold the worker's answer
+      return;
+    }
+    const answer = attempt.upstreamResponse;
+    // Sent and not answered yet: the attempt stays on the response until its answer comes (proxyRes finds it there).
+    const unanswered = attempt.connected && !attempt.answering && !attempt.settled;
+    if (unanswered && this.options.drainAfterDisconnectMs > 0) {
+      this.awaitAnswer(attempt, res);
+      return;
+    }
+    linkAttempt(res, undefined);
+    if (answer && !answer.complete && !attempt.settled && this.options.drainAfterDisconnectMs > 0) {
+      this.drain(attempt, answer);
+      return;
+    }
+    this.clock.settle(attempt, 'neutral');
+    attempt.upstreamRequest?.destroy();
+    if (unanswered) this.chargeUnanswered(attempt);
+    attempt.meter?.abort(); // the client left mid-answer: charge the usage seen so far, or the estimate
   }
 
-  const isStream = (answer: IncomingMessage) => String(answer.headers['content-type'] ?? '').startsWith('text/event-stream');
-
   /** Charges the usage an answer reported (a 2xx answer's only). */
-  const usageReporter = (attempt: Attempt, status: number) => (usage: TokenUsage) => {
-    if (status >= 300) return;
-    attempt.context.usage = usage;
-    events.usage(attempt.context, attempt.provider, usage);
-  };
+  private usageReporter(attempt: Attempt, status: number) {
+    return (usage: TokenUsage) => {
+      if (status >= 300) return;
+      attempt.context.usage = usage;
+      this.events.usage(attempt.context, attempt.provider, usage);
+    };
+  }
 
   /** Charged when the answer reports no usage of its own (usage-meter.ts): read before the body goes, which it does here. */
-  function estimateOf(attempt: Attempt) {
+  private estimateOf(attempt: Attempt) {
     const estimate = { promptTokens: estimatePromptTokens(attempt.target.body), generates: attempt.target.endpoint !== 'embeddings' };
     attempt.target.body = RELEASED_BODY; // nothing is retried once a worker answers
     return estimate;
@@ -152,16 +160,16 @@ export function createAnswers(clock: AttemptClock, metrics: Metrics, events: Pro
    * The client left after its request reached the worker and before the answer began: the answer is
    * waited for until the drain's deadline, and read (not relayed) for its usage if it comes.
    */
-  function awaitAnswer(attempt: Attempt, res: ServerResponse): void {
+  private awaitAnswer(attempt: Attempt, res: ServerResponse): void {
     attempt.draining = true;
     attempt.context.drainEnded = [];
     // A worker that would time out before the drain ends still does (first_byte): it is at fault, and
     // a client leaving must not keep a hung worker past its deadline.
-    const firstByteLeft = attempt.phase === 'first_byte' ? attempt.deadline - clock.now() : Infinity;
-    if (firstByteLeft > options.drainAfterDisconnectMs) clock.arm(attempt, 'drain', options.drainAfterDisconnectMs);
+    const firstByteLeft = attempt.phase === 'first_byte' ? attempt.deadline - this.clock.now() : Infinity;
+    if (firstByteLeft > this.options.drainAfterDisconnectMs) this.clock.arm(attempt, 'drain', this.options.drainAfterDisconnectMs);
     // Cut by the deadline (or the worker hung up) with no answer: http-proxy calls no callback for a
     // reset once the client's socket is gone, so the worker's request is watched here.
-    attempt.upstreamRequest?.once('close', () => endUnanswered(attempt, res));
+    attempt.upstreamRequest?.once('close', () => this.endUnanswered(attempt, res));
   }
 
   /**
@@ -169,32 +177,32 @@ export function createAnswers(clock: AttemptClock, metrics: Metrics, events: Pro
    * at it; a worker that hung up, reset (a stale kept-alive connection too), or passed its first-byte
    * deadline did no work the client should pay for, and the latter is a worker failure.
    */
-  function endUnanswered(attempt: Attempt, res: ServerResponse): void {
+  endUnanswered(attempt: Attempt, res: ServerResponse): void {
     if (attempt.answering || attempt.settled) return;
     linkAttempt(res, undefined);
-    clock.settle(attempt, attempt.timedOut ? 'failure' : 'neutral');
-    if (attempt.drainCut) chargeUnanswered(attempt);
+    this.clock.settle(attempt, attempt.timedOut ? 'failure' : 'neutral');
+    if (attempt.drainCut) this.chargeUnanswered(attempt);
   }
 
   /** The answer to a client that left before it began: read to its end for its usage, nothing relayed. */
-  function readForUsage(attempt: Attempt, upstreamResponse: IncomingMessage, res: ServerResponse): void {
+  private readForUsage(attempt: Attempt, upstreamResponse: IncomingMessage, res: ServerResponse): void {
     linkAttempt(res, undefined);
     attempt.answering = true;
-    if (attempt.phase !== 'drain') clock.arm(attempt, 'drain', options.drainAfterDisconnectMs); // it answered: the drain bounds the rest
+    if (attempt.phase !== 'drain') this.clock.arm(attempt, 'drain', this.options.drainAfterDisconnectMs); // it answered: the drain bounds the rest
     const status = upstreamResponse.statusCode ?? 502;
-    const reportUsage = usageReporter(attempt, status);
-    const estimate = estimateOf(attempt);
+    const reportUsage = this.usageReporter(attempt, status);
+    const estimate = this.estimateOf(attempt);
     const meter: AnswerRelay = isStream(upstreamResponse) ? new SseUsageMeter(true, reportUsage, estimate) : new JsonUsageMeter(reportUsage, estimate);
     meter.discard?.();
     attempt.meter = meter;
     upstreamResponse.on('data', (chunk: Buffer) => meter.relay(chunk));
     upstreamResponse.on('end', () => {
       meter.end();
-      clock.settle(attempt, outcomeOfAnswer(status));
+      this.clock.settle(attempt, outcomeOfAnswer(status));
     });
     upstreamResponse.on('close', () => {
       if (upstreamResponse.complete || attempt.settled) return;
-      clock.settle(attempt, 'neutral'); // the drain's deadline passed, or the worker hung up: the client had left first
+      this.clock.settle(attempt, 'neutral'); // the drain's deadline passed, or the worker hung up: the client had left first
       meter.abort();
     });
   }
@@ -205,7 +213,7 @@ export function createAnswers(clock: AttemptClock, metrics: Metrics, events: Pro
    * own, or the one the quota wrote for it), for each answer it asked for; else leaving before the
    * answer (a JSON answer begins only once it is generated) would make any request free.
    */
-  function chargeUnanswered(attempt: Attempt): void {
+  private chargeUnanswered(attempt: Attempt): void {
     const { context } = attempt;
     const request = context.modelRequest;
     const perOutput = context.reservedOutputBound ?? request?.maxOutputTokens ?? 0;
@@ -213,7 +221,7 @@ export function createAnswers(clock: AttemptClock, metrics: Metrics, events: Pro
     const usage = { promptTokens: estimatePromptTokens(attempt.target.body), completionTokens: generates ? perOutput * (request?.outputs ?? 1) : 0 };
     attempt.target.body = RELEASED_BODY;
     context.usage = usage;
-    events.usage(context, attempt.provider, usage);
+    this.events.usage(context, attempt.provider, usage);
   }
 
   /**
@@ -221,29 +229,38 @@ export function createAnswers(clock: AttemptClock, metrics: Metrics, events: Pro
    * answer ends or the drain's deadline passes (then the worker's connection is closed, and what was
    * seen, or the estimate, is charged). The worker stays taken meanwhile: it is still generating.
    */
-  function drain(attempt: Attempt, upstreamResponse: IncomingMessage): void {
+  private drain(attempt: Attempt, upstreamResponse: IncomingMessage): void {
     attempt.draining = true;
     attempt.context.drainEnded = [];
     attempt.meter?.discard?.();
-    clock.arm(attempt, 'drain', options.drainAfterDisconnectMs);
+    this.clock.arm(attempt, 'drain', this.options.drainAfterDisconnectMs);
     upstreamResponse.resume(); // it may have been paused for the client's full side
   }
 
   /** Observes each chunk's arrival for a stream's first-token and inter-token histograms. */
-  function tokenTimer(attempt: Attempt): () => void {
-    const firstToken = metrics.streamFirstToken.series({ provider: attempt.provider.name });
-    const interToken = metrics.streamInterToken.series({ provider: attempt.provider.name });
+  private tokenTimer(attempt: Attempt): () => void {
+    const firstToken = this.metrics.streamFirstToken.series({ provider: attempt.provider.name });
+    const interToken = this.metrics.streamInterToken.series({ provider: attempt.provider.name });
     let lastChunkAt: number | undefined;
     return () => {
-      const at = clock.now();
+      const at = this.clock.now();
       if (lastChunkAt === undefined) firstToken.observe((at - required(attempt.context.dispatchedAt, 'dispatch time')) / 1000);
       else interToken.observe((at - lastChunkAt) / 1000);
       lastChunkAt = at;
     };
   }
-
-  return { answered, clientClosed, endUnanswered };
 }
+
+export function createAnswers(clock: AttemptClock, metrics: Metrics, events: ProxyEvents, options: ProxyOptions) {
+  const answers = new Answers(clock, metrics, events, options);
+  return {
+    answered: (upstreamResponse: IncomingMessage, res: ServerResponse) => answers.answered(upstreamResponse, res),
+    clientClosed: (res: ServerResponse) => answers.clientClosed(res),
+    endUnanswered: (attempt: Attempt, res: ServerResponse) => answers.endUnanswered(attempt, res),
+  };
+}
+
+const isStream = (answer: IncomingMessage) => String(answer.headers['content-type'] ?? '').startsWith('text/event-stream');
 
 /**
  * After the answer started: a stream ends with an SSE error event a client can read (the meter relays
