@@ -36,21 +36,21 @@
  * neither the code, the tokens nor the client secret are ever logged.
  * *
  * The provider itself (discovery, the claims, the linking rule, failures told apart): oidc-provider.ts.
+ * Who a sign-in signs in (the binding, linking and mappings above, applied to the store): oidc-identities.ts.
  */
 import { randomBytes } from 'node:crypto';
 import { isIP } from 'node:net';
-import express, { type NextFunction, type Request, type Response, type Router } from 'express';
+import express, { type NextFunction, type Request, type RequestHandler, type Response, type Router } from 'express';
 import { LRUCache } from 'lru-cache';
 import { findContext } from '../context';
 import { errors, GatewayError } from '../errors';
 import type { Logger } from '../telemetry/log';
-import type { IdentityRecord, PersonRecord, Role, Store } from '../store/types';
+import type { Store } from '../store/types';
 import { Auditor } from './audit';
-import { isNfkcStable, normalizeEmail } from './emails';
-import type { Actor } from './roles';
 import { tokenDigest, type Accounts } from './service';
 import { sessionCookie, type Sessions } from './sessions';
-import { claimsOf, describeClaim, IdentityProvider, linkRefusal, reasonOf, unreachable, type OidcSettings, type Said } from './oidc-provider';
+import { claimsOf, IdentityProvider, reasonOf, unreachable, type OidcSettings, type Said } from './oidc-provider';
+import { OidcIdentities, refusals, type Refuse } from './oidc-identities';
 
 export { claimValues, linkRefusal, type OidcSettings, type Said } from './oidc-provider';
 
@@ -86,20 +86,6 @@ const REFUSED_PAGE = '/console/#sign-in-error=';
 /** Binds a sign-in under way to the browser that started it. */
 const BROWSER_COOKIE = 'chatgate_oidc';
 
-/** The refusals. */
-const refusals = {
-  /** No transaction for this state: none sent, made up, used already, expired, or started in another browser. */
-  unknownState: () => errors.oidcSignInExpired(),
-  /** The provider's answer failed a check (the code, the ID token), or it names no usable email. */
-  notSignedIn: () => errors.oidcSignInFailed(),
-  /** A person the mappings do not let in and the gateway does not know. */
-  notMapped: () => errors.permissionDenied('sign in to this console: no group of yours at the identity provider is given an account here, ask an account owner to add you'),
-  /** The provider could not be reached (discovery, the token exchange, its keys, userinfo). */
-  unavailable: () => errors.identityProviderUnavailable(),
-  /** The email is a person's here who is bound to another subject of this issuer. */
-  otherSubject: () => errors.oidcIdentityConflict(),
-};
-
 /** GET /login (to the provider) and GET /callback (back from it), mounted at /console/api/oidc. */
 export function createOidcRoutes(settings: OidcSettings, deps: OidcDeps): Router {
   const clientSecret = (deps.env ?? process.env)[settings.clientSecretEnv];
@@ -108,15 +94,38 @@ export function createOidcRoutes(settings: OidcSettings, deps: OidcDeps): Router
       `console.oidc.clientSecretEnv names the environment variable ${settings.clientSecretEnv}, which is not set: put the client secret of '${settings.clientId}' at ${settings.issuer} in it`,
     );
   }
-  const { store, log, sessions } = deps;
-  const auditor = new Auditor(store, log);
-  const provider = new IdentityProvider(settings, clientSecret, log);
-  const scope = (settings.scopes.includes('openid') ? settings.scopes : ['openid', ...settings.scopes]).join(' ');
+  const provider = new IdentityProvider(settings, clientSecret, deps.log);
   const routes = express.Router();
+  routes.get('/login', loginRoute(settings, provider, deps));
+  routes.get('/callback', callbackRoute(settings, provider, deps));
+
+  // Both routes are navigations of the whole page: a browser that is refused is sent back to the
+  // console, which says why, rather than left on an error body at the callback URL. A client that
+  // does not ask for a page (scripts, the tests' HTTP client) gets the error body as everywhere.
+  routes.use((err: unknown, req: Request, res: Response, next: NextFunction) => {
+    if (!(err instanceof GatewayError) || !wantsPage(req) || res.headersSent) return next(err);
+    const context = findContext(res);
+    if (context) context.errorCode = err.code;
+    res.setHeader('Cache-Control', 'no-store');
+    if (err.code === 'oidc_sign_in_expired' || err.code === 'oidc_sign_in_failed') res.setHeader('Set-Cookie', browserCookie('', 0));
+    res.redirect(303, REFUSED_PAGE + encodeURIComponent(err.code));
+  });
+
+  return routes;
+}
+
+/**
+ * GET /login: from an allowed Host and within the address's sign-ins per minute, keeps the
+ * transaction (verifier, nonce, redirect address, the browser's digest) under the state's digest,
+ * binds the browser, and sends it to the provider.
+ */
+function loginRoute(settings: OidcSettings, provider: IdentityProvider, deps: OidcDeps): RequestHandler {
+  const { store, log } = deps;
+  const scope = (settings.scopes.includes('openid') ? settings.scopes : ['openid', ...settings.scopes]).join(' ');
   const started = new LRUCache<string, { count: number; since: number }>({ max: COUNTED_ADDRESSES });
   const allowedHosts = new Set(['localhost', ...deps.allowedHosts.map((name) => name.toLowerCase().replace(/\.$/, ''))]);
 
-  routes.get('/login', async (req, res) => {
+  return async function login(req, res) {
     const origin = redirectOrigin(deps.publicOrigin, req.headers.host, allowedHosts);
     if (!origin) {
       log.warn({ host: String(req.headers.host ?? '').slice(0, 100), client: req.ip }, 'OIDC sign-in not started: the Host is not a name of this console (console.allowedHosts)');
@@ -154,13 +163,22 @@ export function createOidcRoutes(settings: OidcSettings, deps: OidcDeps): Router
     res.setHeader('Set-Cookie', browserCookie(browser, TRANSACTION_TTL_MS / 1000));
     res.setHeader('Cache-Control', 'no-store');
     res.redirect(302, target.href);
-  });
+  };
+}
 
-  routes.get('/callback', async (req, res) => {
+/**
+ * GET /callback: takes the transaction (once, from the browser that started it), exchanges the code
+ * for the claims, and opens a session for the person they sign in (oidc-identities.ts).
+ */
+function callbackRoute(settings: OidcSettings, provider: IdentityProvider, { store, log, sessions, accounts }: OidcDeps): RequestHandler {
+  const auditor = new Auditor(store, log);
+  const identities = new OidcIdentities(settings, store, accounts, auditor, log);
+
+  return async function callback(req, res) {
     const client = req.ip;
     const requestId = res.getHeader('X-Request-Id'); // the front stages' (pipeline/request-id.ts)
     /** Logs and audits a refused sign-in, then refuses it. */
-    const refuse = async (reason: string, error: GatewayError, email?: string): Promise<never> => {
+    const refuse: Refuse = async (reason, error, email) => {
       log.warn({ requestId, reason, email, client }, 'OIDC sign-in refused');
       await auditor.record({ accountId: null, actor: 'oidc', action: 'session.failed', target: email ?? 'unknown', client, details: { via: 'oidc', reason } });
       throw error;
@@ -189,131 +207,15 @@ export function createOidcRoutes(settings: OidcSettings, deps: OidcDeps): Router
       return refuse(reasonOf(err), refusals.notSignedIn());
     }
 
-    const person = await personFor(said, client, refuse);
+    const person = await identities.personFor(said, client, refuse);
 
     const { token } = await sessions.start(person, 'oidc', client);
     res.setHeader('Set-Cookie', [sessionCookie(token, sessions.settings.absoluteMs / 1000), browserCookie('', 0)]);
     res.setHeader('Cache-Control', 'no-store');
     res.redirect(302, '/console/');
-  });
-
-  // Both routes are navigations of the whole page: a browser that is refused is sent back to the
-  // console, which says why, rather than left on an error body at the callback URL. A client that
-  // does not ask for a page (scripts, the tests' HTTP client) gets the error body as everywhere.
-  routes.use((err: unknown, req: Request, res: Response, next: NextFunction) => {
-    if (!(err instanceof GatewayError) || !wantsPage(req) || res.headersSent) return next(err);
-    const context = findContext(res);
-    if (context) context.errorCode = err.code;
-    res.setHeader('Cache-Control', 'no-store');
-    if (err.code === 'oidc_sign_in_expired' || err.code === 'oidc_sign_in_failed') res.setHeader('Set-Cookie', browserCookie('', 0));
-    res.redirect(303, REFUSED_PAGE + encodeURIComponent(err.code));
-  });
-
-  type Refuse = (reason: string, error: GatewayError, email?: string) => Promise<never>;
-
-  /**
-   * Who signs in: the person bound to the issuer and subject; else, bound now, the person with the
-   * email when it may be linked, or a person made for it when a mapping lets them in. The mappings
-   * are applied to them. Anything else is refused.
-   */
-  async function personFor(said: Said, client: string | undefined, refuse: Refuse): Promise<PersonRecord> {
-    const matched = settings.mappings.filter((mapping) => said.values.includes(mapping.value));
-    const bound = await store.findIdentity(said.issuer, said.subject);
-    if (bound) return provision(bound.email, matched, client, refuse);
-
-    const email = normalizeEmail(said.email);
-    if (!email) return refuse('the identity provider gives no usable email (neither in the ID token nor at userinfo)', refusals.notSignedIn());
-    if (!isNfkcStable(email)) return refuse('the email changes under Unicode NFKC normalization: it imitates another address, and is never linked to anyone', refusals.notSignedIn(), email);
-    const existing = await store.getPerson(email);
-    if (existing) {
-      const why = linkRefusal(said, await store.identitiesOf(email));
-      if (why) return refuse(why.reason, why.otherSubject ? refusals.otherSubject() : refusals.notSignedIn(), email);
-    } else {
-      if (said.emailVerified !== undefined && said.emailVerified !== true) {
-        return refuse(`the identity provider does not say this email is verified (email_verified is ${describeClaim(said.emailVerified)})`, refusals.notSignedIn(), email);
-      }
-      if (matched.length === 0) return refuse(`no mapping matches the '${settings.claim}' claim, and the person is not known here`, refusals.notMapped(), email);
-      await store.putPerson({ email, admin: false, passwordHash: null, createdAt: new Date().toISOString() });
-    }
-    await bind(said, email, !existing, client, refuse);
-    return provision(email, matched, client, refuse);
-  }
-
-  /**
-   * Binds the issuer and subject to the person. When another sign-in bound first: the same binding
-   * is taken as it is; another (this person has another subject of this issuer) is refused. A person
-   * bound now loses the password set before (an inviter may know it) unless an admin allows it, and
-   * every session of theirs open until now.
-   */
-  async function bind(said: Said, email: string, created: boolean, client: string | undefined, refuse: Refuse): Promise<void> {
-    const identity: IdentityRecord = { issuer: said.issuer, subject: said.subject, email, createdAt: new Date().toISOString() };
-    if (!(await store.bindIdentity(identity))) {
-      const winner = await store.findIdentity(said.issuer, said.subject);
-      if (winner?.email === email) return;
-      return refuse('a person with this email is bound to another subject of this identity provider (bound at the same time)', refusals.otherSubject(), email);
-    }
-    const person = await store.getPerson(email);
-    const passwordRemoved = person !== undefined && person.passwordHash !== null && person.passwordWithOidc !== true;
-    if (passwordRemoved) await store.setPassword(email, null);
-    const sessionsEnded = await store.deleteSessionsOf(email);
-    await auditor.record({
-      accountId: null,
-      actor: 'oidc',
-      action: 'identity.bound',
-      target: email,
-      client,
-      details: { issuer: said.issuer, subject: said.subject, created, passwordRemoved, sessionsEnded },
-    });
-  }
-
-  /**
-   * The mappings matched give the person their accounts (made if missing) and roles, and the admin
-   * role. The person is read again: binding may have just changed them.
-   */
-  async function provision(email: string, matched: OidcSettings['mappings'], client: string | undefined, refuse: Refuse): Promise<PersonRecord> {
-    let person = await store.getPerson(email);
-    if (!person) return refuse('the person this identity is bound to is gone', refusals.notSignedIn(), email);
-    const admin = matched.some((mapping) => mapping.admin);
-    if (admin && !person.admin) {
-      person = await store.putPerson({ ...person, admin: true });
-      const granting = matched.filter((mapping) => mapping.admin).map((mapping) => mapping.value);
-      await auditor.record({ accountId: null, actor: 'oidc', action: 'admin.granted', target: email, client, details: { claim: settings.claim, values: granting } });
-    }
-    // Several mappings may name one account: the higher role wins.
-    const roles = new Map<string, Role>();
-    for (const mapping of matched) {
-      if (mapping.account !== undefined && roles.get(mapping.account) !== 'owner') roles.set(mapping.account, mapping.role);
-    }
-    const actor: Actor = { kind: 'person', email, admin: person.admin };
-    const memberships = await store.membershipsOf(email);
-    for (const [name, role] of roles) {
-      const account = await accountNamed(name, actor, client);
-      if (memberships.find((m) => m.accountId === account.id)?.role === role) continue;
-      try {
-        await deps.accounts.addMember(account.id, { email, role }, actor, client);
-      } catch (err) {
-        if (!(err instanceof GatewayError && err.code === 'last_owner')) throw err;
-        log.warn({ email, account: name }, 'OIDC sign-in: the mapping would leave the account without an owner; the role is kept');
-      }
-    }
-    return person;
-  }
-
-  /** The account with this name, made if missing (by another replica at the same time: then that one). */
-  async function accountNamed(name: string, actor: Actor, client: string | undefined) {
-    const existing = await store.findAccountByName(name);
-    if (existing) return existing;
-    try {
-      return await deps.accounts.createAccount(name, actor, client);
-    } catch (err) {
-      const raced = err instanceof GatewayError && err.code === 'account_name_taken' ? await store.findAccountByName(name) : undefined;
-      if (raced) return raced;
-      throw err;
-    }
-  }
-
-  return routes;
+  };
 }
+
 /**
  * Pure: the origin the provider sends the browser back to: console.publicUrl's, or https:// and the
  * Host when it is a plain host[:port] whose name (any case, without a final dot) is allowed; else
