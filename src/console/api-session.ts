@@ -10,7 +10,7 @@ import { sessionCookie, type Sessions, type SignedIn } from '../accounts/session
 import { webhookHost } from '../accounts/webhook-post';
 import { errors } from '../errors';
 import type { Store } from '../store/types';
-import { client, signedInOf } from './api-access';
+import { actorOf, client, permissionsOf, signedInOf } from './api-access';
 
 export function sessionRoutes(api: Router, sessions: Sessions, store: Store): void {
   api.get('/session', async (_req, res) => {
@@ -55,7 +55,7 @@ export async function sessionView(store: Store, signedIn: SignedIn) {
     admin: signedIn.person.admin,
     via: signedIn.session.via,
     expiresAt: signedIn.session.expiresAt,
-    account: signedIn.account ? { id: signedIn.account.id, name: signedIn.account.name, role: signedIn.role ?? null, quota: signedIn.account.quota, budget: signedIn.account.budget, keyPolicy: signedIn.account.keyPolicy ?? null, alertWebhook: signedIn.role === 'owner' || signedIn.person.admin ? webhookHost(signedIn.account) : null } : null,
+    account: signedIn.account ? { id: signedIn.account.id, name: signedIn.account.name, role: signedIn.role ?? null, quota: signedIn.account.quota, budget: signedIn.account.budget, keyPolicy: signedIn.account.keyPolicy ?? null, alertWebhook: signedIn.role === 'owner' || signedIn.person.admin ? webhookHost(signedIn.account) : null, permissions: permissionsOf(actorOf(signedIn), signedIn.role) } : null,
     accounts: [...mine, ...others],
   };
 }

@@ -153,6 +153,18 @@ test("a member creates, rotates and revokes their own keys, and may not touch an
   expect((await memberA.call('GET', '/usage')).status).toBe(200);
 });
 
+test('the session says what the person may do in the account, and the API holds to it', async () => {
+  const permissionsOf = async (person: Person) => (await person.call('GET', '/session')).json<{ account: { permissions: unknown } }>().account.permissions;
+  expect(await permissionsOf(ownerA)).toEqual({ createKeys: true, manageKeys: 'all', manageMembers: true, setPolicy: true, readAudit: true });
+  expect(await permissionsOf(memberA)).toEqual({ createKeys: true, manageKeys: 'own', manageMembers: false, setPolicy: false, readAudit: false });
+  // What the page is told is what the API does.
+  for (const [person, may] of [[ownerA, true], [memberA, false]] as const) {
+    expect((await person.call('GET', '/audit')).status).toBe(may ? 200 : 403);
+    expect((await person.call('GET', '/members')).status).toBe(200);
+    expect((await person.call('PATCH', '/account', { keyPolicy: null })).status).toBe(may ? 200 : 403);
+  }
+});
+
 test('an owner invites a member (a one-time link to set the password) and removes them; the last owner stays', async () => {
   const invited = await ownerA.call('POST', '/members', { email: 'New.Person@Example.com', role: 'member' });
   expect(invited.status).toBe(201);

@@ -73,13 +73,13 @@ export function applySession(session) {
   $('tab-audit').hidden = !allowed.readAudit;
   $('new-key-button').hidden = !allowed.createKeys;
   $('invite-form').hidden = !allowed.manageMembers;
-  $('policy-form').hidden = !allowed.manageMembers;
+  $('policy-form').hidden = !allowed.setPolicy;
   $('policy-days').value = account.keyPolicy ? String(account.keyPolicy.maxLifetimeDays) : '';
-  $('webhook-form').hidden = !allowed.manageMembers;
+  $('webhook-form').hidden = !allowed.setPolicy;
   showWebhook(account.alertWebhook);
   $('members-role-note').hidden = allowed.manageMembers;
   const note = $('keys-role-note');
-  note.hidden = allowed.admin || allowed.role === 'owner';
+  note.hidden = allowed.manageKeys !== 'own';
   note.textContent = 'As a member you see all of the account’s keys, and edit, rotate or revoke the ones you created.';
   if (!allowed.readAudit && state.tab === 'audit') state.tab = 'keys';
   showView('app-view');

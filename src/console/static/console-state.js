@@ -83,18 +83,15 @@ export async function busy(button, work, onError) {
   }
 }
 
-/** What the signed-in person may do in the current account (the API decides; the page reflects it). */
+const NOTHING = { createKeys: false, manageKeys: 'none', manageMembers: false, setPolicy: false, readAudit: false };
+
+/** What the signed-in person may do in the current account: the session's answer says (the API decides; the page only reflects it). */
 export function can() {
   const session = state.session;
-  const role = session?.account ? session.account.role : null;
-  const admin = Boolean(session?.admin);
+  const permissions = session?.account?.permissions ?? NOTHING;
   return {
-    role,
-    admin,
-    createKeys: admin || role === 'owner' || role === 'member',
-    manageMembers: admin || role === 'owner',
-    readAudit: admin || role === 'owner',
-    manageKey: (key) => admin || role === 'owner' || (role === 'member' && key.createdBy === session.email),
+    ...permissions,
+    manageKey: (key) => permissions.manageKeys === 'all' || (permissions.manageKeys === 'own' && key.createdBy === session.email),
   };
 }
 
