@@ -2,6 +2,7 @@
 import { definedFields } from '../../src/common/defined-fields';
 import { periodOf, sum, voidedBy, type Data } from '../../src/store/file-schema';
 import { DuplicateRecord, type AuditEvent, type IdentityRecord, type KeyUse, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord } from '../../src/store/types';
+import { addToDays } from './usage-ledger';
 
 /** A batch of use added to each key's totals and latest use, and to its daily rows (those before `oldest` dropped). */
 export function withUse(data: Data, uses: readonly KeyUse[], oldest: string): Data {
@@ -23,18 +24,7 @@ export function withUse(data: Data, uses: readonly KeyUse[], oldest: string): Da
     };
   });
   const usage = [...data.usage];
-  for (const use of uses) {
-    const day = usage.find((row) => row.keyId === use.keyId && row.date === use.date);
-    if (day) {
-      day.requests += use.requests;
-      day.refused += use.refused;
-      day.costNanos += use.costNanos;
-      day.promptTokens += use.promptTokens;
-      day.completionTokens += use.completionTokens;
-    } else {
-      usage.push({ date: use.date, accountId: use.accountId, keyId: use.keyId, requests: use.requests, refused: use.refused, costNanos: use.costNanos, promptTokens: use.promptTokens, completionTokens: use.completionTokens });
-    }
-  }
+  addToDays(usage, uses);
   return { ...data, keys, usage: usage.filter((row) => row.date >= oldest) };
 }
 

@@ -73,6 +73,12 @@ export function ledgerOf(file: string): LedgerRow[] {
  * recordUse, for the memory fake, which holds no keys (the contract suite fills it this way).
  */
 export function addUses(days: UsageDay[], ledger: LedgerRow[], uses: readonly KeyUse[]): void {
+  addToDays(days, uses);
+  addToLedger(ledger, uses);
+}
+
+/** A batch's uses added to the daily rows, one a day and key (a row already there is added to in place). */
+export function addToDays(days: UsageDay[], uses: readonly KeyUse[]): void {
   for (const use of uses) {
     const day = days.find((row) => row.keyId === use.keyId && row.date === use.date);
     if (day) {
@@ -85,5 +91,4 @@ export function addUses(days: UsageDay[], ledger: LedgerRow[], uses: readonly Ke
       days.push({ date: use.date, accountId: use.accountId, keyId: use.keyId, requests: use.requests, refused: use.refused, costNanos: use.costNanos, promptTokens: use.promptTokens, completionTokens: use.completionTokens });
     }
   }
-  addToLedger(ledger, uses);
 }
