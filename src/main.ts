@@ -213,7 +213,7 @@ async function buildLastingParts(config: Config, log: Logger, metrics: Metrics, 
   const mailer = config.console.enabled && config.console.smtp ? createMailer(config.console.smtp) : undefined;
   const invites = mailer ? { mailer, publicOrigin, trustedHosts: new Set(['localhost', config.listen.host, ...config.console.allowedHosts].map((name) => name.toLowerCase())) } : undefined;
   const consoleRouter = config.console.enabled
-    ? consoleApp({ accounts: people.accounts, sessions: people.sessions, oidc: Boolean(oidc), publicOrigin, oidcRoutes, platformLimits: () => platform.limits, currency: () => platform.currency, invites })
+    ? consoleApp({ accounts: people.accounts, sessions: people.sessions, oidc: Boolean(oidc), usageFlushMs: config.auth.lastUsedFlushMs, publicOrigin, oidcRoutes, platformLimits: () => platform.limits, currency: () => platform.currency, invites })
     : undefined;
   // The keys GitHub signs leak reports with: kept across reloads, each reload says which (github-keys.ts).
   const githubSigningKeys = new GithubSigningKeys({

@@ -220,6 +220,16 @@ export class Accounts {
   }
 
   /**
+   * Whether setting a password with this link would be let through, as the console's page opens
+   * with it: invalid_link as setPasswordWithLink would answer, else nothing. It only looks (the link
+   * stays, and so do its siblings), and says nothing of whose link it is.
+   */
+  async checkPasswordLink(token: unknown): Promise<void> {
+    const found = typeof token === 'string' && token.length < 200 ? await this.store.findToken(tokenDigest(token), 'password', this.now()) : undefined;
+    if (!found?.email || !(await this.store.getPerson(found.email))) throw errors.invalidLink();
+  }
+
+  /**
    * Sets the password of the person a one-time link was made for: the link is spent, every other link
    * of theirs is void, and every session of theirs ends.
    */

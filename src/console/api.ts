@@ -26,6 +26,8 @@ export interface ConsoleApiDeps {
   sessions: Sessions;
   /** Whether "sign in with your identity provider" is offered (the OIDC routes are added by oidc.ts). */
   oidc: boolean;
+  /** How often usage is written to the store (auth.lastUsedFlushMs): the page says how fresh its figures are. */
+  usageFlushMs?: number;
   /**
    * The platform's default rate limits as they are now (config `rateLimit`, which a reload may change):
    * a key's own limits set by someone who is not a platform admin stay within them.
@@ -41,13 +43,13 @@ export interface ConsoleApiDeps {
   invites?: Invites;
 }
 
-export function consoleApi({ accounts, sessions, oidc, platformLimits, currency = () => 'USD', invites }: ConsoleApiDeps): Router {
+export function consoleApi({ accounts, sessions, oidc, usageFlushMs = 10_000, platformLimits, currency = () => 'USD', invites }: ConsoleApiDeps): Router {
   const store = accounts.store;
   const api = express.Router();
   api.use(express.json({ limit: '64kb' }));
 
   api.get('/config', (_req, res) => {
-    res.json({ oidc });
+    res.json({ oidc, usageFlushSeconds: Math.ceil(usageFlushMs / 1000) });
   });
 
   api.post('/session', async (req, res) => {
@@ -61,6 +63,13 @@ export function consoleApi({ accounts, sessions, oidc, platformLimits, currency 
     const body = onlyFields(objectBody(req.body), ['token', 'password']);
     const email = await accounts.setPasswordWithLink(body.token, body.password, client(req));
     res.json({ email });
+  });
+
+  // A link checked as the page opens with it, before any password is typed: a look that takes nothing.
+  api.post('/password/check', async (req, res) => {
+    const body = onlyFields(objectBody(req.body), ['token']);
+    await accounts.checkPasswordLink(body.token);
+    res.json({ valid: true });
   });
 
   // Everything below needs a live session.

@@ -174,6 +174,9 @@ export class GuardedKeyStore implements Store {
   takeToken(digest: string, kind: OneTimeToken['kind'], now: Date): Promise<OneTimeToken | undefined> {
     return this.call(() => this.inner.takeToken(digest, kind, now));
   }
+  findToken(digest: string, kind: OneTimeToken['kind'], now: Date): Promise<OneTimeToken | undefined> {
+    return this.call(() => this.inner.findToken(digest, kind, now));
+  }
   bumpCounters(counters: ReadonlyArray<{ name: string; expiresAt: Date }>, now: Date): Promise<number[]> {
     if (counters.length === 0) return Promise.resolve([]);
     return this.call(() => this.inner.bumpCounters(counters, now));

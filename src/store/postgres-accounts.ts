@@ -219,6 +219,13 @@ export class PostgresAccountStore {
     return { digest: row.digest, kind: row.kind as OneTimeToken['kind'], email: row.email, data: row.data, expiresAt: row.expires_at.toISOString() };
   }
 
+  async findToken(digest: string, kind: OneTimeToken['kind'], now: Date): Promise<OneTimeToken | undefined> {
+    const { rows } = await this.query<TokenRow>('select * from chatgate_tokens where digest = $1 and kind = $2', [digest, kind]);
+    const row = rows[0];
+    if (!row || row.expires_at <= now) return undefined;
+    return { digest: row.digest, kind: row.kind as OneTimeToken['kind'], email: row.email, data: row.data, expiresAt: row.expires_at.toISOString() };
+  }
+
   async bumpCounters(counters: ReadonlyArray<{ name: string; expiresAt: Date }>, now: Date): Promise<number[]> {
     if (counters.length === 0) return [];
     if (new Set(counters.map((c) => c.name)).size !== counters.length) throw new Error('bumpCounters: a counter is named twice');

@@ -331,6 +331,11 @@ export interface AccountStore {
    * set-password link voids every other link for the same person.
    */
   takeToken(digest: string, kind: OneTimeToken['kind'], now: Date): Promise<OneTimeToken | undefined>;
+  /**
+   * The token as takeToken would give it (none when it is gone or expired), left where it is: a look
+   * that neither takes it nor voids another (the console checks a link as its page opens).
+   */
+  findToken(digest: string, kind: OneTimeToken['kind'], now: Date): Promise<OneTimeToken | undefined>;
 
   /**
    * Adds one to each named counter, atomically (one store operation, so concurrent callers each see

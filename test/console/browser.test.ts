@@ -428,12 +428,13 @@ describe.each(SIZES)('the console at $size size ($viewport.width×$viewport.heig
     await expect(page.getByTestId('stat-budget').textContent()).resolves.toBe('none'); // nor has the account a budget
 
     const today = new Date().toISOString().slice(0, 10);
-    // 30 days, today's with the usage, the others zero, in the table and in the chart.
-    await expect(page.getByTestId('usage-row').count()).resolves.toBe(30);
+    // 30 days: today's with the usage; the 29 idle days before it are one row in the table, zeros in the chart.
+    await expect(page.getByTestId('usage-row').count()).resolves.toBe(1);
     const todayRow = page.locator(`[data-testid="usage-row"][data-date="${today}"]`);
     await expect(todayRow.locator('td').first().textContent()).resolves.toBe(String(expected.requests));
     const monthAgo = new Date(Date.now() - 29 * 86_400_000).toISOString().slice(0, 10);
-    await expect(page.locator(`[data-testid="usage-row"][data-date="${monthAgo}"] td`).first().textContent()).resolves.toBe('0');
+    const yesterday = new Date(Date.now() - 86_400_000).toISOString().slice(0, 10);
+    await expect(page.locator(`[data-testid="usage-idle-row"][data-from="${monthAgo}"]`).getAttribute('data-to')).resolves.toBe(yesterday);
     const tokensChart = page.locator('#tokens-chart svg');
     await expect(tokensChart.locator('g.day').count()).resolves.toBe(30);
     await expect(tokensChart.locator(`g.day[data-date="${today}"]`).getAttribute('data-total')).resolves.toBe(String(expected.promptTokens + expected.completionTokens));

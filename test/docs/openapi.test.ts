@@ -191,7 +191,9 @@ test('every answer of the admin API and the console API fits the document, and e
   await consoleCall(cookie, 'POST', `/keys/${key.id}/rotate`, { now: true }); // 400
   await consoleCall(cookie, 'POST', `/keys/${key.id}/revoke`, { now: true }); // 400
   const invited = (await consoleCall(cookie, 'POST', '/members', { email: 'invitee@example.com', role: 'member' })).json<{ passwordLink: string }>();
+  await consoleCall(undefined, 'POST', '/password/check', { token: invited.passwordLink.split('#set-password=')[1] });
   await consoleCall(undefined, 'POST', '/password', { token: invited.passwordLink.split('#set-password=')[1], password: 'the invitee password' });
+  await consoleCall(undefined, 'POST', '/password/check', { token: 'spent-or-never-made' }); // 400
   await consoleCall(undefined, 'POST', '/password', { token: 'spent-or-never-made', password: 'the invitee password' }); // 400
   await consoleCall(cookie, 'GET', '/members');
   await consoleCall(cookie, 'PATCH', '/account', { keyPolicy: { maxLifetimeDays: 365 } });

@@ -219,6 +219,11 @@ export class FileKeyStore implements Store {
     return this.modify((data) => withTokenTaken(data, digest, kind, now));
   }
 
+  async findToken(digest: string, kind: OneTimeToken['kind'], now: Date): Promise<OneTimeToken | undefined> {
+    const token = (await this.read()).tokens.find((t) => t.digest === digest && t.kind === kind);
+    return token && token.expiresAt > now.toISOString() ? token : undefined;
+  }
+
   bumpCounters(counters: ReadonlyArray<{ name: string; expiresAt: Date }>, now: Date): Promise<number[]> {
     return this.modify((data) => withCountersBumped(data, counters, now));
   }

@@ -141,6 +141,10 @@ export class MemoryAccountStore implements AccountStore {
     for (const [other, sibling] of this.tokens) if (voidedBy(token, sibling)) this.tokens.delete(other);
     return token.expiresAt > now.toISOString() ? token : undefined;
   }
+  async findToken(digest: string, kind: OneTimeToken['kind'], now: Date) {
+    const token = this.tokens.get(digest);
+    return token && token.kind === kind && token.expiresAt > now.toISOString() ? copy(token) : undefined;
+  }
   async bumpCounters(counters: ReadonlyArray<{ name: string; expiresAt: Date }>, now: Date) {
     return counters.map(({ name, expiresAt }) => {
       const seen = this.counters.get(name);

@@ -48,6 +48,7 @@ export const CONTRACT_FILES = {
   deleteSessionsOf: 'identity-contract',
   createToken: 'identity-contract',
   takeToken: 'identity-contract',
+  findToken: 'identity-contract',
   bumpCounters: 'identity-contract',
   clearCounters: 'identity-contract',
   appendAudit: 'session-audit-contract',

@@ -179,6 +179,17 @@ describe.each(backends)('%s account store: identities, links, sessions, counters
     expect((await other.takeToken('unrelated', 'password', NOW))?.email).toBe('kim@x.test');
   });
 
+  test('finding a link takes nothing and voids nothing; a gone, expired or other kind is not found', async () => {
+    await store.createToken(link('seen', 'lee@x.test'));
+    expect((await other.findToken('seen', 'password', NOW))?.email).toBe('lee@x.test');
+    expect((await store.findToken('seen', 'password', NOW))?.email).toBe('lee@x.test'); // still there
+    expect(await store.findToken('seen', 'oidc', NOW)).toBeUndefined();
+    expect(await store.findToken('made-up', 'password', NOW)).toBeUndefined();
+    expect(await other.findToken('seen', 'password', new Date('2100-01-01T00:00:00Z'))).toBeUndefined(); // expired by then
+    expect((await other.takeToken('seen', 'password', NOW))?.email).toBe('lee@x.test');
+    expect(await store.findToken('seen', 'password', NOW)).toBeUndefined();
+  });
+
   test("setting a password voids the person's links; null removes the password", async () => {
     await store.createToken(link('pending', 'lee@x.test'));
     const set = await other.setPassword('lee@x.test', 'scrypt$hash');

@@ -38,6 +38,20 @@ function showSetPassword() {
   $('set-password-form').reset();
   setError($('set-password-error'), null);
   $('new-password').focus();
+  checkLink(passwordToken());
+}
+
+/**
+ * Says at once when the link is used, void or made up, rather than after the password is typed
+ * twice. The server only looks (the link stays usable); any other trouble is left for the form to
+ * report, as setting the password would meet it too.
+ */
+async function checkLink(token) {
+  try {
+    await api('POST', '/password/check', { token });
+  } catch (error) {
+    if (error instanceof ApiError && error.code === 'invalid_link' && passwordToken() === token) setError($('set-password-error'), error);
+  }
 }
 
 const passwordToken = () => (location.hash.startsWith(SET_PASSWORD) ? decodeURIComponent(location.hash.slice(SET_PASSWORD.length)) : null);
@@ -177,6 +191,7 @@ async function loadConfig() {
   try {
     const config = await api('GET', '/config');
     $('oidc').hidden = !(config?.oidc);
+    if (config?.usageFlushSeconds) $('usage-lag-seconds').textContent = String(config.usageFlushSeconds);
   } catch {
     $('oidc').hidden = true;
   }

@@ -1,6 +1,7 @@
 /*
  * The console's Usage tab: the last 30 UTC days of the account (or of one key), as totals, spend
- * against the budget, two bar charts, a table per day and one per key, and a CSV download; the
+ * against the budget, two bar charts, a table per day (a run of idle days in one row) and one per
+ * key, each scrolling sideways in its own box when too wide, and a CSV download; the
  * breakdowns by model and end user are console-breakdown.js's.
  */
 import { $, formatNumber, formatAmount, utcDay, el, barChart } from './console-dom.js';
@@ -92,20 +93,7 @@ function renderUsage() {
   ], 'Tokens per day');
   barChart($('requests-chart'), days, [{ field: 'requests', className: 'bar-requests', label: 'requests' }], 'Requests per day');
 
-  // Per day, newest first; days without usage are there, as zero.
-  const body = $('usage-body');
-  body.replaceChildren();
-  for (const day of days.slice().reverse()) {
-    const row = el('tr', { className: day.requests === 0 ? 'zero' : '', attrs: { 'data-testid': 'usage-row', 'data-date': day.date } });
-    row.append(
-      el('th', { text: day.date, attrs: { scope: 'row' } }),
-      el('td', { className: 'num', text: formatNumber(day.requests) }),
-      el('td', { className: 'num', text: formatNumber(day.promptTokens) }),
-      el('td', { className: 'num', text: formatNumber(day.completionTokens) }),
-      el('td', { className: 'num', text: formatNumber(day.promptTokens + day.completionTokens) }),
-    );
-    body.append(row);
-  }
+  renderDays($('usage-body'), days);
   const foot = $('usage-total').querySelectorAll('td');
   foot[0].textContent = formatNumber(total.requests);
   foot[1].textContent = formatNumber(total.promptTokens);
@@ -132,6 +120,61 @@ function renderUsage() {
   }
 }
 
+const idle = (day) => day.requests === 0 && day.promptTokens === 0 && day.completionTokens === 0;
+
+/**
+ * Per day, newest first. A run of days without use is one row ("from – to: no use"), not a screen of
+ * zeros; the totals are the days' own sums, so nothing is lost by leaving them out.
+ */
+function renderDays(body, days) {
+  body.replaceChildren();
+  const newestFirst = days.slice().reverse();
+  for (let i = 0; i < newestFirst.length; i++) {
+    const day = newestFirst[i];
+    if (idle(day)) {
+      let last = i;
+      while (last + 1 < newestFirst.length && idle(newestFirst[last + 1])) last++;
+      const from = newestFirst[last].date;
+      body.append(el('tr', { className: 'zero', attrs: { 'data-testid': 'usage-idle-row', 'data-from': from, 'data-to': day.date } },
+        el('th', { text: from === day.date ? from : `${from} – ${day.date}`, attrs: { scope: 'row' } }),
+        el('td', { text: 'no use', attrs: { colspan: 4 } }),
+      ));
+      i = last;
+      continue;
+    }
+    body.append(el('tr', { attrs: { 'data-testid': 'usage-row', 'data-date': day.date } },
+      el('th', { text: day.date, attrs: { scope: 'row' } }),
+      el('td', { className: 'num', text: formatNumber(day.requests) }),
+      el('td', { className: 'num', text: formatNumber(day.promptTokens) }),
+      el('td', { className: 'num', text: formatNumber(day.completionTokens) }),
+      el('td', { className: 'num', text: formatNumber(day.promptTokens + day.completionTokens) }),
+    ));
+  }
+}
+
+/**
+ * A table wider than its box scrolls inside it (never the page); its box is marked on the side where
+ * more of it is hidden, and the stylesheet fades that edge, so a phone shows there is more to see.
+ */
+function markScrollEdges(wrap) {
+  const hidden = wrap.scrollWidth - wrap.clientWidth;
+  wrap.classList.toggle('more-left', hidden > 1 && wrap.scrollLeft > 1);
+  wrap.classList.toggle('more-right', hidden > 1 && wrap.scrollLeft < hidden - 1);
+}
+
+function watchScrollEdges() {
+  const wraps = [...$('panel-usage').querySelectorAll('.table-wrap.scroll')];
+  // A box changes width with the window, and its table with what is filled in: both are watched.
+  const observer = new ResizeObserver((entries) => {
+    for (const entry of entries) markScrollEdges(entry.target.closest('.table-wrap'));
+  });
+  for (const wrap of wraps) {
+    wrap.addEventListener('scroll', () => markScrollEdges(wrap), { passive: true });
+    observer.observe(wrap);
+    if (wrap.firstElementChild) observer.observe(wrap.firstElementChild);
+  }
+}
+
 let resizeFrame = 0;
 function onResize() {
   cancelAnimationFrame(resizeFrame);
@@ -144,5 +187,6 @@ export function wireUsage() {
   $('usage-key').addEventListener('change', loadUsage);
   $('usage-refresh').addEventListener('click', loadUsage);
   window.addEventListener('resize', onResize);
+  watchScrollEdges();
   wireBreakdowns();
 }

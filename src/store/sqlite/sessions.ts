@@ -64,4 +64,11 @@ export class SqliteSessions {
       return row.expires_at > now.toISOString() ? rows.toToken(row) : undefined;
     });
   }
+
+  findToken(digest: string, kind: OneTimeToken['kind'], now: Date): Promise<OneTimeToken | undefined> {
+    return this.sql.read(() => {
+      const row = this.sql.get<TokenRow>('select * from chatgate_tokens where digest = ? and kind = ?', digest, kind);
+      return row && row.expires_at > now.toISOString() ? rows.toToken(row) : undefined;
+    });
+  }
 }

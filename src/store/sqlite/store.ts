@@ -232,6 +232,9 @@ export class SqliteKeyStore implements Store {
   takeToken(digest: string, kind: OneTimeToken['kind'], now: Date): Promise<OneTimeToken | undefined> {
     return this.sessions.takeToken(digest, kind, now);
   }
+  findToken(digest: string, kind: OneTimeToken['kind'], now: Date): Promise<OneTimeToken | undefined> {
+    return this.sessions.findToken(digest, kind, now);
+  }
   claimAlert(alert: AlertRecord, leaseMs: number, now: Date): Promise<boolean> {
     return this.alerts.claim(alert, leaseMs, now);
   }
