@@ -111,17 +111,19 @@ export class SqliteDatabase {
   }
 
   /**
-   * Closes the connection; the threads' own connections close after it (the last one to close
-   * checkpoints). The promise settles once the threads have ended too: nothing of this process
-   * touches the file after it (a caller that then removes the directory finds it quiet).
+   * Ends the threads (the writer once it has written the batches it was given), then closes this
+   * connection last: the last connection to close copies the log into the file and removes it, and
+   * two closing at once may each see the other and leave it (a thread that never read the file has
+   * no log to remove). The promise settles once all have ended: nothing of this process touches the
+   * file after it (a caller that then removes the directory finds it quiet). At the process's exit
+   * the threads end with it, and this connection closes at once (`now`).
    */
-  close(): Promise<void> {
-    const writerEnded = this.writer?.stop() ?? Promise.resolve(); // once it has written the batches it was given
-    const threadEnded = this.checkpoints?.stop() ?? Promise.resolve();
+  async close(now = false): Promise<void> {
     openDatabases.delete(this);
+    const threadsEnded = Promise.all([this.writer?.stop(), this.checkpoints?.stop()]);
+    if (!now) await threadsEnded;
     this.statements.clear();
     if (this.db.open) this.db.close();
-    return Promise.all([writerEnded, threadEnded]).then(() => undefined);
   }
 }
 
@@ -131,7 +133,7 @@ let closingAtExit = false;
 function closeAll(): void {
   for (const database of [...openDatabases]) {
     try {
-      void database.close(); // at exit: the thread ends with the process
+      void database.close(true); // at exit: the threads end with the process
     } catch {
       // exiting: nothing more to do for it
     }
