@@ -14,6 +14,7 @@
  * The key cache reads `reachable` to serve known keys without waiting while the store is away.
  */
 import { errors, GatewayError } from '../errors';
+import { DuplicateRecord } from './errors';
 import type {
   AccountChanges,
   AccountRecord,
@@ -289,10 +290,13 @@ export class GuardedKeyStore implements Store {
  */
 export function isUnreachable(err: unknown): boolean {
   if (err instanceof StoreDeadlineExceeded || err instanceof StoreUnreadable) return true;
-  if (err instanceof GatewayError) return false;
+  if (err instanceof GatewayError || err instanceof DuplicateRecord) return false;
   const code = (err as { code?: unknown } | null)?.code;
   if (typeof code !== 'string') {
-    // pg reports a connection it lost, or one that timed out, without a code.
+    // pg reports a connection it lost, or one that timed out, without a code, as a plain Error. Only
+    // a plain Error's text is read: our own errors (a duplicate's message holds the name a client
+    // chose, e.g. an account named 'Connection terminated') never speak for the store's health.
+    if (Object.getPrototypeOf(err) !== Error.prototype) return false;
     const message = String((err as Error | null)?.message ?? '');
     return /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error|Client was closed/i.test(message);
   }

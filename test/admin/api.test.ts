@@ -193,6 +193,16 @@ test('an account name is one account: creating or renaming to a taken name is 40
   expect(names.map((a) => a.name).sort()).toEqual(['named-once', 'named-twice']);
 });
 
+test('a taken name that reads like a store outage is still 409, never a 503 that says the store is down', async () => {
+  for (const name of ['Connection terminated unexpectedly', 'Client was closed']) {
+    expect((await admin('POST', '/accounts', { name })).status).toBe(201);
+    const again = await admin('POST', '/accounts', { name });
+    expect(again.status).toBe(409);
+    expect(again.json<{ error: { code: string } }>().error.code).toBe('account_name_taken');
+  }
+  expect((await request(f.gw.adminUrl, { method: 'GET', path: '/readyz' })).status).toBe(200);
+});
+
 describe('unknown fields are refused, naming the field, and nothing changes', () => {
   let account: string;
   let keyId: string;

@@ -4,6 +4,7 @@
  * when it ends, however many calls fail in between.
  */
 import { GatewayError } from '../../src/errors';
+import { AccountNameTaken, DuplicateRecord } from '../../src/store/errors';
 import { GuardedKeyStore, isUnreachable, StoreDeadlineExceeded, StoreUnreadable } from '../../src/store/guarded';
 import { issueKey } from '../../src/auth/issue';
 import { CountingKeyStore } from '../fakes/counting-key-store';
@@ -117,6 +118,10 @@ test.each([
   [Object.assign(new Error('value out of range for type integer'), { code: '22003' }), false],
   [Object.assign(new Error('duplicate key value violates unique constraint'), { code: '23505' }), false],
   [new Error('key store already holds a key with id key_1'), false],
+  // A duplicate's message holds what a client chose: a name that reads like an outage is still a duplicate.
+  [new AccountNameTaken('Connection terminated unexpectedly'), false],
+  [new DuplicateRecord('account', 'name', 'Client was closed'), false],
+  [Object.assign(new TypeError('Connection terminated'), {}), false],
 ])('isUnreachable(%s) is %s', (err, unreachable) => {
   expect(isUnreachable(err)).toBe(unreachable);
 });
