@@ -106,7 +106,7 @@ test("the same for an account's quota, its two keys each on one replica", async 
   expect(total).toBeLessThanOrEqual(QUOTA * 1.1);
 }, 60_000);
 
-test('a request far from its quota makes no round trip for it: 30 requests, one lease taken', async () => {
+test('a request far from its quota makes no round trip for it: 30 requests, one lease taken (a held-up replica may ask again)', async () => {
   const key = (await admin('POST', '/keys', { name: 'roomy', quota: { tokensPerDay: 10_000_000 } })).json<{ key: string }>().key;
   const grow = createHash('sha1').update(GROW).digest('hex');
   const monitor = await monitorRedis(redis.url);
@@ -118,7 +118,10 @@ test('a request far from its quota makes no round trip for it: 30 requests, one 
     for (let i = 0; i < 30; i++) expect((await chat(replicas[0], key, 5)).status).toBe(200);
     // Control: the monitor sees the grows (a quota nearly spent asks at almost every request).
     await eventually(() => (grows >= 1 ? true : undefined));
-    expect(grows).toBe(1);
+    // One lease serves them all. A replica that Redis has not seen for half the lease window (its
+    // syncs held up by a loaded host) stops counting on its lease and asks again, so a slow run may
+    // show one or two more; a round trip per request would show 30.
+    expect(grows).toBeLessThanOrEqual(3);
   } finally {
     monitor.close();
   }
