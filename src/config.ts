@@ -4,261 +4,53 @@
  * resolved against the working directory.
  */
 import { readFileSync } from 'node:fs';
-import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import YAML from 'yaml';
 import { z } from 'zod';
-import { alerts, alias, clientTokens, count, host, hostName, milliseconds, port, prices, provider, secretScanning, trustedProxies, upstreamSettings, workerUrl, workloadIdentity, type UpstreamSettings } from './config/parts';
+import { authSection, clientTokensSection, secretScanningSection } from './config/auth';
+import { consoleSection } from './config/console';
+import { adminSection, limitsSection, listenSection, plainHttpSection, serverSection, shutdownSection, tlsSection, trustedProxiesSection } from './config/listeners';
+import type { UpstreamSettings } from './config/parts';
+import { mockWorkerSection, modelsSection, providersSection, upstreamSection } from './config/providers';
+import { alertsSection, pricesSection, quotaSection, rateLimitSection, usageSection } from './config/quota';
+import { dataDirSection, keyStoreSection, storeSection } from './config/store';
+import { logSection, tracingSection } from './config/telemetry';
 
 export { DEFAULT_FORWARD_HEADERS, NEVER_FORWARDED, type UpstreamSettings } from './config/parts';
 
 export const DEFAULT_CONFIG_FILE = path.join(__dirname, '..', 'config', 'default.yaml');
 
-/** Every setting of the file: exported for the test that keeps docs/configuration.md complete. */
+/**
+ * Every setting of the file, one section each from config/: exported for the test that keeps
+ * docs/configuration.md complete.
+ */
 export const configSchema = z.strictObject({
-  listen: z
-    .strictObject({
-      host: host.default('0.0.0.0'),
-      port: port.default(8443),
-      /** Connections the kernel holds until the gateway accepts them (Linux caps it at net.core.somaxconn). */
-      backlog: z.number().int().min(1).max(65535).default(4096),
-    })
-    .prefault({}),
-  server: z
-    .strictObject({
-      /** Serving processes on the same ports: a number, or auto (one per core). */
-      processes: z
-        .union([z.literal('auto'), z.number().int().min(1).max(256)])
-        .default(1)
-        .transform((value) => (value === 'auto' ? availableParallelism() : value)),
-    })
-    .prefault({}),
-  tls: z.strictObject({ cert: z.string().min(1), key: z.string().min(1) }).optional(),
-  plainHttp: z.strictObject({ host: host.default('0.0.0.0'), port }).optional(),
-  admin: z
-    .strictObject({
-      host: host.default('127.0.0.1'),
-      port: port.default(9464),
-      /**
-       * Host names (besides IP addresses and localhost) the admin listener answers to; any other Host
-       * header gets 403, so a page on another site cannot read it through DNS rebinding.
-       */
-      allowedHosts: z.array(z.string().min(1).transform((name) => name.toLowerCase())).default([]),
-      /** Guards /admin/api and the console. Absent: both are off. */
-      token: z
-        .string()
-        .min(16, 'must be at least 16 characters')
-        .regex(/^[A-Za-z0-9\-._~+/]+=*$/, 'must be letters, digits and - . _ ~ + / only (it is sent as a Bearer token; a space or # could never match)')
-        .optional(),
-    })
-    .prefault({}),
-  trustedProxies,
-  dataDir: z.string().min(1).default('./data'),
-  /** Starting while the key store (PostgreSQL) is away: wait for it, or give up (exit 1) after startupTimeoutMs; null: wait as long as it takes. */
-  store: z.strictObject({ startupTimeoutMs: milliseconds.nullable().default(null) }).prefault({}),
-  keyStore: z
-    .discriminatedUnion('type', [
-      // The embedded default: one SQLite file, shared by the gateway, its processes and the CLI.
-      // Its path defaults to <dataDir>/chatgate.db (filled in below, where dataDir is known).
-      z.strictObject({ type: z.literal('sqlite'), path: z.string().min(1).optional(), timeoutMs: milliseconds.default(1_000) }),
-      // Retired: the JSON file store, rewritten whole on every change. Named here only to say how to move off it.
-      z.object({ type: z.literal('file'), path: z.unknown().optional() }).transform((retired, ctx) => {
-        const file = typeof retired.path === 'string' ? retired.path : './data/keys.json';
-        ctx.addIssue({ code: 'custom', message: `type 'file' (a JSON file rewritten whole on every change) is no longer a key store: set keyStore to {type: sqlite} (the default; a new SQLite file beside a keys.json imports it at its first start), or import it once with 'chatgate store import ${file}'` });
-        return z.NEVER;
-      }),
-      z.strictObject({
-        type: z.literal('postgres'),
-        url: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL'),
-        // Per process (a cluster's primary too), plus one connection that listens for key changes.
-        poolSize: z.number().int().min(1).max(100).default(10),
-        /** Every call to the store gives up after this long, measured by the gateway (a frozen server enforces nothing). */
-        timeoutMs: milliseconds.default(1_000),
-      }),
-    ])
-    .prefault({ type: 'sqlite' }),
-  auth: z
-    .strictObject({
-      cacheSize: count.default(10_000),
-      /** How long a cached key is trusted while the store's change feed is down (or the store has none). */
-      cacheTtlMs: milliseconds.default(30_000),
-      /** How long a cached key is trusted while the change feed is live (every change drops it at once): the safety net. */
-      cacheMaxAgeMs: milliseconds.default(3_600_000),
-      /** While the key store cannot be reached, a known key is still served this long after the store last confirmed it. */
-      maxStaleMs: milliseconds.default(3_600_000),
-      negativeCacheSize: count.default(10_000),
-      negativeCacheTtlMs: milliseconds.default(5_000),
-      createFirstKey: z.boolean().default(true),
-      lastUsedFlushMs: milliseconds.default(10_000),
-      workloadIdentity,
-    })
-    .prefault({}),
-  limits: z
-    .strictObject({
-      maxBodyBytes: count.default(16 * 1024 * 1024),
-      /** JSON bodies are scanned before they are parsed: arrays and objects nested deeper than this get 400 ... */
-      maxJsonDepth: count.default(64),
-      /** ... as do bodies with more values (array elements and object members) than this. */
-      maxJsonElements: count.default(1_000_000),
-      maxHeaders: count.default(100),
-      headersTimeoutMs: milliseconds.default(10_000),
-      requestTimeoutMs: milliseconds.default(60_000),
-      keepAliveTimeoutMs: milliseconds.default(5_000),
-    })
-    .prefault({}),
-  upstream: upstreamSettings(true).prefault({}),
-  providers: z
-    .record(z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, 'provider names are letters, digits, ".", "_" and "-"'), provider)
-    .refine((providers) => Object.keys(providers).length > 0, 'at least one provider is required'),
-  /** Public model names (`gpt-4o`) for configured models, so clients written against other names run unchanged. */
-  models: z
-    .strictObject({
-      aliases: z.record(z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$/, 'alias names are letters, digits, ".", "_", ":", "/" and "-", at most 128'), alias).default({}),
-    })
-    .prefault({}),
-  mockWorker: z
-    .strictObject({
-      host: host.default('127.0.0.1'),
-      port: port.default(9100),
-      latencyMs: z.number().int().min(0).default(0),
-      tokensPerSecond: z.number().positive().default(50),
-    })
-    .optional(),
-  rateLimit: z
-    .strictObject({
-      /** Defaults for every key; absent means unlimited. A key's own limits override them. */
-      requestsPerMinute: count.optional(),
-      tokensPerMinute: count.optional(),
-      maxConcurrent: count.optional(),
-      /** memory: this process only; redis: one limit across every replica. */
-      store: z.enum(['memory', 'redis']).default('memory'),
-      url: z.string().regex(/^rediss?:\/\//, 'must be a redis:// URL').optional(),
-      /** When Redis cannot be reached: true admits requests unlimited, false refuses them (503). */
-      failOpen: z.boolean().default(true),
-      timeoutMs: milliseconds.default(250),
-    })
-    .prefault({})
-    .refine((limits) => limits.store !== 'redis' || limits.url !== undefined, { message: 'store: redis needs url (or env CHATGATE_REDIS_URL)', path: ['url'] }),
-  /** The web console on the public listener, where account owners and members manage their keys. */
-  console: z
-    .strictObject({
-      enabled: z.boolean().default(true),
-      /** The console's origin as people reach it (behind a proxy that changes the host); absent: https:// and the request's Host. */
-      publicUrl: z.url({ protocol: /^https$/, error: 'must be an https:// URL' }).optional(),
-      /**
-       * Without publicUrl, the host names (any port) whose Host header may make the OIDC redirect
-       * address, besides `localhost` and listen.host; any other Host gets 400 and no redirect.
-       */
-      allowedHosts: z.array(hostName).default([]),
-      /**
-       * Invites by email: a person an owner adds gets their one-time set-password link in their own
-       * mailbox, so it never passes through the inviter. Absent: the answer carries the link.
-       */
-      smtp: z
-        .strictObject({
-          host,
-          port: z.number().int().min(1).max(65535),
-          /** true: TLS from the first byte (port 465); false: plain, upgraded by STARTTLS when the server offers it. */
-          secure: z.boolean().default(false),
-          /** The sender, `invites@example.com` or `chatgate <invites@example.com>`. */
-          from: z.string().min(3).max(320).regex(/^[^\r\n]*@[^\r\n]*$/, 'must be an email address, or a name and <address>, on one line'),
-          user: z.string().min(1).optional(),
-          /** The environment variable holding the SMTP password (never the password itself in this file). */
-          passwordEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name').optional(),
-        })
-        .refine((smtp) => (smtp.user === undefined) === (smtp.passwordEnv === undefined), { message: 'user and passwordEnv go together (both, or neither)', path: ['passwordEnv'] })
-        .optional(),
-      session: z.strictObject({ idleMs: milliseconds.default(3_600_000), absoluteMs: milliseconds.default(43_200_000) }).prefault({}),
-      /**
-       * Password sign-ins per fixed window of windowMs: past maxFailures for one email from one client
-       * address, 429 from that address until the window ends; past emailMaxFailures for one email from
-       * every address together, one sign-in per windowMs / emailMaxFailures (slowed, never locked).
-       */
-      signIn: z
-        .strictObject({ maxFailures: count.default(5), emailMaxFailures: count.default(20), windowMs: milliseconds.default(900_000) })
-        .prefault({})
-        .refine((signIn) => signIn.windowMs / signIn.emailMaxFailures >= 1_000, { message: 'windowMs / emailMaxFailures must be at least 1000 (a second per slowed sign-in)', path: ['emailMaxFailures'] }),
-      /** Sign-in with the company's OpenID Connect provider (Keycloak, Okta, Entra ID, Google, Dex...). */
-      oidc: z
-        .strictObject({
-          issuer: z.url().refine((url) => new URL(url).protocol === 'https:', {
-            message:
-              'must be an https:// URL: OpenID Connect needs HTTPS to the identity provider, so with http:// every sign-in would fail. ' +
-              'For a provider whose certificate a private CA signed, keep https:// and trust that CA: start chatgate with NODE_EXTRA_CA_CERTS=/path/ca.pem',
-          }),
-          clientId: z.string().min(1),
-          /** The environment variable holding the client secret (never the secret itself in this file). */
-          clientSecretEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name'),
-          scopes: z.array(z.string().min(1)).default(['openid', 'email', 'profile']),
-          /** The ID token claim the mappings match: a string or a list of strings (e.g. groups). */
-          claim: z.string().min(1).default('groups'),
-          /** A claim value -> an account (by name; made if missing) and a role there, or the platform admin role. */
-          mappings: z
-            .array(
-              z.strictObject({
-                value: z.string().min(1),
-                account: z.string().min(1).optional(),
-                role: z.enum(['owner', 'member']).default('member'),
-                admin: z.boolean().default(false),
-              }),
-            )
-            .default([]),
-        })
-        .optional(),
-    })
-    .prefault({}),
-  /** Chargeback prices per model: each answer's cost, in usage rows. */
-  prices,
-  /** Leak reports that revoke (GitHub's secret scanning partner reports). */
-  secretScanning,
-  clientTokens,
-  /** Alerts at thresholds of quotas and budgets (accounts/alerts.ts). */
-  alerts,
-  /** Token quotas of accounts and keys: counters every replica shares, synced this often. */
-  quota: z
-    .strictObject({
-      syncMs: milliseconds.default(500),
-      /** Reserved at admission for the output of a request that sets no max_tokens (or kin), under a quota. */
-      defaultReserveTokens: z.number().int().min(0).max(100_000_000).default(1024),
-      /** A request whose output bound does not fit what is left is served with its bound lowered to fit, instead of refused. */
-      capMaxTokens: z.boolean().default(false),
-    })
-    .prefault({}),
-  /** What an answer used, as the worker reports it. */
-  usage: z
-    .strictObject({
-      /**
-       * A client that leaves during an answer: its rest is read (not relayed) this long at most for the
-       * worker's usage, then the worker's connection is closed and the estimate charged; 0: at once.
-       */
-      drainAfterDisconnectMs: z.number().int().min(0).max(600_000).default(5_000),
-      /** Days of usage kept (daily rows and the ledger), today not counted; older days are deleted. At least 62: a month's quota starts from its usage. */
-      retentionDays: z.number().int().min(62).max(3650).default(400),
-      /**
-       * The ledger's rows a key may make in a UTC day, one per model and end user, in each process: a
-       * client naming a new end user on every request would make a row a request. Its further pairs
-       * that day are counted under model and end user `*`.
-       */
-      maxPairsPerKeyDay: z.number().int().min(1).max(1_000_000).default(10_000),
-    })
-    .prefault({}),
-  shutdown: z.strictObject({ drainTimeoutMs: milliseconds.default(30_000) }).prefault({}),
-  log: z
-    .strictObject({
-      level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-      /** stdout, stderr, or a file path (appended to). */
-      destination: z.string().min(1).default('stdout'),
-      /** One line per request at level info. */
-      access: z.boolean().default(true),
-    })
-    .prefault({}),
-  tracing: z
-    .strictObject({
-      /** OTLP/HTTP traces endpoint (…/v1/traces); absent: no spans are exported. */
-      otlpEndpoint: workerUrl.optional(),
-      serviceName: z.string().min(1).default('chatgate'),
-    })
-    .prefault({}),
+  listen: listenSection,
+  server: serverSection,
+  tls: tlsSection,
+  plainHttp: plainHttpSection,
+  admin: adminSection,
+  trustedProxies: trustedProxiesSection,
+  dataDir: dataDirSection,
+  store: storeSection,
+  keyStore: keyStoreSection,
+  auth: authSection,
+  limits: limitsSection,
+  upstream: upstreamSection,
+  providers: providersSection,
+  models: modelsSection,
+  mockWorker: mockWorkerSection,
+  rateLimit: rateLimitSection,
+  console: consoleSection,
+  prices: pricesSection,
+  secretScanning: secretScanningSection,
+  clientTokens: clientTokensSection,
+  alerts: alertsSection,
+  quota: quotaSection,
+  usage: usageSection,
+  shutdown: shutdownSection,
+  log: logSection,
+  tracing: tracingSection,
 }).superRefine((config, ctx) => {
   // An alias must point at configured providers, and must not hide a provider's models.
   for (const [name, alias] of Object.entries(config.models.aliases)) {

@@ -1,12 +1,10 @@
 /**
- * Configuration's building blocks: the value shapes every section uses (ports, hosts, durations,
- * trusted proxies), and the providers' part: workers, upstream settings (global defaults and a
- * provider's overrides, from one description), which client headers may reach a worker, and model
- * aliases. src/config.ts puts them into the whole schema.
+ * Configuration's building blocks: the value shapes every section uses (ports, hosts, durations),
+ * and the providers' part: workers, upstream settings (global defaults and a provider's overrides,
+ * from one description), which client headers may reach a worker, and model aliases. The sections
+ * are in the other files of config/, one constant each; src/config.ts lists them into the whole schema.
  */
-import { createPublicKey } from 'node:crypto';
 import { isIP } from 'node:net';
-import proxyAddr from 'proxy-addr';
 import { z } from 'zod';
 import { ENDPOINTS } from '../common/endpoints';
 
@@ -21,19 +19,6 @@ export const hostName = z
   });
 export const milliseconds = z.number().int().positive();
 export const count = z.number().int().positive();
-
-export const trustedProxies = z
-  .array(z.string().min(1))
-  .default([])
-  .superRefine((entries, ctx) => {
-    for (const [index, entry] of entries.entries()) {
-      try {
-        proxyAddr.compile([entry]);
-      } catch {
-        ctx.addIssue({ code: 'custom', path: [index], message: `'${entry}' is not an IP address, a CIDR range or loopback/linklocal/uniquelocal` });
-      }
-    }
-  });
 
 /** A header name in lower case, or a prefix of names ending in `*` (`x-stainless-*`). */
 export const headerPattern = z
@@ -148,141 +133,3 @@ export interface UpstreamSettings {
   health: { enabled: boolean; path: string; intervalMs: number; timeoutMs: number; healthyThreshold: number; unhealthyThreshold: number };
   ejection: { consecutiveFailures: number; baseMs: number; maxMs: number };
 }
-
-/** A price per million tokens: a chargeback rate in the operator's currency, never negative. */
-const perMillion = z.number().min(0).max(1_000_000);
-
-/**
- * `prices`: what a million tokens of a model cost, per `<provider>/<model_name>` glob (the first
- * that matches, in the order written), in one currency: the operator's own table, versioned with
- * the config, never fetched.
- */
-export const prices = z
-  .strictObject({
-    currency: z.string().regex(/^[A-Z]{3}$/, 'must be a three-letter currency code such as USD or EUR').default('USD'),
-    models: z
-      .record(
-        z.string().regex(/^[^\s]+$/, "must be a '<provider>/<model_name>' glob such as 'vllm/*'"),
-        z.strictObject({ inputPerMillion: perMillion, outputPerMillion: perMillion, cachedInputPerMillion: perMillion.optional() }),
-      )
-      .default({}),
-    /**
-     * A model no glob names: served at no cost (`allow`), or refused 403 model_not_priced (`refuse`).
-     * Unset: served at no cost, except to a key that has a budget (of its own or its account's).
-     */
-    unpricedModels: z.enum(['allow', 'refuse']).optional(),
-  })
-  .prefault({});
-
-/** A PEM public key, refused at start when it is not one (it verifies leak reports). */
-const publicKeyPem = z.string().refine(
-  (pem) => {
-    if (!pem.trimStart().startsWith('-----BEGIN PUBLIC KEY-----')) return false; // a private key pasted here is not taken
-    try {
-      const key = createPublicKey(pem);
-      return key.asymmetricKeyType === 'ec' && key.asymmetricKeyDetails?.namedCurve === 'prime256v1';
-    } catch {
-      return false;
-    }
-  },
-  { message: 'must be a PEM public key (-----BEGIN PUBLIC KEY-----) on the P-256 curve, as GitHub signs with ECDSA P-256' },
-);
-
-/**
- * `secretScanning`: leak reports that revoke. `github.publicKeys` are the keys GitHub's secret
- * scanning signs its reports with; `github.keysUrl`, where GitHub publishes them
- * (https://api.github.com/meta/public_keys/secret_scanning), fetched and kept current. With either,
- * POST /secret-scanning/github takes reports signed by one of them.
- */
-export const secretScanning = z
-  .strictObject({
-    github: z
-      .strictObject({
-        publicKeys: z
-          .array(z.strictObject({ identifier: z.string().min(1).max(200), key: publicKeyPem }))
-          .refine((keys) => new Set(keys.map((k) => k.identifier)).size === keys.length, { message: 'each identifier may be listed once' })
-          .default([]),
-        keysUrl: z
-          .url({ protocol: /^https$/, error: 'must be an https:// URL, such as https://api.github.com/meta/public_keys/secret_scanning' })
-          .optional(),
-      })
-      .prefault({}),
-  })
-  .prefault({});
-
-/** An origin as a browser sends it: scheme, host and any port, nothing after. */
-const origin = z.string().refine((value) => {
-  try {
-    return /^https?:$/.test(new URL(value).protocol) && new URL(value).origin === value;
-  } catch {
-    return false;
-  }
-}, 'must be an origin as browsers send it: http(s)://host[:port], lower case, no path or trailing slash');
-
-/**
- * `clientTokens`: short-lived tokens a key mints for code on people's devices (POST /v1/client-tokens,
- * auth/client-tokens.ts). `allowedOrigins`: the web pages (origins) whose scripts may call the model
- * endpoints (CORS); none by default. `enabled: false` refuses `cgt_` tokens and the mint.
- */
-export const clientTokens = z.strictObject({ enabled: z.boolean().default(true), allowedOrigins: z.array(origin).max(100).default([]) }).prefault({});
-
-/** A rule's limit: a whole number (0: no limit) or null (the configured default), as a key's. */
-const ruleLimit = z.number().int().min(0).max(2_147_483_647).nullable().default(null);
-
-/**
- * `auth.workloadIdentity`: issuers whose JWTs authenticate as an account (auth/workload-identity.ts).
- * `subject` is a glob (`*` any run of characters, `?` one) over the token's `sub`, whose part before
- * its first wildcard names at least two levels (two `:` or `/`): with a shared issuer (GitHub's,
- * GitLab's), `repo:*` or `repo:acme*` would let in every repository, or another owner's whose name
- * starts alike. `claims`: other claims the token must carry with exactly these values
- * (`repository_owner_id`, which a renamed or re-registered owner cannot take over).
- */
-const subjectGlob = z
-  .string()
-  .min(1)
-  .max(255)
-  .refine((glob) => {
-    const wildcard = glob.search(/[*?]/);
-    return wildcard === -1 || (glob.slice(0, wildcard).match(/[:/]/g) ?? []).length >= 2;
-  }, "must name whose workloads: before its first * or ?, at least two levels (two ':' or '/'), as 'repo:my-org/*' or 'system:serviceaccount:ci:*'");
-
-export const workloadIdentity = z
-  .array(
-    z.strictObject({
-      issuer: z
-        .url({ protocol: /^https$/, error: "must be an https:// URL, exactly as the tokens' iss claim" })
-        .refine((value) => !value.includes('?') && !value.includes('#'), 'must have no query or fragment (OpenID Connect Discovery)'),
-      audience: z.string().min(1).max(512),
-      subject: subjectGlob,
-      account: z.string().min(1).max(200),
-      claims: z.record(z.string().min(1).max(100), z.union([z.string().max(1000), z.number(), z.boolean()])).default({}),
-      models: z.array(z.string().min(1).max(256)).max(100).default([]),
-      rateLimit: z.strictObject({ requestsPerMinute: ruleLimit, tokensPerMinute: ruleLimit, maxConcurrent: ruleLimit }).prefault({}),
-    }),
-  )
-  .max(100)
-  .default([]);
-
-/**
- * Alerts at thresholds of quotas and budgets: one POST to `webhookUrl` (JSON; its `text` reads well in
- * Slack or Teams) per threshold per period of a key's or an account's limit, from one replica.
- */
-export const alerts = z
-  .strictObject({
-    /** Where alerts are POSTed; absent: they are kept and shown in the console only. A secret: never logged. */
-    webhookUrl: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }).optional(),
-    /** Shares of a limit, ascending, each above 0 and at most 1. */
-    thresholds: z
-      .array(z.number().gt(0).max(1))
-      .min(1)
-      .max(10)
-      .refine((list) => list.every((value, i) => i === 0 || value > list[i - 1]!), { message: 'must be ascending, each once' })
-      .default([0.5, 0.8, 1]),
-    /** An account's own webhook (its owners set it) may be at a loopback or private address: for gateways whose chat tools are inside. */
-    allowPrivateAccountWebhooks: z.boolean().default(false),
-    /** Each POST's deadline. */
-    timeoutMs: z.number().int().min(100).max(60_000).default(5000),
-    /** How often each replica looks for keys that expire within a week (a key.expiring alert each). */
-    expiringCheckMs: z.number().int().min(1000).max(86_400_000).default(600_000),
-  })
-  .prefault({});
