@@ -1,10 +1,10 @@
 /** The process logger: JSON lines (pino). Credentials are redacted wherever a header object is logged. */
 import pino from 'pino';
-import { LogDestination } from './log-destination';
+import { LogDestination } from '../tuning/log-destination';
 
 export type Logger = pino.Logger;
 
-/** stdout, stderr, or a file path (appended to, created if missing): see log-destination.ts. */
+/** stdout, stderr, or a file path (appended to, created if missing): see tuning/log-destination.ts. */
 export function destinationOf(name: string): LogDestination {
   return new LogDestination(name);
 }

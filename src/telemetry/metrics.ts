@@ -3,7 +3,7 @@
  * Labels carry only bounded, non-secret values: configured provider names, status codes, reason codes.
  */
 import { Gauge, Registry, collectDefaultMetrics } from 'prom-client';
-import { CounterFamily, HistogramFamily } from './instruments';
+import { CounterFamily, HistogramFamily } from '../tuning/instruments';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 const INTER_TOKEN_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5];

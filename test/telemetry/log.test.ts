@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import fc from 'fast-check';
 import { accessLogOf, createLogger, destinationOf } from '../../src/telemetry/log';
-import { GATHER_BYTES, GATHER_MS, MAX_WAITING_BYTES } from '../../src/telemetry/log-destination';
+import { GATHER_BYTES, GATHER_MS, MAX_WAITING_BYTES } from '../../src/tuning/log-destination';
 import { sleep } from '../helpers/time';
 
 let dir: string;

@@ -3,7 +3,7 @@
  * give the same exposition, byte for byte, alone and aggregated across a cluster's processes.
  */
 import { AggregatorRegistry, Counter, Histogram, Registry } from 'prom-client';
-import { CounterFamily, HistogramFamily } from '../../src/telemetry/instruments';
+import { CounterFamily, HistogramFamily } from '../../src/tuning/instruments';
 
 const BUCKETS = [0.005, 0.01, 0.1, 1, 2.5];
 const OBSERVATIONS: Array<[string, number]> = [
