@@ -5,7 +5,7 @@
  * and a caller that counts into the same series again keeps it. Families sit in a prom-client
  * registry beside its gauges and default metrics: the registry reads `name` and `get()`, for the text
  * exposition and for cluster aggregation alike, and gets the samples prom-client's would give, in
- * the same order.
+ * the same order. The A/B against prom-client's in one process that keeps them is in README.md here.
  */
 import type { Metric, Registry } from 'prom-client';
 
