@@ -14,7 +14,7 @@ import { Client } from 'pg';
 import { KeyCache } from '../src/auth/cache';
 import { issueKey } from '../src/auth/issue';
 import { SqliteKeyStore } from '../src/store/sqlite/store';
-import { PostgresKeyStore } from '../src/store/postgres';
+import { PostgresKeyStore } from '../src/store/postgres/store';
 import type { Store } from '../src/store/types';
 import { decodeUtf8Strict } from '../src/common/text';
 import { GatewayError } from '../src/errors';

@@ -28,7 +28,7 @@ import pg from 'pg';
 import { digestKey, displayPrefix } from '../src/auth/keys';
 import { loadOrCreateDevCertificate } from '../src/process/dev-certificate';
 import { DEFAULT_ACCOUNT_ID, defaultAccountId } from '../src/store/default-account';
-import { PostgresKeyStore } from '../src/store/postgres';
+import { PostgresKeyStore } from '../src/store/postgres/store';
 import { immediate, openConnection } from '../src/store/sqlite/driver';
 import { SqliteKeyStore } from '../src/store/sqlite/store';
 import { spawnChatgate } from './chatgate-process';

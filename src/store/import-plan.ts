@@ -2,7 +2,7 @@
  * Moving off the JSON file store: what a keys.json (read by the file store's own parser, so whatever
  * it would serve is imported and whatever it would refuse is refused, naming the record) becomes in
  * a SQL store, as one ordered list of rows that both SQL stores execute in one transaction each
- * (sqlite/import.ts, postgres-import.ts). Each row goes in unless its primary key or a unique field
+ * (sqlite/import.ts, postgres/import.ts). Each row goes in unless its primary key or a unique field
  * is there already, so a second run adds nothing and a record made since in the store is never
  * overwritten. A key's totals come in only with the key, so they are not counted twice either. A
  * record the schema cannot hold (a member of an account or a person the file does not have) is

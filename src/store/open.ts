@@ -13,7 +13,7 @@ import path from 'node:path';
 import type { Config } from '../config';
 import { GuardedKeyStore, type StoreHealthEvents } from './guarded';
 import type { ImportReport } from './import-plan';
-import type { PostgresEvents } from './postgres';
+import type { PostgresEvents } from './postgres/store';
 
 export interface KeyStoreEvents extends Partial<PostgresEvents>, Partial<StoreHealthEvents> {
   /** A new SQLite file imported the keys.json found beside it: from which file, how many of each record kind. */
@@ -31,7 +31,7 @@ export async function openKeyStore(config: Pick<Config, 'keyStore'>, events: Key
   const health: StoreHealthEvents = { down: events.down ?? (() => undefined), up: events.up ?? (() => undefined) };
   const settings = config.keyStore;
   if (settings.type === 'postgres') {
-    const { PostgresKeyStore } = await import('./postgres.js'); // pg only in shared mode
+    const { PostgresKeyStore } = await import('./postgres/store.js'); // pg only in shared mode
     try {
       const store = await PostgresKeyStore.open(settings.url, { listener: events.listener ?? (() => undefined) }, settings.poolSize, settings.timeoutMs);
       return new GuardedKeyStore(store, settings.timeoutMs, health);
@@ -85,7 +85,7 @@ export async function importIntoStore(settings: Config['keyStore'], file: string
     }
   }
   if (settings.type === 'postgres') {
-    const { PostgresKeyStore } = await import('./postgres.js');
+    const { PostgresKeyStore } = await import('./postgres/store.js');
     const store = await PostgresKeyStore.open(settings.url, undefined, 1, settings.timeoutMs);
     try {
       return { report: await store.importFile(file), target: withoutPassword(settings.url) };

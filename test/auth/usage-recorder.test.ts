@@ -6,7 +6,7 @@
  */
 import pg from 'pg';
 import { issueKey } from '../../src/auth/issue';
-import { PostgresKeyStore } from '../../src/store/postgres';
+import { PostgresKeyStore } from '../../src/store/postgres/store';
 import { SLICE, UsageRecorder } from '../../src/auth/usage-recorder';
 import { GuardedKeyStore } from '../../src/store/guarded';
 import { createTestDatabase, holdingRelay, type TestDatabase } from '../helpers/postgres';

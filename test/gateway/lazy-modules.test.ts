@@ -17,7 +17,7 @@ import { sharedRedisUrl } from '../helpers/redis';
 import { issueKey } from '../../src/auth/issue';
 import { sqliteDriver } from '../../src/store/sqlite/driver';
 import { SqliteKeyStore } from '../../src/store/sqlite/store';
-import { PostgresKeyStore } from '../../src/store/postgres';
+import { PostgresKeyStore } from '../../src/store/postgres/store';
 
 const OPTIONAL_LIBRARIES = ['@opentelemetry/sdk-trace', '@opentelemetry/exporter-trace-otlp-http', 'pg', 'ioredis', 'selfsigned', 'better-sqlite3'];
 

@@ -6,7 +6,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { PostgresKeyStore } from '../../src/store/postgres';
+import { PostgresKeyStore } from '../../src/store/postgres/store';
 import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import type { Store } from '../../src/store/types';
 import { createTestDatabase } from './postgres';

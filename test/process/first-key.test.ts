@@ -10,7 +10,7 @@ import { digestKey } from '../../src/auth/keys';
 import { issueKey } from '../../src/auth/issue';
 import { parseConfig, type Config } from '../../src/config';
 import { prepareOnce } from '../../src/process/startup';
-import { PostgresKeyStore } from '../../src/store/postgres';
+import { PostgresKeyStore } from '../../src/store/postgres/store';
 import { createLogger } from '../../src/telemetry/log';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres';
 

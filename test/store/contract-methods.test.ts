@@ -3,7 +3,7 @@
  * Store's keys; here, at run time, the memory fake's methods (all of AccountStore, nothing else) are
  * exactly its AccountStore part, and the file fake and both SQL stores answer every method in it.
  */
-import { PostgresKeyStore } from '../../src/store/postgres';
+import { PostgresKeyStore } from '../../src/store/postgres/store';
 import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import { CountingKeyStore } from '../fakes/counting-key-store';
 import { FileKeyStore } from '../fakes/file-store';

@@ -9,7 +9,7 @@ import pg from 'pg';
 import { issueKey, rotateKey } from '../../src/auth/issue';
 import { digestKey } from '../../src/auth/keys';
 import { FileKeyStore } from '../fakes/file-store';
-import { PostgresKeyStore } from '../../src/store/postgres';
+import { PostgresKeyStore } from '../../src/store/postgres/store';
 import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import type { BreakdownQuery, KeyRecord, Store } from '../../src/store/types';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres';

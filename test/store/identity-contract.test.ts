@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { FileKeyStore } from '../fakes/file-store';
-import { PostgresKeyStore } from '../../src/store/postgres';
+import { PostgresKeyStore } from '../../src/store/postgres/store';
 import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import type { AccountStore, OneTimeToken, SessionRecord } from '../../src/store/types';
 import { MemoryAccountStore } from '../fakes/memory-account-store';

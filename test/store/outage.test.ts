@@ -18,7 +18,7 @@ import { bearer, chatBody, request } from '../helpers/http';
 import { sample, scrape } from '../helpers/metrics';
 import { ThrowawayPostgres } from '../helpers/postgres';
 import { startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
-import { PostgresKeyStore } from '../../src/store/postgres';
+import { PostgresKeyStore } from '../../src/store/postgres/store';
 import { eventually, sleep } from '../helpers/time';
 
 const TOKEN = 'outage-test-admin-token-0123456789';

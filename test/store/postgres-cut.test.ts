@@ -4,7 +4,7 @@
  * nothing but the store listens to then. Through a relay of the test's own that holds the server's
  * answers back and then cuts every connection.
  */
-import { PostgresKeyStore } from '../../src/store/postgres';
+import { PostgresKeyStore } from '../../src/store/postgres/store';
 import { createTestDatabase, holdingRelay, type TestDatabase } from '../helpers/postgres';
 import { sleep } from '../helpers/time';
 

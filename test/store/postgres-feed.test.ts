@@ -10,7 +10,7 @@ import pg from 'pg';
 import { KeyCache } from '../../src/auth/cache';
 import { issueKey } from '../../src/auth/issue';
 import { GuardedKeyStore } from '../../src/store/guarded';
-import { PostgresKeyStore } from '../../src/store/postgres';
+import { PostgresKeyStore } from '../../src/store/postgres/store';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres';
 import { eventually } from '../helpers/time';
 

@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import YAML from 'yaml';
 import { digestKey } from '../../src/auth/keys';
-import { PostgresKeyStore } from '../../src/store/postgres';
+import { PostgresKeyStore } from '../../src/store/postgres/store';
 import { expectReadsBackAs, fileStoreWithEverything, importCounts } from '../helpers/file-store';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres';
 import { CLI } from '../helpers/processes';

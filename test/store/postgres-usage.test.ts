@@ -7,7 +7,7 @@
 import pg from 'pg';
 import { issueKey } from '../../src/auth/issue';
 import { UsageRecorder } from '../../src/auth/usage-recorder';
-import { PostgresKeyStore } from '../../src/store/postgres';
+import { PostgresKeyStore } from '../../src/store/postgres/store';
 import type { KeyRecord } from '../../src/store/types';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres';
 import { eventually } from '../helpers/time';

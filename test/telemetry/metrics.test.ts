@@ -9,7 +9,7 @@ import { bearer, chatBody, request } from '../helpers/http';
 import { sample, scrape } from '../helpers/metrics';
 import { cuttableStore } from '../helpers/postgres';
 import { issueKey } from '../../src/auth/issue';
-import { PostgresKeyStore } from '../../src/store/postgres';
+import { PostgresKeyStore } from '../../src/store/postgres/store';
 import { eventually } from '../helpers/time';
 
 const f = gatewayWithWorker();

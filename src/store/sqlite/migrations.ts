@@ -1,5 +1,5 @@
 /**
- * The embedded store's schema, as versioned migrations (like PostgreSQL's, src/store/postgres.ts):
+ * The embedded store's schema, as versioned migrations (like PostgreSQL's, src/store/postgres/migrations.ts):
  * each applied once, in order, in one immediate transaction, so two processes opening a new file
  * at once apply each once. Timestamps are ISO 8601 text in UTC (as Date.toISOString writes them, so
  * they sort as text), dates YYYY-MM-DD, lists and objects JSON text, booleans 0 or 1.

@@ -13,17 +13,17 @@
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import pg from 'pg';
-import type { KeyAuthRecord, KeyChanges, KeyRecord, KeyUse, ServerSecret, Store } from './types';
+import type { KeyAuthRecord, KeyChanges, KeyRecord, KeyUse, ServerSecret, Store } from '../types';
 
-import type { ImportReport } from './import-plan';
-import { PostgresAccountStore } from './postgres-accounts';
-import { importFileIntoPostgres } from './postgres-import';
-import { migrate } from './postgres-migrations';
-import { ChangeFeed, type PostgresEvents } from './postgres-notify';
+import type { ImportReport } from '../import-plan';
+import { PostgresAccountStore } from './queries';
+import { importFileIntoPostgres } from './import';
+import { migrate } from './migrations';
+import { ChangeFeed, type PostgresEvents } from './notify';
 
-export type { PostgresEvents } from './postgres-notify';
-import { toAuthRecord, toRecord, type KeyRow } from './postgres-rows';
-import { nanosOf } from './sqlite/rows';
+export type { PostgresEvents } from './notify';
+import { toAuthRecord, toRecord, type KeyRow } from './rows';
+import { nanosOf } from '../sqlite/rows';
 
 
 /** The key columns the code reads: what authenticating needs (the usage figures live in chatgate_key_usage). */

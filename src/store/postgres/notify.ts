@@ -6,7 +6,7 @@
  * database answering, however long LISTEN takes to come back.
  */
 import pg from 'pg';
-import { CHANNEL } from './postgres-channel';
+import { CHANNEL } from './channel';
 
 const RECONNECT_DELAYS_MS = [100, 250, 500, 1000, 2000, 5000];
 /** The listening connection is asked to answer this often... */

@@ -6,10 +6,10 @@
  */
 import { promises as fs } from 'node:fs';
 import type pg from 'pg';
-import { parseContents, type Data } from './file-schema';
-import { StoreDeadlineExceeded } from './guarded';
-import { emptyReport, importRows, type ImportReport, type Reference } from './import-plan';
-import * as rows from './sqlite/rows';
+import { parseContents, type Data } from '../file-schema';
+import { StoreDeadlineExceeded } from '../guarded';
+import { emptyReport, importRows, type ImportReport, type Reference } from '../import-plan';
+import * as rows from '../sqlite/rows';
 
 export async function importFileIntoPostgres(pool: pg.Pool, file: string, timeoutMs: number): Promise<ImportReport> {
   const text = await fs.readFile(file, 'utf8');

@@ -1,6 +1,6 @@
 /** PostgreSQL rows as the driver returns them, and the records they become. */
-import { budgetOf, endUserQuotaOf } from './sqlite/rows';
-import type { AccountRecord, AlertRecord, IdentityRecord, KeyAuthRecord, KeyRecord, MembershipRecord, PersonRecord, Role, SessionRecord } from './types';
+import { budgetOf, endUserQuotaOf } from '../sqlite/rows';
+import type { AccountRecord, AlertRecord, IdentityRecord, KeyAuthRecord, KeyRecord, MembershipRecord, PersonRecord, Role, SessionRecord } from '../types';
 
 export interface KeyRow {
   id: string;

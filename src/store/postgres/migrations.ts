@@ -1,9 +1,9 @@
 /**
- * The PostgreSQL schema as versioned migrations, applied in order once each (postgres.ts holds the
+ * The PostgreSQL schema as versioned migrations, applied in order once each (store.ts holds the
  * advisory lock that serialises them across replicas).
  */
 import type pg from 'pg';
-import { CHANNEL } from './postgres-channel';
+import { CHANNEL } from './channel';
 
 /** Arbitrary, fixed: the advisory lock that serialises migrations across replicas. */
 const MIGRATION_LOCK = 7_462_301;
@@ -197,7 +197,7 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
   },
   {
     // Key changes are logged as well as notified: a replica whose listening connection is down or
-    // reconnecting reads the log every POLL_MS instead (postgres-notify.ts), so a revocation reaches it
+    // reconnecting reads the log every POLL_MS instead (notify.ts), so a revocation reaches it
     // within a second of the database answering, not when LISTEN is back. Pruned after 10 minutes.
     version: 7,
     sql: `

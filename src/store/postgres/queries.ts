@@ -1,13 +1,13 @@
 /**
  * The PostgreSQL store's accounts half: accounts, people and their identities, members, sessions,
- * one-time tokens, counters, the audit trail, daily usage and quota counters (postgres.ts adds the
+ * one-time tokens, counters, the audit trail, daily usage and quota counters (store.ts adds the
  * keys and the change feed). Every query has a deadline on our side.
  */
 import type pg from 'pg';
-import { postgresDuplicate, withAccountName } from './errors';
-import { StoreDeadlineExceeded } from './guarded';
-import { ledgerSpans, monthStart } from './ledger-spans';
-import { toAccount, toAlert, toIdentity, toMember, toPerson, toSession, type AccountRow, type AlertRow, type AuditRow, type IdentityRow, type MemberRow, type PersonRow, type SessionRow, type TokenRow } from './postgres-rows';
+import { postgresDuplicate, withAccountName } from '../errors';
+import { StoreDeadlineExceeded } from '../guarded';
+import { ledgerSpans, monthStart } from '../ledger-spans';
+import { toAccount, toAlert, toIdentity, toMember, toPerson, toSession, type AccountRow, type AlertRow, type AuditRow, type IdentityRow, type MemberRow, type PersonRow, type SessionRow, type TokenRow } from './rows';
 import {
   type BreakdownQuery,
   type UsageShare,
@@ -23,9 +23,9 @@ import {
   type PersonRecord,
   type SessionRecord,
   type UsageDay,
-} from './types';
-import { nanosOf } from './sqlite/rows';
-import { ACCOUNT_UPDATES } from './sqlite/statements';
+} from '../types';
+import { nanosOf } from '../sqlite/rows';
+import { ACCOUNT_UPDATES } from '../sqlite/statements';
 
 /** Expired counters are deleted at most this often by each process. */
 const PRUNE_COUNTERS_EVERY_MS = 60_000;
