@@ -150,9 +150,7 @@ export function voidedBy(token: OneTimeToken, other: OneTimeToken): boolean {
   return token.kind === 'password' && other.kind === 'password' && other.email !== null && other.email === token.email;
 }
 
-
 export const sum = (uses: readonly KeyUse[], field: 'requests' | 'promptTokens' | 'completionTokens') => uses.reduce((total, use) => total + use[field], 0);
 export const byDateThenKey = (a: UsageDay, b: UsageDay) => (a.date === b.date ? a.keyId.localeCompare(b.keyId) : a.date.localeCompare(b.date));
-export const daysBefore = (now: Date, days: number) => new Date(now.getTime() - days * 86_400_000).toISOString().slice(0, 10);
-/** A quota scope ends with its period: `...:d:2026-11-27` or `...:m:2026-11`. */
-export const periodOf = (scope: string) => scope.slice(scope.lastIndexOf(':') + 1);
+/** A quota scope ends with its period: `...:d:2026-11-27` or `...:m:2026-11` (the same rule as the SQL stores'). */
+export { daysBefore, periodOf } from './sql/rows';

@@ -9,7 +9,7 @@
  * skipped and counted as such.
  */
 import type { Data } from './file-schema';
-import * as rows from './sqlite/rows';
+import * as rows from './sql/rows';
 import type { KeyRecord } from './types';
 
 export const RECORD_KINDS = ['accounts', 'keys', 'people', 'identities', 'members', 'sessions', 'tokens', 'counters', 'audit', 'usage', 'quotaUsage'] as const;
@@ -42,7 +42,7 @@ export interface ImportRow {
   with?: { table: string; params: Record<string, unknown> };
 }
 
-/** How a dialect writes the rows whose columns differ (lists, a quota counter's period). */
+/** How a dialect writes the rows whose columns differ (a key's lists, a quota counter's period). */
 export interface ImportDialect {
   keyParams(record: KeyRecord): Record<string, unknown>;
   quotaParams(scope: string, tokens: number): Record<string, unknown>;

@@ -9,7 +9,9 @@ import type pg from 'pg';
 import { parseContents, type Data } from '../file-schema';
 import { StoreDeadlineExceeded } from '../guarded';
 import { emptyReport, importRows, type ImportReport, type Reference } from '../import-plan';
-import * as rows from '../sqlite/rows';
+import { keyParams } from '../sql/rows';
+import { resumImportedMonths } from '../sql/usage';
+import { insertSql } from './rows';
 
 export async function importFileIntoPostgres(pool: pg.Pool, file: string, timeoutMs: number): Promise<ImportReport> {
   const text = await fs.readFile(file, 'utf8');
@@ -18,7 +20,7 @@ export async function importFileIntoPostgres(pool: pg.Pool, file: string, timeou
 
 export async function importIntoPostgres(pool: pg.Pool, data: Data, timeoutMs: number): Promise<ImportReport> {
   const planned = importRows(data, {
-    keyParams: (record) => ({ ...rows.keyParams(record), models: record.models, endpoints: record.endpoints, allowed_ips: record.allowedIps }),
+    keyParams,
     quotaParams: (scope, tokens) => ({ scope, tokens }),
   });
   const report = emptyReport();
@@ -50,11 +52,7 @@ export async function importIntoPostgres(pool: pg.Pool, data: Data, timeoutMs: n
       ? await query('select 1 from chatgate_accounts where id = $1', [reference.id])
       : await query('select 1 from chatgate_people where email = $1', [reference.email])
     ).rowCount! > 0;
-  const insert = async (table: string, params: Record<string, unknown>) => {
-    const columns = Object.keys(params);
-    const sql = `insert into ${table} (${columns.join(', ')}) values (${columns.map((_, i) => `$${i + 1}`).join(', ')}) on conflict do nothing`;
-    return (await query(sql, Object.values(params))).rowCount! > 0;
-  };
+  const insert = async (table: string, params: Record<string, unknown>) => (await query(`${insertSql(table, params)} on conflict do nothing`, Object.values(params))).rowCount! > 0;
   try {
     await query('begin');
     for (const row of planned) {
@@ -70,10 +68,7 @@ export async function importIntoPostgres(pool: pg.Pool, data: Data, timeoutMs: n
     }
     // The imported days (of no model and no end user) summed into their months again, from the ledger.
     if (report.imported.usage > 0) {
-      await query(`insert into chatgate_usage_ledger_monthly (account_id, month, key_id, model, end_user, requests, refused, prompt_tokens, completion_tokens, cost_nanos)
-        select account_id, date_trunc('month', date)::date, key_id, model, end_user, sum(requests), sum(refused), sum(prompt_tokens), sum(completion_tokens), sum(cost_nanos)
-        from chatgate_usage_ledger where model = '' and end_user = '' group by 1, 2, 3, 4, 5
-        on conflict (account_id, month, key_id, model, end_user) do update set requests = excluded.requests, refused = excluded.refused, prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens, cost_nanos = excluded.cost_nanos`, []);
+      await query(resumImportedMonths("date_trunc('month', date)::date"));
     }
     await query('commit');
   } catch (err) {

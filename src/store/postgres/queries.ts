@@ -7,7 +7,6 @@ import type pg from 'pg';
 import { postgresDuplicate, withAccountName } from '../errors';
 import { StoreDeadlineExceeded } from '../guarded';
 import { ledgerSpans, monthStart } from '../ledger-spans';
-import { toAccount, toAlert, toIdentity, toMember, toPerson, toSession, type AccountRow, type AlertRow, type AuditRow, type IdentityRow, type MemberRow, type PersonRow, type SessionRow, type TokenRow } from './rows';
 import {
   type BreakdownQuery,
   type UsageShare,
@@ -24,8 +23,34 @@ import {
   type SessionRecord,
   type UsageDay,
 } from '../types';
-import { nanosOf } from '../sqlite/rows';
-import { ACCOUNT_UPDATES } from '../sqlite/statements';
+import {
+  accountParams,
+  auditParams,
+  identityParams,
+  instant,
+  liveToken,
+  maybeInstant,
+  memberParams,
+  sessionParams,
+  toAccount,
+  toAlert,
+  toAudit,
+  toIdentity,
+  toMember,
+  toPerson,
+  toSession,
+  tokenParams,
+  type AccountRow,
+  type AlertRow,
+  type AuditRow,
+  type IdentityRow,
+  type MemberRow,
+  type PersonRow,
+  type SessionRow,
+  type TokenRow,
+} from '../sql/rows';
+import { ACCOUNT_UPDATES, columnsSet } from '../sql/updates';
+import { insertSql } from './rows';
 
 /** Expired counters are deleted at most this often by each process. */
 const PRUNE_COUNTERS_EVERY_MS = 60_000;
@@ -41,18 +66,8 @@ export class PostgresAccountStore {
 
   async createAccount(record: AccountRecord): Promise<void> {
     try {
-      await this.query('insert into chatgate_accounts (id, name, created_at, tokens_per_day, tokens_per_month, budget_day_nanos, budget_month_nanos, key_max_lifetime_days, end_user_tokens_per_day, end_user_budget_day_nanos) values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)', [
-        record.id,
-        record.name,
-        record.createdAt,
-        record.quota.tokensPerDay,
-        record.quota.tokensPerMonth,
-        nanosOf(record.budget.perDay),
-        nanosOf(record.budget.perMonth),
-        record.keyPolicy?.maxLifetimeDays ?? null,
-        record.endUserQuota?.tokensPerDay ?? null,
-        nanosOf(record.endUserQuota?.budgetPerDay ?? null),
-      ]);
+      const params = accountParams(record);
+      await this.query(insertSql('chatgate_accounts', params), Object.values(params));
     } catch (err) {
       throw withAccountName(err, record.name);
     }
@@ -77,8 +92,7 @@ export class PostgresAccountStore {
   }
 
   async updateAccount(id: string, changes: AccountChanges): Promise<AccountRecord | undefined> {
-    // The same columns and values as SQLite's (no dialect in them).
-    const columns = ACCOUNT_UPDATES.map(([column, pick]) => [column, pick(changes)] as const).filter(([, value]) => value !== undefined);
+    const columns = columnsSet(ACCOUNT_UPDATES, changes);
     if (columns.length === 0) return this.getAccount(id);
     const assignments = columns.map(([name], i) => `${name} = $${i + 2}`).join(', ');
     try {
@@ -100,7 +114,7 @@ export class PostgresAccountStore {
        on conflict (email) do update set admin = excluded.admin, password_hash = coalesce(excluded.password_hash, chatgate_people.password_hash),
          password_with_oidc = coalesce($5, chatgate_people.password_with_oidc)
        returning *`,
-      [record.email, record.admin, record.passwordHash, record.createdAt, record.passwordWithOidc ?? null],
+      [record.email, record.admin, record.passwordHash, instant(record.createdAt), record.passwordWithOidc ?? null],
     );
     return toPerson(rows[0]!);
   }
@@ -128,22 +142,14 @@ export class PostgresAccountStore {
 
   async bindIdentity(record: IdentityRecord): Promise<boolean> {
     // Both unique constraints (issuer + subject, issuer + email) decide: of two binds at once, one wins.
-    const { rowCount } = await this.query('insert into chatgate_identities (issuer, subject, email, created_at) values ($1, $2, $3, $4) on conflict do nothing', [
-      record.issuer,
-      record.subject,
-      record.email,
-      record.createdAt,
-    ]);
+    const params = identityParams(record);
+    const { rowCount } = await this.query(`${insertSql('chatgate_identities', params)} on conflict do nothing`, Object.values(params));
     return (rowCount ?? 0) > 0;
   }
 
   async putMember(record: MembershipRecord): Promise<MembershipRecord> {
-    const { rows } = await this.query<MemberRow>(
-      `insert into chatgate_members (account_id, email, role, added_at, added_by) values ($1, $2, $3, $4, $5)
-       on conflict (account_id, email) do update set role = excluded.role
-       returning *`,
-      [record.accountId, record.email, record.role, record.addedAt, record.addedBy],
-    );
+    const params = memberParams(record);
+    const { rows } = await this.query<MemberRow>(`${insertSql('chatgate_members', params)} on conflict (account_id, email) do update set role = excluded.role returning *`, Object.values(params));
     return toMember(rows[0]!);
   }
 
@@ -164,15 +170,8 @@ export class PostgresAccountStore {
 
   async createSession(record: SessionRecord): Promise<void> {
     await this.query('delete from chatgate_sessions where expires_at < now()'); // ended ones go as new ones come
-    await this.query('insert into chatgate_sessions (digest, email, account_id, via, created_at, last_seen_at, expires_at) values ($1, $2, $3, $4, $5, $6, $7)', [
-      record.digest,
-      record.email,
-      record.accountId,
-      record.via,
-      record.createdAt,
-      record.lastSeenAt,
-      record.expiresAt,
-    ]);
+    const params = sessionParams(record);
+    await this.query(insertSql('chatgate_sessions', params), Object.values(params));
   }
 
   async findSession(digest: string): Promise<SessionRecord | undefined> {
@@ -197,12 +196,13 @@ export class PostgresAccountStore {
   }
 
   async createToken(token: OneTimeToken): Promise<void> {
+    const params = tokenParams(token); // $1 the digest, $2 the kind, $3 the email
     // One statement: the expired tokens and, for a set-password link, the person's older links go
     // as the new one comes (of two links made at once, both may stay: the first used voids the other).
     await this.query(
       `with gone as (delete from chatgate_tokens where expires_at < now() or (kind = 'password' and $2 = 'password' and email = $3))
-       insert into chatgate_tokens (digest, kind, email, data, expires_at) values ($1, $2, $3, $4, $5)`,
-      [token.digest, token.kind, token.email, token.data, token.expiresAt],
+       ${insertSql('chatgate_tokens', params)}`,
+      Object.values(params),
     );
   }
 
@@ -214,16 +214,12 @@ export class PostgresAccountStore {
        select * from taken`,
       [digest, kind],
     );
-    const row = rows[0];
-    if (!row || row.expires_at <= now) return undefined;
-    return { digest: row.digest, kind: row.kind as OneTimeToken['kind'], email: row.email, data: row.data, expiresAt: row.expires_at.toISOString() };
+    return liveToken(rows[0], now);
   }
 
   async findToken(digest: string, kind: OneTimeToken['kind'], now: Date): Promise<OneTimeToken | undefined> {
     const { rows } = await this.query<TokenRow>('select * from chatgate_tokens where digest = $1 and kind = $2', [digest, kind]);
-    const row = rows[0];
-    if (!row || row.expires_at <= now) return undefined;
-    return { digest: row.digest, kind: row.kind as OneTimeToken['kind'], email: row.email, data: row.data, expiresAt: row.expires_at.toISOString() };
+    return liveToken(rows[0], now);
   }
 
   async bumpCounters(counters: ReadonlyArray<{ name: string; expiresAt: Date }>, now: Date): Promise<number[]> {
@@ -254,25 +250,17 @@ export class PostgresAccountStore {
   }
 
   async appendAudit(event: AuditEvent): Promise<void> {
-    await this.query('insert into chatgate_audit (id, account_id, at, actor, action, target, client, details) values ($1, $2, $3, $4, $5, $6, $7, $8)', [
-      event.id,
-      event.accountId,
-      event.at,
-      event.actor,
-      event.action,
-      event.target,
-      event.client,
-      event.details,
-    ]);
+    const params = auditParams(event);
+    await this.query(insertSql('chatgate_audit', params), Object.values(params));
   }
 
   async listAudit(accountId: string | null, limit: number, filter: AuditFilter = {}): Promise<AuditEvent[]> {
     const { rows } = await this.query<AuditRow>(
       `select * from chatgate_audit where ($1::text is null or account_id = $1) and ($3::text is null or action = $3) and ($4::timestamptz is null or at >= $4)
        order by at desc, id desc limit $2`,
-      [accountId, limit, filter.action ?? null, filter.since ?? null],
+      [accountId, limit, filter.action ?? null, maybeInstant(filter.since)],
     );
-    return rows.map((row) => ({ id: row.id, accountId: row.account_id, at: row.at.toISOString(), actor: row.actor, action: row.action, target: row.target, client: row.client, details: row.details }));
+    return rows.map(toAudit);
   }
 
   async usage(accountId: string, from: string, to: string): Promise<UsageDay[]> {

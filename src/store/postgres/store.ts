@@ -13,35 +13,22 @@
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import pg from 'pg';
-import type { KeyAuthRecord, KeyChanges, KeyRecord, KeyUse, ServerSecret, Store } from '../types';
-
 import type { ImportReport } from '../import-plan';
-import { PostgresAccountStore } from './queries';
+import { keyParams, toAuthRecord, toKey, usageParams, type KeyRow } from '../sql/rows';
+import { columnsSet, KEY_UPDATES } from '../sql/updates';
+import { addUse } from '../sql/usage';
+import type { KeyAuthRecord, KeyChanges, KeyRecord, KeyUse, ServerSecret, Store } from '../types';
 import { importFileIntoPostgres } from './import';
 import { migrate } from './migrations';
 import { ChangeFeed, type PostgresEvents } from './notify';
+import { PostgresAccountStore } from './queries';
+import { insertSql, KEY_COLUMNS, WITH_USAGE } from './rows';
 
 export type { PostgresEvents } from './notify';
-import { toAuthRecord, toRecord, type KeyRow } from './rows';
-import { nanosOf } from '../sqlite/rows';
-
-
-/** The key columns the code reads: what authenticating needs (the usage figures live in chatgate_key_usage). */
-const KEY_COLUMNS = ['id', 'name', 'digest', 'prefix', 'created_at', 'revoked_at', 'expires_at', 'models', 'endpoints', 'allowed_ips', 'rpm', 'tpm', 'max_concurrent', 'account_id', 'created_by', 'tokens_per_day', 'tokens_per_month', 'budget_day_nanos', 'budget_month_nanos', 'previous_digest', 'previous_until', 'previous_for'];
-/** A key row with its usage figures: `k` the key row (or a CTE returning KEY_COLUMNS), `u` its usage row if any. */
-const WITH_USAGE = `select ${KEY_COLUMNS.map((column) => `k.${column}`).join(', ')},
-  u.requests as requests_total, u.prompt_tokens as prompt_tokens_total, u.completion_tokens as completion_tokens_total, u.last_used_at`;
-
-
-/** A key row as KEY_COLUMNS reads it; the usage fields (null without a usage row) only where it is joined. */
-
 
 /** Recorded usage batch ids older than a day are deleted at most this often by each process. */
 const BATCHES_PRUNE_EVERY_MS = 3_600_000;
 
-/** What a usage row adds to the row of the same day (or month) and key it meets, named `alias`. */
-const ADD_USE = (alias: string) =>
-  ['requests', 'refused', 'cost_nanos', 'prompt_tokens', 'completion_tokens'].map((column) => `${column} = ${alias}.${column} + excluded.${column}`).join(', ');
 
 export class PostgresKeyStore extends PostgresAccountStore implements Store {
   private readonly changes = new EventEmitter();
@@ -97,7 +84,7 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
       `${WITH_USAGE} from chatgate_keys k left join chatgate_key_usage u on u.key_id = k.id where k.expires_at > $1 and k.expires_at <= $2 and k.revoked_at is null order by k.expires_at, k.id`,
       [from, to],
     );
-    return rows.map(toRecord);
+    return rows.map(toKey);
   }
 
   async list(accountId?: string): Promise<KeyRecord[]> {
@@ -106,7 +93,7 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
       accountId === undefined
         ? await this.query<KeyRow>(`${WITH_USAGE} ${from} order by k.created_at, k.id`)
         : await this.query<KeyRow>(`${WITH_USAGE} ${from} where k.account_id = $1 order by k.created_at, k.id`, [accountId]);
-    return rows.map(toRecord);
+    return rows.map(toKey);
   }
 
   async hasKeys(): Promise<boolean> {
@@ -121,58 +108,18 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
 
   async insert(record: KeyRecord): Promise<void> {
     // One statement: the key row, and its usage row when it comes with usage (an imported key).
-    await this.query(
-      `with k as (
-         insert into chatgate_keys (id, name, digest, prefix, created_at, revoked_at, expires_at, models, rpm, tpm, max_concurrent,
-           account_id, created_by, tokens_per_day, tokens_per_month, endpoints, allowed_ips, budget_day_nanos, budget_month_nanos)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $10, $11, $12, $16, $17, $18, $19, $20, $21, $22, $23)
-         returning id
-       )
-       insert into chatgate_key_usage (key_id, requests, prompt_tokens, completion_tokens, last_used_at)
-         select id, $13, $14, $15, $9 from k where $13::bigint <> 0 or $14::bigint <> 0 or $15::bigint <> 0 or $9::timestamptz is not null`,
-      [
-        record.id,
-        record.name,
-        record.digest,
-        record.prefix,
-        record.createdAt,
-        record.revokedAt,
-        record.expiresAt,
-        record.models,
-        record.lastUsedAt,
-        record.rateLimit.requestsPerMinute,
-        record.rateLimit.tokensPerMinute,
-        record.rateLimit.maxConcurrent,
-        record.usage.requests,
-        record.usage.promptTokens,
-        record.usage.completionTokens,
-        record.accountId,
-        record.createdBy,
-        record.quota.tokensPerDay,
-        record.quota.tokensPerMonth,
-        record.endpoints,
-        record.allowedIps,
-        nanosOf(record.budget.perDay),
-        nanosOf(record.budget.perMonth),
-      ],
-    );
+    const key = keyParams(record);
+    const usage = usageParams(record);
+    const values = Object.values(key);
+    if (!usage) {
+      await this.query(insertSql('chatgate_keys', key), values);
+      return;
+    }
+    await this.query(`with k as (${insertSql('chatgate_keys', key)} returning id) ${insertSql('chatgate_key_usage', usage, values.length + 1)}`, [...values, ...Object.values(usage)]);
   }
 
   async update(id: string, changes: KeyChanges): Promise<KeyRecord | undefined> {
-    const columns: Array<[string, unknown]> = [];
-    if (changes.name !== undefined) columns.push(['name', changes.name]);
-    if (changes.models !== undefined) columns.push(['models', changes.models]);
-    if (changes.endpoints !== undefined) columns.push(['endpoints', changes.endpoints]);
-    if (changes.allowedIps !== undefined) columns.push(['allowed_ips', changes.allowedIps]);
-    if (changes.expiresAt !== undefined) columns.push(['expires_at', changes.expiresAt]);
-    if (changes.rateLimit?.requestsPerMinute !== undefined) columns.push(['rpm', changes.rateLimit.requestsPerMinute]);
-    if (changes.rateLimit?.tokensPerMinute !== undefined) columns.push(['tpm', changes.rateLimit.tokensPerMinute]);
-    if (changes.rateLimit?.maxConcurrent !== undefined) columns.push(['max_concurrent', changes.rateLimit.maxConcurrent]);
-    if (changes.quota?.tokensPerDay !== undefined) columns.push(['tokens_per_day', changes.quota.tokensPerDay]);
-    if (changes.quota?.tokensPerMonth !== undefined) columns.push(['tokens_per_month', changes.quota.tokensPerMonth]);
-    if (changes.budget?.perDay !== undefined) columns.push(['budget_day_nanos', nanosOf(changes.budget.perDay)]);
-    if (changes.budget?.perMonth !== undefined) columns.push(['budget_month_nanos', nanosOf(changes.budget.perMonth)]);
-    if (changes.createdBy !== undefined) columns.push(['created_by', changes.createdBy]);
+    const columns = columnsSet(KEY_UPDATES, changes);
     if (columns.length === 0) return this.get(id);
     const assignments = columns.map(([column], i) => `${column} = $${i + 2}`).join(', ');
     return this.changed(`update chatgate_keys set ${assignments} where id = $1`, [id, ...columns.map(([, value]) => value)]);
@@ -225,18 +172,18 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
          from u group by account_id, date, key_id, model, end_user
          having sum(requests) + sum(refused) + sum(prompt) + sum(completion) + sum(cost) > 0
          order by account_id, date, key_id, model, end_user
-         on conflict (account_id, date, key_id, model, end_user) do update set ${ADD_USE('l')}
+         on conflict (account_id, date, key_id, model, end_user) do update set ${addUse('l')}
        ), monthly as (
          insert into chatgate_usage_ledger_monthly as m (account_id, month, key_id, model, end_user, requests, refused, prompt_tokens, completion_tokens, cost_nanos)
          select account_id, date_trunc('month', date)::date, key_id, model, end_user, sum(requests), sum(refused), sum(prompt), sum(completion), sum(cost)
          from u group by 1, 2, 3, 4, 5
          having sum(requests) + sum(refused) + sum(prompt) + sum(completion) + sum(cost) > 0
          order by 1, 2, 3, 4, 5
-         on conflict (account_id, month, key_id, model, end_user) do update set ${ADD_USE('m')}
+         on conflict (account_id, month, key_id, model, end_user) do update set ${addUse('m')}
        )
        insert into chatgate_usage_daily as d (key_id, date, account_id, requests, prompt_tokens, completion_tokens, refused, cost_nanos)
        select key_id, date, account_id, sum(requests), sum(prompt), sum(completion), sum(refused), sum(cost) from u group by key_id, date, account_id order by key_id, date
-       on conflict (key_id, date) do update set ${ADD_USE('d')}`,
+       on conflict (key_id, date) do update set ${addUse('d')}`,
       [
         column((use) => use.keyId),
         column((use) => use.accountId),
@@ -298,7 +245,7 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
 
   private async one(sql: string, params: unknown[]): Promise<KeyRecord | undefined> {
     const { rows } = await this.query<KeyRow>(sql, params);
-    return rows[0] ? toRecord(rows[0]) : undefined;
+    return rows[0] ? toKey(rows[0]) : undefined;
   }
 
   /** A change of one key row (`update ... where id = $1`, without returning), answered with the whole record. */
@@ -309,6 +256,6 @@ export class PostgresKeyStore extends PostgresAccountStore implements Store {
     // back (it does not while the listening connection is down or reconnecting): by its secret, and
     // by the one a rotation's grace still lets work.
     if (row) this.changes.emit('change', row.previous_digest ? [row.digest, row.previous_digest] : [row.digest]);
-    return row && toRecord(row);
+    return row && toKey(row);
   }
 }

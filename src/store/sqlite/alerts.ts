@@ -4,35 +4,8 @@
  * two processes claiming at once, one gets it. Alerts older than ALERTS_KEPT_DAYS go as claims come.
  */
 import { ALERTS_KEPT_DAYS, type AlertRecord } from '../types';
+import { toAlert, type AlertRow } from '../sql/rows';
 import type { SqliteDatabase } from './database';
-
-interface AlertRow {
-  id: string;
-  account_id: string;
-  key_id: string | null;
-  kind: 'tokens' | 'budget';
-  period: 'day' | 'month';
-  period_start: string;
-  threshold: number;
-  spent: number;
-  lim: number;
-  at: string;
-  sent_at: string | null;
-}
-
-const toAlert = (row: AlertRow): AlertRecord => ({
-  id: row.id,
-  accountId: row.account_id,
-  keyId: row.key_id,
-  kind: row.kind,
-  period: row.period,
-  periodStart: row.period_start,
-  threshold: row.threshold,
-  spent: row.spent,
-  limit: row.lim,
-  at: row.at,
-  sentAt: row.sent_at,
-});
 
 /** Old alerts are deleted at most this often (as claims come). */
 const PRUNE_EVERY_MS = 60_000;

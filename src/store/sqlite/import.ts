@@ -5,6 +5,7 @@
 import { promises as fs } from 'node:fs';
 import { parseContents, type Data } from '../file-schema';
 import { emptyReport, importRows, type ImportReport, type Reference } from '../import-plan';
+import { resumImportedMonths } from '../sql/usage';
 import * as rows from './rows';
 import type { SqliteKeyStore } from './store';
 
@@ -39,10 +40,7 @@ export async function importData(store: SqliteKeyStore, data: Data): Promise<Imp
     }
     // The imported days (of no model and no end user) summed into their months again, from the ledger.
     if (report.imported.usage > 0) {
-      sql.run(`insert into chatgate_usage_ledger_monthly (account_id, month, key_id, model, end_user, requests, refused, prompt_tokens, completion_tokens, cost_nanos)
-        select account_id, substr(date, 1, 7) || '-01', key_id, model, end_user, sum(requests), sum(refused), sum(prompt_tokens), sum(completion_tokens), sum(cost_nanos)
-        from chatgate_usage_ledger where model = '' and end_user = '' group by 1, 2, 3, 4, 5
-        on conflict (account_id, month, key_id, model, end_user) do update set requests = excluded.requests, refused = excluded.refused, prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens, cost_nanos = excluded.cost_nanos`);
+      sql.run(resumImportedMonths("substr(date, 1, 7) || '-01'"));
     }
   });
   return report;

@@ -61,14 +61,14 @@ export class SqliteSessions {
       const row = this.sql.get<TokenRow>('delete from chatgate_tokens where digest = ? and kind = ? returning *', digest, kind);
       if (!row) return undefined;
       if (row.kind === 'password' && row.email !== null) this.sql.run("delete from chatgate_tokens where kind = 'password' and email = ?", row.email);
-      return row.expires_at > now.toISOString() ? rows.toToken(row) : undefined;
+      return rows.liveToken(row, now);
     });
   }
 
   findToken(digest: string, kind: OneTimeToken['kind'], now: Date): Promise<OneTimeToken | undefined> {
     return this.sql.read(() => {
       const row = this.sql.get<TokenRow>('select * from chatgate_tokens where digest = ? and kind = ?', digest, kind);
-      return row && row.expires_at > now.toISOString() ? rows.toToken(row) : undefined;
+      return rows.liveToken(row, now);
     });
   }
 }

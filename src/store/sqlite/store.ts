@@ -15,6 +15,8 @@ import { SqliteUsage } from './usage';
 import { SqliteDatabase } from './database';
 import * as rows from './rows';
 import * as statements from './statements';
+import { daysBefore } from '../sql/rows';
+import { ACCOUNT_UPDATES, columnsSet, KEY_UPDATES } from '../sql/updates';
 import type { AccountRow, AuditRow, IdentityRow, KeyRow, MemberRow, PersonRow } from './rows';
 
 /** Quota counters of days and months before this are dropped. */
@@ -85,7 +87,8 @@ export class SqliteKeyStore implements Store {
   }
 
   update(id: string, changes: KeyChanges): Promise<KeyRecord | undefined> {
-    const columns = statements.KEY_UPDATES.map(([column, pick]) => [column, pick(changes)] as const).filter(([, value]) => value !== undefined);
+    // The lists as JSON text (the one thing SQLite writes otherwise).
+    const columns = columnsSet(KEY_UPDATES, changes).map(([column, value]) => [column, Array.isArray(value) ? JSON.stringify(value) : value] as const);
     if (columns.length === 0) return this.get(id);
     const assignments = columns.map(([column]) => `${column} = ?`).join(', ');
     return this.changeKeys(() => this.changed(id, `update chatgate_keys set ${assignments} where id = ?`, ...columns.map(([, value]) => value), id));
@@ -136,7 +139,7 @@ export class SqliteKeyStore implements Store {
   }
 
   async updateAccount(id: string, changes: AccountChanges): Promise<AccountRecord | undefined> {
-    const columns = statements.ACCOUNT_UPDATES.map(([column, pick]) => [column, pick(changes)] as const).filter(([, value]) => value !== undefined);
+    const columns = columnsSet(ACCOUNT_UPDATES, changes);
     if (columns.length === 0) return this.getAccount(id);
     const assignments = columns.map(([column]) => `${column} = ?`).join(', ');
     try {
@@ -305,7 +308,7 @@ export class SqliteKeyStore implements Store {
     await this.sql.write(() => {
       this.sql.run(statements.ADD_QUOTA_USAGE, batch);
       // Counters of periods long gone are dropped: a scope ends with its day or month.
-      const oldest = statements.daysBefore(new Date(), QUOTA_DAYS_KEPT);
+      const oldest = daysBefore(new Date(), QUOTA_DAYS_KEPT);
       this.prune('quota', () => this.sql.run('delete from chatgate_quota_usage where period < substr(?, 1, length(period))', oldest));
     });
   }

@@ -8,7 +8,8 @@
 import type { BreakdownQuery, KeyUse, UsageDay, UsageShare } from '../types';
 import type { SqliteDatabase } from './database';
 import type { Write } from './writer-thread';
-import { instant } from './rows';
+import { instant } from '../sql/rows';
+import { addUse } from '../sql/usage';
 import { ledgerSpans, monthStart } from '../ledger-spans';
 
 const LEDGER_KEY = 'account_id, date, key_id, model, end_user';
@@ -24,8 +25,7 @@ const RECORD_KEY_USES = `insert into chatgate_key_usage as u (key_id, requests, 
     completion_tokens = u.completion_tokens + excluded.completion_tokens, last_used_at = max(coalesce(u.last_used_at, ''), excluded.last_used_at)`;
 
 /** What a usage row adds to the row it meets (`d`), for the daily rows and the ledger alike. */
-const ADD_USE = `requests = d.requests + excluded.requests, refused = d.refused + excluded.refused, cost_nanos = d.cost_nanos + excluded.cost_nanos,
-    prompt_tokens = d.prompt_tokens + excluded.prompt_tokens, completion_tokens = d.completion_tokens + excluded.completion_tokens`;
+const ADD_USE = addUse('d');
 
 /** `?`: a JSON array of [keyId, date, accountId, requests, promptTokens, completionTokens, refused, costNanos, model, endUser] (a use from a caller that knew none of the last four counts them as 0 and ''). */
 const RECORD_DAY_USES = `insert into chatgate_usage_daily as d (key_id, date, account_id, requests, prompt_tokens, completion_tokens, refused, cost_nanos)
