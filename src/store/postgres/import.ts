@@ -11,6 +11,7 @@ import { StoreDeadlineExceeded } from '../guarded';
 import { emptyReport, importRows, type ImportReport, type Reference } from '../import-plan';
 import { keyParams } from '../sql/rows';
 import { resumImportedMonths } from '../sql/usage';
+import { queryWithin } from './query';
 import { insertSql } from './rows';
 
 export async function importFileIntoPostgres(pool: pg.Pool, file: string, timeoutMs: number): Promise<ImportReport> {
@@ -28,23 +29,11 @@ export async function importIntoPostgres(pool: pg.Pool, data: Data, timeoutMs: n
   /** Set when a statement outlived its deadline: the connection is stuck behind it. */
   let stuck: StoreDeadlineExceeded | undefined;
   const query = async (sql: string, params: unknown[] = []): Promise<pg.QueryResult> => {
-    let timer: NodeJS.Timeout | undefined;
-    const running = client.query(sql, params);
     try {
-      return await Promise.race([
-        running,
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(() => {
-            stuck = new StoreDeadlineExceeded(timeoutMs);
-            reject(stuck);
-          }, timeoutMs);
-        }),
-      ]);
+      return await queryWithin(client, sql, params, timeoutMs);
     } catch (err) {
-      running.catch(() => undefined);
+      if (err instanceof StoreDeadlineExceeded) stuck = err;
       throw err;
-    } finally {
-      clearTimeout(timer);
     }
   };
   const exists = async (reference: Reference) =>

@@ -50,6 +50,7 @@ import {
   type TokenRow,
 } from '../sql/rows';
 import { ACCOUNT_UPDATES, columnsSet } from '../sql/updates';
+import { queryWithin } from './query';
 import { insertSql } from './rows';
 
 /** Expired counters are deleted at most this often by each process. */
@@ -354,22 +355,13 @@ export class PostgresAccountStore {
    */
   protected async query<R extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<pg.QueryResult<R>> {
     const client = await this.pool.connect();
-    let timer: NodeJS.Timeout | undefined;
     let stuck = false;
-    const running = client.query<R>(sql, params).catch((err: unknown) => Promise.reject(postgresDuplicate(err) ?? err));
     try {
-      return await Promise.race([
-        running,
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(() => {
-            stuck = true;
-            reject(new StoreDeadlineExceeded(this.timeoutMs));
-          }, this.timeoutMs);
-        }),
-      ]);
+      return await queryWithin<R>(client, sql, params, this.timeoutMs);
+    } catch (err) {
+      stuck = err instanceof StoreDeadlineExceeded;
+      throw postgresDuplicate(err) ?? err;
     } finally {
-      clearTimeout(timer);
-      if (stuck) running.catch(() => undefined);
       client.release(stuck ? new Error('query outlived its deadline') : undefined);
     }
   }
