@@ -36,7 +36,7 @@ const common = {
   testEnvironment: 'node',
   roots: ['<rootDir>/test'],
   transform: { '^.+\\.ts$': ['@swc/jest', { jsc: { target: 'es2022' } }] },
-  // The source names a compiled file in a dynamic import() ('./postgres.js', as Node's ESM resolution
+  // The source names a compiled file in a dynamic import() ('./postgres/store.js', as Node's ESM resolution
   // needs); here the .ts beside it is what runs.
   moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
   testTimeout: 30000,

@@ -26,7 +26,7 @@ export function importGraph(root: string, files: readonly string[], read: (file:
 
 function resolve(root: string, from: string, specifier: string, files: readonly string[]): string | undefined {
   const base = path.posix.normalize(path.posix.join(path.posix.dirname(from), specifier));
-  // A dynamic import() names a compiled file ('./postgres.js', as Node's ESM resolution needs): its source is the .ts.
+  // A dynamic import() names a compiled file ('./postgres/store.js', as Node's ESM resolution needs): its source is the .ts.
   for (const candidate of [base, base.replace(/\.js$/, '.ts'), `${base}.ts`, `${base}/index.ts`]) {
     if (files.includes(candidate)) return candidate;
   }
