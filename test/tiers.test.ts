@@ -1,6 +1,7 @@
 /**
  * The test tiers of jest.config.js: every test file is in exactly one, and files whose tier is known
- * land there (a browser test in system, one on real PostgreSQL in integration, a pure one in unit).
+ * land there (a browser test or one that runs the built gateway as processes in system, one on real
+ * PostgreSQL in integration, a pure one in unit).
  */
 import path from 'node:path';
 
@@ -20,8 +21,12 @@ test.each([
   ['test/deploy/compose.test.ts', 'system'],
   ['test/upstream/stream-memory.test.ts', 'system'],
   ['test/store/account-contract.test.ts', 'integration'],
-  ['test/store/outage.test.ts', 'integration'],
-  ['test/accounts/quota-shared.test.ts', 'integration'],
+  ['test/store/outage.test.ts', 'system'], // replicas of the built gateway, their PostgreSQL stopped
+  ['test/process/cluster.test.ts', 'system'],
+  ['test/gateway/defaults.test.ts', 'system'], // spawns `chatgate serve` itself
+  ['test/auth/brute-force.test.ts', 'system'], // a flood of 2,000 guesses
+  ['test/accounts/quota-redis.test.ts', 'integration'],
+  ['test/cli.test.ts', 'integration'], // the CLI's short commands
   ['test/upstream/proxy.test.ts', 'integration'],
   ['test/store/sqlite-writer.test.ts', 'integration'],
   ['test/helpers/gateway.test.ts', 'integration'],
