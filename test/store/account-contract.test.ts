@@ -5,7 +5,7 @@
  * exactly one wins; names and emails that only look alike are other records; lists come in a fixed order.
  */
 import { AccountNameTaken, DuplicateRecord, type AccountRecord, type AccountStore, type MembershipRecord } from '../../src/store/types';
-import { CONTRACT_BACKENDS, type ContractBackend } from './contract-backends';
+import { CONTRACT_BACKENDS, type ContractBackend, withBackend } from './contract-backends';
 import { notCalled } from './contract-methods';
 
 const account = (id: string, name: string, createdAt = '2031-02-03T04:05:06.789Z', extra: Partial<AccountRecord> = {}): AccountRecord => ({
@@ -26,11 +26,10 @@ describe.each(CONTRACT_BACKENDS)('%s: accounts, people, members', (_kind, open) 
   let backend: ContractBackend;
   let store: AccountStore;
   let other: AccountStore;
-  beforeAll(async () => {
-    backend = await open();
-    ({ store, other } = backend);
+  withBackend(open, (opened) => {
+    backend = opened;
+    ({ store, other } = opened);
   });
-  afterAll(() => backend?.close());
 
   test('createAccount keeps the record whole: getAccount and findAccountByName read it back from the other handle', async () => {
     const record = account('acc_whole', 'whole', '2031-02-03T04:05:06.789Z', {

@@ -82,3 +82,16 @@ export const CONTRACT_BACKENDS: Array<[kind: string, open: () => Promise<Contrac
     },
   ],
 ];
+
+/**
+ * A contract suite's backend: opened before the suite's tests, handed to `use` (which keeps what it
+ * needs in the suite's own variables), and closed after them.
+ */
+export function withBackend(open: () => Promise<ContractBackend>, use: (backend: ContractBackend) => void): void {
+  let backend: ContractBackend | undefined;
+  beforeAll(async () => {
+    backend = await open();
+    use(backend);
+  });
+  afterAll(() => backend?.close());
+}

@@ -6,7 +6,7 @@
  * its account, action and `since` (inclusive).
  */
 import { DuplicateRecord, type AccountStore, type AuditEvent, type SessionRecord } from '../../src/store/types';
-import { CONTRACT_BACKENDS, type ContractBackend } from './contract-backends';
+import { CONTRACT_BACKENDS, type ContractBackend, withBackend } from './contract-backends';
 import { notCalled } from './contract-methods';
 
 // To the second: the stores weigh sessions' expiry against the real clock.
@@ -38,11 +38,10 @@ describe.each(CONTRACT_BACKENDS)('%s: sessions and the audit trail', (_kind, ope
   let backend: ContractBackend;
   let store: AccountStore;
   let other: AccountStore;
-  beforeAll(async () => {
-    backend = await open();
-    ({ store, other } = backend);
+  withBackend(open, (opened) => {
+    backend = opened;
+    ({ store, other } = opened);
   });
-  afterAll(() => backend?.close());
 
   test('createSession keeps it whole; findSession reads it from the other handle; an unknown digest is undefined', async () => {
     await store.createSession(session('s-whole'));

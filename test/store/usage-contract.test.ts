@@ -6,7 +6,7 @@
  * server secret kept wins.
  */
 import type { AccountStore, KeyUse } from '../../src/store/types';
-import { CONTRACT_BACKENDS, type ContractBackend } from './contract-backends';
+import { CONTRACT_BACKENDS, type ContractBackend, withBackend } from './contract-backends';
 import { notCalled } from './contract-methods';
 
 const use = (keyId: string, date: string, counts: Partial<KeyUse> = {}, accountId = 'acc_u'): KeyUse => ({
@@ -30,11 +30,10 @@ describe.each(CONTRACT_BACKENDS)('%s: usage, quota counters, server secrets', (_
   let backend: ContractBackend;
   let store: AccountStore;
   let other: AccountStore;
-  beforeAll(async () => {
-    backend = await open();
-    ({ store, other } = backend);
+  withBackend(open, (opened) => {
+    backend = opened;
+    ({ store, other } = opened);
   });
-  afterAll(() => backend?.close());
 
   test('usage: the days from `from` to `to`, both inclusive, of that account only, by date then key, each day and key summed', async () => {
     // Recorded out of order, and in two batches.
