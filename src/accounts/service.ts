@@ -120,6 +120,24 @@ export class Accounts {
     return { member, person, created: !existing };
   }
 
+  /**
+   * Changes a member's role in the account (`member.role_changed`, as addMember audits it). The
+   * member must be one already: this never adds anyone. An account keeps at least one owner.
+   */
+  async setMemberRole(accountId: string, emailInput: unknown, roleInput: unknown, by: Actor, client: string | undefined): Promise<MembershipRecord> {
+    await this.account(accountId);
+    const email = normalizeEmail(emailInput) ?? String(emailInput);
+    if (roleInput !== 'owner' && roleInput !== 'member') throw errors.invalidBody('role', "'role' must be 'owner' or 'member'.");
+    const role: Role = roleInput;
+    const previous = (await this.store.listMembers(accountId)).find((m) => m.email === email);
+    if (!previous) throw errors.memberNotFound(email);
+    if (previous.role === role) return previous;
+    if (previous.role === 'owner') await this.keepAnOwner(accountId, email);
+    const member = await this.store.putMember({ ...previous, role });
+    await this.auditor.record({ accountId, actor: actorName(by), action: 'member.role_changed', target: email, client, details: { from: previous.role, role } });
+    return member;
+  }
+
   /** Makes a person a platform admin, or no longer one; a change is audited (platform-wide: no account). */
   async setAdmin(emailInput: unknown, admin: boolean, by: Actor, client: string | undefined): Promise<PersonRecord> {
     const email = normalizeEmail(emailInput);

@@ -122,6 +122,12 @@ export function adminApi(accounts: Accounts, currency: () => string = () => 'USD
     res.status(201).json({ ...memberView(member), passwordSet: person.passwordHash !== null });
   });
 
+  // A member's role changed ({"role": "owner"|"member"}); an account keeps at least one owner.
+  api.patch('/accounts/:id/members/:email', async (req, res) => {
+    const body = onlyFields(objectBody(req.body), ['role']);
+    res.json(memberView(await accounts.setMemberRole(req.params.id, req.params.email, body.role, ADMIN, client(req))));
+  });
+
   // The member's keys in the account are revoked, unless ?transferKeysTo= names an owner who takes them.
   api.delete('/accounts/:id/members/:email', async (req, res) => {
     await accounts.removeMember(req.params.id, req.params.email, ADMIN, client(req), req.query.transferKeysTo);

@@ -1,8 +1,8 @@
 /**
  * The console API's routes about the current account's people and settings (api.ts adds them after
  * the key routes): its members listed, added (with a one-time link to set a password, by email when
- * the console sends invitations) and removed, and the owners' account settings (key policy, alert
- * webhook).
+ * the console sends invitations), given another role and removed, and the owners' account settings
+ * (key policy, alert webhook).
  */
 import type { Router } from 'express';
 import { objectBody, onlyFields } from '../auth/key-fields';
@@ -52,6 +52,14 @@ export function memberRoutes(api: Router, accounts: Accounts, invites: Invites |
     }
     const link = passwordPath(await accounts.passwordLink(person.email, accountId, actor, client(req)));
     res.status(201).json({ ...memberView(member), passwordLink: link });
+  });
+
+  // A member's role changed ({"role": "owner"|"member"}); an account keeps at least one owner.
+  api.patch('/members/:email', async (req, res) => {
+    const { accountId, signedIn } = may(res, 'members.manage');
+    const body = onlyFields(objectBody(req.body), ['role']);
+    const member = await accounts.setMemberRole(accountId, req.params.email, body.role, actorOf(signedIn), client(req));
+    res.json(memberView(member));
   });
 
   // The member's keys in the account are revoked, unless the owner takes them over (?transferKeysTo=

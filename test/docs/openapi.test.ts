@@ -156,6 +156,10 @@ test('every answer of the admin API and the console API fits the document, and e
   await admin('POST', `/accounts/${account}/members`, { email: 'not an email', role: 'member' }); // 400
   await admin('GET', `/accounts/${account}/members`);
   await admin('POST', `/accounts/${account}/members/second@example.com/password-link`);
+  await admin('PATCH', `/accounts/${account}/members/second@example.com`, { role: 'member' });
+  await admin('PATCH', `/accounts/${account}/members/owner@example.com`, { role: 'member' }); // 409: the last owner
+  await admin('PATCH', `/accounts/${account}/members/nobody@example.com`, { role: 'owner' }); // 404
+  await admin('PATCH', `/accounts/${account}/members/second@example.com`, { role: 'admin' }); // 400
   await admin('PATCH', '/people/second@example.com', { admin: false });
   await admin('PATCH', '/people/second@example.com', { passwordWithOidc: true });
   await admin('PATCH', '/people/second@example.com', { admin: false, passwordWithOidc: false, root: true }); // 400
@@ -196,6 +200,10 @@ test('every answer of the admin API and the console API fits the document, and e
   await consoleCall(undefined, 'POST', '/password/check', { token: 'spent-or-never-made' }); // 400
   await consoleCall(undefined, 'POST', '/password', { token: 'spent-or-never-made', password: 'the invitee password' }); // 400
   await consoleCall(cookie, 'GET', '/members');
+  await consoleCall(cookie, 'PATCH', '/members/invitee@example.com', { role: 'owner' });
+  await consoleCall(cookie, 'PATCH', '/members/invitee@example.com', { role: 'member' });
+  await consoleCall(cookie, 'PATCH', '/members/nobody@example.com', { role: 'member' }); // 404
+  await consoleCall(cookie, 'PATCH', '/members/invitee@example.com', { role: 'member', since: 'now' }); // 400
   await consoleCall(cookie, 'PATCH', '/account', { keyPolicy: { maxLifetimeDays: 365 } });
   await consoleCall(cookie, 'PATCH', '/account', { keyPolicy: { maxLifetimeDays: 0 } }); // 400
   await consoleCall(cookie, 'PATCH', '/account', { keyPolicy: null });
