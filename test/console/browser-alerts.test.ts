@@ -5,8 +5,8 @@
  * tabs, naming the key by its name; once the key is reported leaked, that comes first; no console
  * error, no sideways scrolling on the phone.
  */
-import { openConsoleWindow, type ConsoleWindow } from '../helpers/console-window';
-import { consoleFixture, expectNoSidewaysScroll, signIn } from '../helpers/console-fixture';
+import type { ConsoleWindow } from '../helpers/console-window';
+import { consoleFixture, expectNoSidewaysScroll, openSignedIn } from '../helpers/console-fixture';
 import { bearer, chatBody, request } from '../helpers/http';
 import { eventually } from '../helpers/time';
 
@@ -29,9 +29,8 @@ for (const [size, viewport] of [['desktop', { width: 1280, height: 800 }], ['pho
     await eventually(async () => ((await admin<{ data: Array<{ threshold: number; keyId: string | null }> }>('GET', `/accounts/${account}/alerts`)).data.length >= 2 ? true : undefined), 10_000);
     let win: ConsoleWindow | undefined;
     try {
-      win = await openConsoleWindow(f.browser, f.gw.url, viewport);
+      win = await openSignedIn(f, viewport, { email: owner, password: PASSWORD });
       const page = win.page;
-      await signIn(page, f.gw.url, owner, PASSWORD);
       await page.getByTestId('alerts-banner').waitFor();
       const lines = await page.getByTestId('alert-item').allTextContents();
       expect(lines).toContainEqual(expect.stringMatching(/^This account has used 50% of its daily token quota: [\d,]+ tokens of 1,000 tokens \(\d{4}-\d{2}-\d{2}, UTC\)\.$/));

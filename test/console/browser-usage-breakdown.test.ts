@@ -5,8 +5,8 @@
  * sideways. Another account's owner sees none of it, and the API refuses a query field it does not take.
  */
 import { endUserDigest } from '../../src/accounts/end-users';
-import { openConsoleWindow, type ConsoleWindow } from '../helpers/console-window';
-import { consoleFixture, expectNoSidewaysScroll, sessionCookie, signIn } from '../helpers/console-fixture';
+import type { ConsoleWindow } from '../helpers/console-window';
+import { consoleFixture, expectNoSidewaysScroll, openSignedIn, sessionCookie } from '../helpers/console-fixture';
 import { bearer, chatBody, request } from '../helpers/http';
 
 const PASSWORD = 'a usage breakdown owner password';
@@ -34,10 +34,8 @@ for (const [size, viewport] of [['desktop', { width: 1280, height: 800 }], ['pho
     const [alice, bob] = ['alice', 'bob'].map((id) => endUserDigest(account, id));
     let win: ConsoleWindow | undefined;
     try {
-      win = await openConsoleWindow(f.browser, f.gw.url, viewport);
+      win = await openSignedIn(f, viewport, { email: owner, password: PASSWORD, tab: 'usage' });
       const page = win.page;
-      await signIn(page, f.gw.url, owner, PASSWORD);
-      await page.getByTestId('tab-usage').click();
       // Usage is written every lastUsedFlushMs: refresh until both end users are there.
       const users = page.getByTestId('usage-end-user-row');
       for (let tries = 0; (await users.count()) < 2 && tries < 50; tries++) {

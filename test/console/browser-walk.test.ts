@@ -12,7 +12,7 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import type { Page } from 'playwright-core';
 import { openConsoleWindow, type ConsoleWindow } from '../helpers/console-window';
-import { consoleFixture, expectNoSidewaysScroll, signIn } from '../helpers/console-fixture';
+import { consoleFixture, expectNoSidewaysScroll, openSignedIn } from '../helpers/console-fixture';
 
 const PASSWORD = 'a walking owner password';
 const ARTIFACTS = path.join(__dirname, '..', '..', 'artifacts', 'console-walk');
@@ -63,10 +63,8 @@ for (const [size, viewport] of VIEWPORTS) {
     await f.gw.store.recordUse([use(0, 3, 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855'), use(5, 2, '')]);
     let win: ConsoleWindow | undefined;
     try {
-      win = await openConsoleWindow(f.browser, f.gw.url, viewport);
+      win = await openSignedIn(f, viewport, { email: owner, password: PASSWORD, tab: 'usage' });
       const page = win.page;
-      await signIn(page, f.gw.url, owner, PASSWORD);
-      await page.getByTestId('tab-usage').click();
       await page.locator('[data-testid="usage-row"]').first().waitFor();
       await page.locator('[data-testid="usage-end-user-row"]').first().waitFor();
 
@@ -117,9 +115,8 @@ for (const [size, viewport] of VIEWPORTS) {
     const { owner } = await ownerWithKey(`Walk edit ${size}`, `edited-${size}`);
     let win: ConsoleWindow | undefined;
     try {
-      win = await openConsoleWindow(f.browser, f.gw.url, viewport);
+      win = await openSignedIn(f, viewport, { email: owner, password: PASSWORD });
       const page = win.page;
-      await signIn(page, f.gw.url, owner, PASSWORD);
       const row = page.locator(`[data-testid="key-row"][data-key-name="edited-${size}"]`);
       await row.getByTestId('key-edit').click();
       await page.getByTestId('edit-dialog').waitFor();

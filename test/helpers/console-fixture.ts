@@ -2,9 +2,11 @@
 /**
  * The setup of the console's shorter Chromium tests in one call: a mock worker, a gateway with an
  * admin token (plus any settings given), headless Chromium; the admin API as a function; signing a
- * person in through the page; and the phone's rule that nothing scrolls sideways.
+ * person in through the page (in a window of its own, on a tab: openSignedIn); and the phone's rule
+ * that nothing scrolls sideways.
  */
 import { chromium, type Browser, type Page } from 'playwright-core';
+import { openConsoleWindow, type ConsoleWindow } from './console-window';
 import { startTestGateway, type TestGateway } from './gateway';
 import { request } from './http';
 import { startWorker, type WorkerProcess } from './processes';
@@ -51,6 +53,29 @@ export async function signIn(page: Page, origin: string, email: string, password
   await page.getByTestId('signin-email').fill(email);
   await page.getByTestId('signin-password').fill(password);
   await page.getByTestId('signin-submit').click();
+}
+
+/**
+ * A window of its own (console-window.ts: its problems kept) at this size, the person signed in
+ * through the page's form, and, when named, one of the console's tabs open ('keys', 'members',
+ * 'usage', 'audit'). The caller closes it: `await win?.context.close()`.
+ */
+export async function openSignedIn(
+  f: ConsoleFixture,
+  viewport: { width: number; height: number },
+  person: { email: string; password: string; tab?: 'keys' | 'members' | 'usage' | 'audit' },
+  mayFail?: (url: URL) => boolean,
+): Promise<ConsoleWindow> {
+  const win = await openConsoleWindow(f.browser, f.gw.url, viewport, mayFail);
+  try {
+    await signIn(win.page, f.gw.url, person.email, person.password);
+    await win.page.getByTestId('app-view').waitFor();
+    if (person.tab) await win.page.getByTestId(`tab-${person.tab}`).click();
+    return win;
+  } catch (error) {
+    await win.context.close();
+    throw error;
+  }
 }
 
 /** At a phone's width, the page must not scroll sideways. */
