@@ -45,7 +45,9 @@ for (const file of testFiles(root)) {
 const common = {
   testEnvironment: 'node',
   roots: ['<rootDir>/test'],
-  transform: { '^.+\\.ts$': ['@swc/jest', { jsc: { target: 'es2022' } }] },
+  // The console page's modules are browser ES modules (src/console/static/*.js, no build step): the
+  // unit tests of its pure helpers import them, so swc turns those (and only those) into CommonJS too.
+  transform: { '^.+\\.ts$': ['@swc/jest', { jsc: { target: 'es2022' } }], '^.+/src/console/static/[^/]+\\.js$': ['@swc/jest', { jsc: { target: 'es2022' } }] },
   // The source names a compiled file in a dynamic import() ('./postgres/store.js', as Node's ESM resolution
   // needs); here the .ts beside it is what runs.
   moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },

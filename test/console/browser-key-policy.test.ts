@@ -42,9 +42,9 @@ for (const [size, viewport] of [['desktop', { width: 1280, height: 800 }], ['pho
 
       await page.getByTestId('tab-keys').click();
       await page.getByTestId('new-key-button').click();
-      await page.getByTestId('create-name').fill(`bounded-${size}`);
+      await page.getByTestId('key-form-name').fill(`bounded-${size}`);
       const made = Date.now();
-      await page.getByTestId('create-key-submit').click();
+      await page.getByTestId('key-form-submit').click();
       await page.getByTestId('secret-panel').waitFor();
       await page.getByTestId('secret-done').click();
       const expires = await page.locator(`[data-testid="key-row"][data-key-name="bounded-${size}"]`).getByTestId('key-expires').getAttribute('title');

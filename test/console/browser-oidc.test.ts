@@ -180,10 +180,10 @@ describe.each(SIZES)('signing in to the console with the identity provider at $s
 
   test('2. the Keys tab: a key made, its secret shown once and copied, it works; listed without the clear key', async () => {
     await page.getByTestId('new-key-button').click();
-    const form = page.getByTestId('create-key-form');
+    const form = page.getByTestId('key-form');
     await form.getByLabel('Name').fill(keyName);
     await shot('04-create-key-form');
-    await page.getByTestId('create-key-submit').click();
+    await page.getByTestId('key-form-submit').click();
     const panel = page.getByTestId('secret-panel');
     await panel.waitFor();
     await expect(panel.textContent()).resolves.toContain('will not be shown again');

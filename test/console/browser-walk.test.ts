@@ -119,25 +119,26 @@ for (const [size, viewport] of VIEWPORTS) {
       const page = win.page;
       const row = page.locator(`[data-testid="key-row"][data-key-name="edited-${size}"]`);
       await row.getByTestId('key-edit').click();
-      await page.getByTestId('edit-dialog').waitFor();
-      for (const [id, value] of [['edit-models', 'mock/*, other/model-a, other/model-b'], ['edit-allowed-ips', '10.0.0.0/8, 192.168.1.1'], ['edit-expires', '2040-01-31'], ['edit-rpm', '60'], ['edit-tpm', '100000'], ['edit-concurrent', '4'], ['edit-per-day', '500000'], ['edit-per-month', '10000000'], ['edit-budget-day', '5'], ['edit-budget-month', '100']]) {
-        await page.getByTestId(id!).fill(value!);
+      await page.getByTestId('key-dialog').waitFor();
+      for (const [id, value] of [['models', 'mock/*, other/model-a, other/model-b'], ['allowed-ips', '10.0.0.0/8, 192.168.1.1'], ['expires', '2040-01-31'], ['rpm', '60'], ['tpm', '100000'], ['concurrent', '4'], ['per-day', '500000'], ['per-month', '10000000'], ['budget-day', '5'], ['budget-month', '100']]) {
+        await page.getByTestId(`key-form-${id}`).fill(value!);
       }
-      for (const endpoint of ['chat', 'embeddings']) await page.getByTestId(`edit-endpoint-${endpoint}`).check();
-      await page.getByTestId('edit-models').focus(); // at the top of the form, as one starts
+      for (const endpoint of ['chat', 'embeddings']) await page.getByTestId(`key-form-endpoint-${endpoint}`).check();
+      await page.getByTestId('key-form-models').focus(); // at the top of the form, as one starts
       const layout = await page.evaluate(() => {
-        const dialog = document.getElementById('edit-dialog')!;
-        const save = document.getElementById('edit-save')!.getBoundingClientRect();
+        const dialog = document.getElementById('key-dialog')!;
+        const save = document.getElementById('key-form-submit')!.getBoundingClientRect();
         const top = document.elementFromPoint(save.left + save.width / 2, save.top + save.height / 2);
-        return { fieldsHeight: dialog.scrollHeight, saveBottom: save.bottom, saveOnTop: top?.id === 'edit-save' || top?.closest('#edit-save') !== null, dialogBottom: dialog.getBoundingClientRect().bottom };
+        return { fieldsHeight: dialog.scrollHeight, saveBottom: save.bottom, saveOnTop: top?.id === 'key-form-submit' || top?.closest('#key-form-submit') !== null, dialogBottom: dialog.getBoundingClientRect().bottom };
       });
       if (size === 'desktop') expect(layout.fieldsHeight).toBeGreaterThan(viewport.height - 32); // the form is taller than the dialog may be
       expect(layout.saveBottom).toBeLessThanOrEqual(viewport.height);
       expect(layout.saveBottom).toBeLessThanOrEqual(layout.dialogBottom);
       expect(layout.saveOnTop).toBe(true); // seen, not under a field
       await shot(page, `${size}-edit-dialog`);
-      await page.getByTestId('edit-save').click();
-      await page.getByTestId('edit-dialog').waitFor({ state: 'hidden' });
+      await expect(page.getByTestId('key-form-submit').textContent()).resolves.toBe('Save');
+      await page.getByTestId('key-form-submit').click();
+      await page.getByTestId('key-dialog').waitFor({ state: 'hidden' });
       await expect(row.getByTestId('key-models').textContent()).resolves.toBe('mock/*, other/model-a, other/model-b');
       expect(win.problems).toEqual([]);
     } finally {

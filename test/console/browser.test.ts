@@ -151,7 +151,7 @@ describe.each(SIZES)('the console at $size size ($viewport.width×$viewport.heig
     return page.evaluate(() => navigator.clipboard.readText());
   };
   const signInForm = (target: Page = page) => target.getByTestId('signin-form');
-  const createForm = () => page.getByTestId('create-key-form');
+  const createForm = () => page.getByTestId('key-form');
   /** Reloads the keys (by going to another tab and back) until `check` holds. */
   const keysUntil = async (check: () => Promise<boolean>) => {
     const until = Date.now() + 5000;
@@ -222,7 +222,7 @@ describe.each(SIZES)('the console at $size size ($viewport.width×$viewport.heig
     await page.getByTestId('new-key-button').click();
     await createForm().getByLabel('Name').fill(keyName);
     await shot('04-create-key-form');
-    await page.getByTestId('create-key-submit').click();
+    await page.getByTestId('key-form-submit').click();
     key = await secretShown();
     expect(key).toMatch(/^cgk_[A-Za-z0-9]{49}$/);
     await expect(page.getByTestId('keys-table').textContent()).resolves.not.toContain(key);
@@ -247,16 +247,16 @@ describe.each(SIZES)('the console at $size size ($viewport.width×$viewport.heig
 
     // Editing: models, endpoints, client addresses and a limit.
     await listed.getByTestId('key-edit').click();
-    const dialog = page.getByTestId('edit-dialog');
+    const dialog = page.getByTestId('key-dialog');
     await dialog.waitFor();
     await dialog.getByLabel('Allowed models').fill('mock/*, other/model');
     await dialog.getByLabel('Requests / minute').fill('120');
-    await dialog.getByTestId('edit-endpoint-chat').check();
+    await dialog.getByTestId('key-form-endpoint-chat').check();
     await dialog.getByLabel('Allowed client addresses').fill('127.0.0.0/8, 2001:DB8::/32');
     const expiryYear = new Date().getUTCFullYear() + 1;
     await dialog.getByLabel('Expires on (UTC)').fill(`${expiryYear}-01-31`);
     await shot('06-edit-key');
-    await dialog.getByTestId('edit-save').click();
+    await dialog.getByTestId('key-form-submit').click();
     await dialog.waitFor({ state: 'hidden' });
     expect(await settledText(row(keyName).getByTestId('key-models'), 'mock/*, other/model')).toBe('mock/*, other/model');
     await page.waitForFunction((id) => document.querySelector(`[data-key-id="${id}"]`)?.textContent?.includes('120 req/min'), keyId);
@@ -272,7 +272,7 @@ describe.each(SIZES)('the console at $size size ($viewport.width×$viewport.heig
     await row(keyName).getByTestId('key-edit').click();
     await dialog.waitFor();
     await dialog.getByLabel('Budget / day').fill('2.5');
-    await dialog.getByTestId('edit-save').click();
+    await dialog.getByTestId('key-form-submit').click();
     await dialog.waitFor({ state: 'hidden' });
     await page.waitForFunction((id) => document.querySelector(`[data-key-id="${id}"]`)?.textContent?.includes('budget 2.50/day'), keyId);
     expect(await chat(key, keyId)).toBe(403);
@@ -280,7 +280,7 @@ describe.each(SIZES)('the console at $size size ($viewport.width×$viewport.heig
     await dialog.waitFor();
     await expect(dialog.getByLabel('Budget / day').inputValue()).resolves.toBe('2.5');
     await dialog.getByLabel('Budget / day').fill('');
-    await dialog.getByTestId('edit-save').click();
+    await dialog.getByTestId('key-form-submit').click();
     await dialog.waitFor({ state: 'hidden' });
     await page.waitForFunction((id) => !document.querySelector(`[data-key-id="${id}"]`)?.textContent?.includes('budget'), keyId);
     expect(await chat(key, keyId)).toBe(200);
@@ -327,7 +327,7 @@ describe.each(SIZES)('the console at $size size ($viewport.width×$viewport.heig
     await page.getByTestId('new-key-button').click();
     await createForm().getByLabel('Name').fill(usageKeyName);
     await createForm().getByLabel('Allowed models').fill('mock/*');
-    await page.getByTestId('create-key-submit').click();
+    await page.getByTestId('key-form-submit').click();
     usageKey = await secretShown();
     await page.getByTestId('secret-done').click();
     await row(usageKeyName).waitFor();

@@ -1,19 +1,22 @@
+// @ts-check
 /*
  * The console's Audit tab (owners and platform admins): who did what to which key or member, from
  * where, newest first.
  */
-import { $, formatDate, formatTime, el, cell } from './console-dom.js';
+import { $, el, cell } from './console-dom.js';
+import { formatDate, formatTime } from './console-format.js';
 import { state, api, busy } from './console-state.js';
 
 export async function loadAudit() {
   const body = $('audit-body');
-  const list = await busy($('audit-refresh'), () => api('GET', '/audit'));
+  /** @type {import('./console-types.js').List<import('./console-types.js').AuditEvent> | undefined} */
+  const list = await busy($('audit-refresh', HTMLButtonElement), () => api('GET', '/audit'));
   if (!list) return;
   const names = new Map(state.keys.map((key) => [key.id, key.name]));
   body.replaceChildren();
   for (const event of list.data) {
-    const name = names.get(event.target);
-    const target = el('span', { className: 'audit-target' }, el('span', { text: name || event.target || '' }), name ? el('span', { className: 'sub', text: event.target }) : null);
+    const name = event.target ? names.get(event.target) : undefined;
+    const target = el('span', { className: 'audit-target' }, el('span', { text: name || event.target || '' }), name ? el('span', { className: 'sub', text: event.target || '' }) : null);
     const details = el('span', { className: 'details', attrs: { 'data-testid': 'audit-details' } });
     for (const [name, value] of Object.entries(event.details || {})) {
       const text = Array.isArray(value) ? value.join(', ') : value !== null && typeof value === 'object' ? JSON.stringify(value) : String(value);

@@ -1,52 +1,45 @@
+// @ts-check
 /*
- * The console's DOM and formatting helpers, its bar chart and its own confirm dialog: plain browser
+ * The console's DOM helpers, its bar chart and its own confirm dialog: plain browser
  * JavaScript (an ES module, no build step). The rules every console module keeps: elements made with
  * createElement / createElementNS, text set with textContent (never innerHTML: names and emails come
  * from people), styles by class only (the page's Content-Security-Policy allows no inline style).
+ * What needs no DOM (formatting, the rules, the sums) is console-format.js's.
  */
+import { formatNumber, compactNumber, niceCeiling } from './console-format.js';
+
 const SVG_NS = 'http://www.w3.org/2000/svg';
 
-export const $ = (id) => {
+/**
+ * The page's element with this id, of the kind asked (`HTMLInputElement`...; else any element): a
+ * missing one, or one of another kind, is the page's own fault, thrown at once.
+ * @template {HTMLElement} [T=HTMLElement]
+ * @param {string} id
+ * @param {{ new (): T, prototype: T }} [kind]
+ * @returns {T}
+ */
+export function $(id, kind) {
   const element = document.getElementById(id);
   if (!element) throw new Error(`The page has no #${id}.`);
-  return element;
-};
-
-const numberFormat = new Intl.NumberFormat();
-export const formatNumber = (n) => numberFormat.format(n || 0);
-
-export function compactNumber(n) {
-  if (n >= 1e9) return `${trim(n / 1e9)}G`;
-  if (n >= 1e6) return `${trim(n / 1e6)}M`;
-  if (n >= 1e3) return `${trim(n / 1e3)}k`;
-  return String(n);
-}
-const trim = (x) => (x >= 10 ? Math.round(x) : Math.round(x * 10) / 10).toString();
-
-/** A date in the person's locale (in UTC with `utc`: expiry dates are picked as UTC days). */
-export function formatDate(iso, utc = false) {
-  if (!iso) return '';
-  const at = new Date(iso);
-  const options = { year: 'numeric', month: 'short', day: 'numeric' };
-  if (utc) options.timeZone = 'UTC';
-  return Number.isNaN(at.getTime()) ? iso : at.toLocaleDateString(undefined, options);
+  if (kind && !(element instanceof kind)) throw new Error(`The page's #${id} is no ${kind.name}.`);
+  return /** @type {T} */ (element);
 }
 
-export function formatDateTime(iso) {
-  if (!iso) return '';
-  const at = new Date(iso);
-  return Number.isNaN(at.getTime()) ? iso : at.toLocaleString(undefined, { year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
-}
+/**
+ * @typedef {object} ElementOptions
+ * @property {string} [className]
+ * @property {string} [text]
+ * @property {Record<string, string | number | boolean | null | undefined>} [attrs]
+ */
 
-export function formatTime(iso) {
-  const at = new Date(iso);
-  return Number.isNaN(at.getTime()) ? '' : at.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit' });
-}
-
-/** A UTC date as YYYY-MM-DD. */
-export const utcDay = (time) => new Date(time).toISOString().slice(0, 10);
-
-/** An element with classes, attributes and children (strings become text nodes). */
+/**
+ * An element with classes, attributes and children (strings become text nodes).
+ * @template {keyof HTMLElementTagNameMap} K
+ * @param {K} tag
+ * @param {ElementOptions} [options]
+ * @param {...(Node | string | null | undefined | false)} children
+ * @returns {HTMLElementTagNameMap[K]}
+ */
 export function el(tag, options = {}, ...children) {
   const element = document.createElement(tag);
   if (options.className) element.className = options.className;
@@ -61,13 +54,17 @@ export function el(tag, options = {}, ...children) {
   return element;
 }
 
+/** @param {string} tag @param {Record<string, string | number>} [attrs] @returns {SVGElement} */
 export function svg(tag, attrs = {}) {
   const element = document.createElementNS(SVG_NS, tag);
   for (const [name, value] of Object.entries(attrs)) element.setAttribute(name, String(value));
   return element;
 }
 
-/** A table cell that carries its column's name (shown in the stacked card layout on a phone). */
+/**
+ * A table cell that carries its column's name (shown in the stacked card layout on a phone).
+ * @param {string} label @param {Node | string | null | undefined} content @param {string} [className]
+ */
 export function cell(label, content, className) {
   const td = el('td', { className, attrs: { 'data-label': label } });
   if (typeof content === 'string') td.textContent = content;
@@ -75,14 +72,16 @@ export function cell(label, content, className) {
   return td;
 }
 
+/** @param {HTMLElement} element @param {Error | string | null | undefined} error */
 export function setError(element, error) {
   const message = error ? (typeof error === 'string' ? error : error.message) : '';
   element.textContent = message;
   element.hidden = !message;
 }
 
+/** @type {ReturnType<typeof setTimeout> | undefined} */
 let bannerTimer;
-/** A message at the top of the page: 'info', 'success' or 'error'. */
+/** A message at the top of the page: 'info', 'success' or 'error'. @param {string} message @param {'info' | 'success' | 'error'} [kind] */
 export function banner(message, kind = 'info') {
   const box = $('banner');
   clearTimeout(bannerTimer);
@@ -100,7 +99,7 @@ export function banner(message, kind = 'info') {
   if (kind === 'success') bannerTimer = setTimeout(() => banner(''), 8000);
 }
 
-/** Copies text with the asynchronous clipboard API; else selects it for the person to copy. */
+/** Copies text with the asynchronous clipboard API; else selects it for the person to copy. @param {string} text @param {Node} source @param {HTMLElement} stateElement */
 export async function copyText(text, source, stateElement) {
   try {
     await navigator.clipboard.writeText(text);
@@ -110,14 +109,24 @@ export async function copyText(text, source, stateElement) {
     const range = document.createRange();
     range.selectNodeContents(source);
     const selection = window.getSelection();
-    selection.removeAllRanges();
-    selection.addRange(range);
+    selection?.removeAllRanges();
+    selection?.addRange(range);
     stateElement.textContent = 'Copying was not allowed: the text is selected, press Ctrl+C (⌘C) to copy it.';
     stateElement.className = 'copy-state';
   }
 }
 
-/** A bar chart as SVG: one group a day (oldest left), the series stacked; sized to its box. */
+/**
+ * @typedef {object} Series
+ * @property {'requests' | 'promptTokens' | 'completionTokens'} field
+ * @property {string} className
+ * @property {string} label
+ */
+
+/**
+ * A bar chart as SVG: one group a day (oldest left), the series stacked; sized to its box.
+ * @param {HTMLElement} box @param {import('./console-types.js').UsageDay[]} days @param {Series[]} series @param {string} title
+ */
 export function barChart(box, days, series, title) {
   const width = Math.max(280, Math.floor(box.clientWidth || 600));
   const height = width < 500 ? 150 : 190;
@@ -129,7 +138,7 @@ export function barChart(box, days, series, title) {
   const sum = totals.reduce((a, b) => a + b, 0);
 
   const chart = svg('svg', { viewBox: `0 0 ${width} ${height}`, width, height, role: 'img', class: 'bar-chart', 'data-testid': 'chart-svg' });
-  const label = `${title}, ${days[0]} to ${days[days.length - 1]}: ${formatNumber(sum)} in total, at most ${formatNumber(Math.max(0, ...totals))} a day.`;
+  const label = `${title}, ${days[0]?.date} to ${days[days.length - 1]?.date}: ${formatNumber(sum)} in total, at most ${formatNumber(Math.max(0, ...totals))} a day.`;
   chart.setAttribute('aria-label', label);
   const titleElement = svg('title');
   titleElement.textContent = label;
@@ -149,7 +158,7 @@ export function barChart(box, days, series, title) {
   const labelEvery = Math.max(1, Math.ceil(44 / slot));
   days.forEach((day, i) => {
     const x = margin.left + i * slot;
-    const group = svg('g', { class: 'day', 'data-date': day.date, 'data-total': totals[i] });
+    const group = svg('g', { class: 'day', 'data-date': day.date, 'data-total': totals[i] ?? 0 });
     const tip = svg('title');
     tip.textContent = `${day.date}: ${series.map((s) => `${formatNumber(day[s.field])} ${s.label}`).join(', ')}`;
     group.append(tip);
@@ -175,36 +184,28 @@ export function barChart(box, days, series, title) {
   box.replaceChildren(chart);
 }
 
-/** 1, 2, 5 times a power of ten, at least `n` (and at least 1). */
-export function niceCeiling(n) {
-  if (n <= 1) return 1;
-  const power = 10 ** Math.floor(Math.log10(n));
-  for (const step of [1, 2, 5, 10]) if (step * power >= n) return step * power;
-  return 10 * power;
-}
-
-/** An amount of the price table's currency: two decimals, four below 1. */
-export function formatAmount(value) {
-  return value.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: value > 0 && value < 1 ? 4 : 2 });
-}
-
 // ---------------------------------------------------------------------------------------------
 // Asking first: a dialog of the page's own
 
+/** @type {((confirmed: boolean) => void) | null} */
 let confirmResolve = null;
 
 /**
  * Shows the confirm dialog; resolves true when the person confirms, false otherwise. `grace`: it also
  * asks how long a rotated key's current secret keeps working (read from #confirm-grace once confirmed).
  */
+/**
+ * @param {{ title: string, text: string, confirm: string, grace?: boolean }} what
+ * @returns {Promise<boolean>}
+ */
 export function confirmDialog({ title, text, confirm, grace = false }) {
-  const dialog = $('confirm-dialog');
+  const dialog = $('confirm-dialog', HTMLDialogElement);
   if (confirmResolve) confirmResolve(false);
   $('confirm-title').textContent = title;
   $('confirm-text').textContent = text;
   $('confirm-ok').textContent = confirm;
   $('confirm-grace-field').hidden = !grace;
-  $('confirm-grace').value = '0';
+  $('confirm-grace', HTMLSelectElement).value = '0';
   dialog.returnValue = '';
   return new Promise((resolve) => {
     confirmResolve = resolve;
@@ -217,6 +218,6 @@ export function wireConfirmDialog() {
   $('confirm-dialog').addEventListener('close', () => {
     const resolve = confirmResolve;
     confirmResolve = null;
-    if (resolve) resolve($('confirm-dialog').returnValue === 'confirm');
+    if (resolve) resolve($('confirm-dialog', HTMLDialogElement).returnValue === 'confirm');
   });
 }

@@ -1,12 +1,18 @@
+// @ts-check
 /*
  * The console's Members tab: who is in the account with which role, adding people (a password link
  * shown once, or sent by mail) and removing them (or leaving); and, for owners, the key lifetime policy
  * and the account's own alert webhook (a secret: once saved, only its host is shown).
  */
-import { $, formatDate, el, cell, setError, banner, copyText, confirmDialog } from './console-dom.js';
+import { $, el, cell, setError, banner, copyText, confirmDialog } from './console-dom.js';
+import { formatDate } from './console-format.js';
 import { state, page, api, busy, can } from './console-state.js';
 
+/** @typedef {import('./console-types.js').Member} Member */
+/** @typedef {import('./console-types.js').Session} Session */
+
 export async function loadMembers() {
+  /** @type {import('./console-types.js').List<Member> | undefined} */
   const list = await busy(null, () => api('GET', '/members'));
   if (!list) return;
   state.members = list.data;
@@ -39,6 +45,7 @@ function renderMembers() {
   }
 }
 
+/** @param {Member} member @param {HTMLButtonElement} button */
 async function onRemoveMember(member, button) {
   const me = state.session && member.email === state.session.email;
   const ok = await confirmDialog({
@@ -51,6 +58,7 @@ async function onRemoveMember(member, button) {
     await api('DELETE', `/members/${encodeURIComponent(member.email)}`);
     banner(`${member.email} is removed from the account.`, 'success');
     if (me) {
+      /** @type {Session} */
       const session = await api('GET', '/session');
       await page.enter(session);
       return;
@@ -59,20 +67,22 @@ async function onRemoveMember(member, button) {
   });
 }
 
+/** @param {SubmitEvent} event */
 async function onInvite(event) {
   event.preventDefault();
   const errorBox = $('invite-error');
   setError(errorBox, null);
   hideInvite();
-  const email = $('invite-email').value.trim();
-  const role = $('invite-role').value;
+  const email = $('invite-email', HTMLInputElement).value.trim();
+  const role = $('invite-role', HTMLSelectElement).value;
   if (!email) {
     setError(errorBox, 'Enter the person’s email.');
     return;
   }
-  await busy($('invite-submit'), async () => {
+  await busy($('invite-submit', HTMLButtonElement), async () => {
+    /** @type {Member & { passwordLink?: string, invited?: 'email' | 'failed' }} */
     const added = await api('POST', '/members', { email, role });
-    $('invite-form').reset();
+    $('invite-form', HTMLFormElement).reset();
     if (added.passwordLink) {
       $('invite-link-email').textContent = added.email;
       $('invite-link').textContent = new URL(added.passwordLink, location.origin).href;
@@ -97,25 +107,25 @@ export function hideInvite() {
   $('invite-panel').hidden = true;
 }
 
-/** The account's key policy (its owners'): the longest its keys may live, or none. */
+/** The account's key policy (its owners'): the longest its keys may live, or none. @param {SubmitEvent} event */
 async function onPolicy(event) {
   event.preventDefault();
   const errorBox = $('policy-error');
   setError(errorBox, null);
-  const text = $('policy-days').value.trim();
+  const text = $('policy-days', HTMLInputElement).value.trim();
   const days = Number(text);
   if (text !== '' && !(Number.isInteger(days) && days >= 1 && days <= 3650)) {
     setError(errorBox, 'Enter a whole number of days from 1 to 3650, or leave it empty for no limit.');
     return;
   }
-  await busy($('policy-submit'), async () => {
+  await busy($('policy-submit', HTMLButtonElement), async () => {
     const saved = await api('PATCH', '/account', { keyPolicy: text === '' ? null : { maxLifetimeDays: days } });
     if (state.session?.account) state.session.account.keyPolicy = saved.keyPolicy;
     banner(saved.keyPolicy ? `Keys of ${saved.name} now live at most ${saved.keyPolicy.maxLifetimeDays} days.` : `Keys of ${saved.name} may now live for ever.`, 'success');
   }, (error) => setError(errorBox, error));
 }
 
-/** Where the account's alerts go: its own webhook's host, or the platform's. */
+/** Where the account's alerts go: its own webhook's host, or the platform's. @param {string | null} host */
 export function showWebhook(host) {
   $('webhook-hint').textContent = host
     ? `Alerts of this account go to ${host}. The URL is a secret: only its host is shown. A new URL replaces it.`
@@ -123,14 +133,14 @@ export function showWebhook(host) {
   $('webhook-clear').hidden = !host;
 }
 
-/** Sets the account's own alert webhook, or (null) goes back to the platform's. */
+/** Sets the account's own alert webhook, or (null) goes back to the platform's. @param {string | null} url @param {HTMLButtonElement} button */
 async function saveWebhook(url, button) {
   const errorBox = $('webhook-error');
   setError(errorBox, null);
   await busy(button, async () => {
     const saved = await api('PATCH', '/account', { alertWebhookUrl: url });
     if (state.session?.account) state.session.account.alertWebhook = saved.alertWebhook;
-    $('webhook-url').value = '';
+    $('webhook-url', HTMLInputElement).value = '';
     showWebhook(saved.alertWebhook);
     banner(saved.alertWebhook ? `Alerts of ${saved.name} now go to ${saved.alertWebhook}.` : `Alerts of ${saved.name} now go to the platform's webhook.`, 'success');
   }, (error) => setError(errorBox, error));
@@ -141,11 +151,11 @@ export function wireMembers() {
   $('policy-form').addEventListener('submit', onPolicy);
   $('webhook-form').addEventListener('submit', (event) => {
     event.preventDefault();
-    const url = $('webhook-url').value.trim();
+    const url = $('webhook-url', HTMLInputElement).value.trim();
     if (!url.startsWith('https://')) return setError($('webhook-error'), 'Enter an https:// URL (it carries a secret: never plain http).');
-    return saveWebhook(url, $('webhook-submit'));
+    return saveWebhook(url, $('webhook-submit', HTMLButtonElement));
   });
-  $('webhook-clear').addEventListener('click', () => saveWebhook(null, $('webhook-clear')));
-  $('invite-copy').addEventListener('click', () => copyText($('invite-link').textContent, $('invite-link'), $('invite-copy-state')));
+  $('webhook-clear').addEventListener('click', () => saveWebhook(null, $('webhook-clear', HTMLButtonElement)));
+  $('invite-copy').addEventListener('click', () => copyText($('invite-link').textContent || '', $('invite-link'), $('invite-copy-state')));
   $('invite-done').addEventListener('click', hideInvite);
 }

@@ -1,3 +1,4 @@
+// @ts-check
 /*
  * Who is signed in: the sign-in form (and the identity provider's button), setting a password from a
  * one-time link, signing out (here or everywhere), switching accounts, and what the session shows.
@@ -6,9 +7,18 @@ import { $, el, setError, banner } from './console-dom.js';
 import { state, page, api, busy, can, ApiError } from './console-state.js';
 import { showWebhook } from './console-members.js';
 
+/** @typedef {import('./console-types.js').Session} Session */
+/** @param {string} id */
+const input = (id) => $(id, HTMLInputElement);
+/** @param {string} id */
+const button = (id) => $(id, HTMLButtonElement);
+/** @param {string} id */
+const form = (id) => $(id, HTMLFormElement);
+
 const SET_PASSWORD = '#set-password=';
 /** Where the identity provider's sign-in sends a browser it refused, with the error code. */
 const SIGN_IN_ERROR = '#sign-in-error=';
+/** @type {Record<string, string>} */
 const SIGN_IN_ERRORS = {
   oidc_sign_in_expired: 'That sign-in had expired or was already used. Sign in again.',
   oidc_sign_in_failed: 'The identity provider did not sign you in. Try again, or ask your administrator.',
@@ -20,25 +30,28 @@ const MIN_PASSWORD_LENGTH = 12;
 
 const VIEWS = ['loading', 'signin-view', 'set-password-view', 'no-account-view', 'app-view'];
 
+/** @param {string} id */
 export function showView(id) {
   for (const view of VIEWS) $(view).hidden = view !== id;
   $('session-bar').hidden = !state.session;
 }
 
+/** @param {string} [email] */
 export function showSignIn(email) {
   showView('signin-view');
-  $('signin-form').reset();
+  form('signin-form').reset();
   setError($('signin-error'), null);
-  if (email) $('signin-email').value = email;
+  if (email) input('signin-email').value = email;
   (email ? $('signin-password') : $('signin-email')).focus();
 }
 
 function showSetPassword() {
   showView('set-password-view');
-  $('set-password-form').reset();
+  form('set-password-form').reset();
   setError($('set-password-error'), null);
   $('new-password').focus();
-  checkLink(passwordToken());
+  const token = passwordToken();
+  if (token) checkLink(token);
 }
 
 /**
@@ -46,6 +59,7 @@ function showSetPassword() {
  * twice. The server only looks (the link stays usable); any other trouble is left for the form to
  * report, as setting the password would meet it too.
  */
+/** @param {string} token */
 async function checkLink(token) {
   try {
     await api('POST', '/password/check', { token });
@@ -60,11 +74,12 @@ function clearHash() {
   history.replaceState(null, '', location.pathname + location.search);
 }
 
+/** @param {Session} session */
 export function applySession(session) {
   state.session = session;
   $('who').textContent = session.email;
   const account = session.account;
-  const switcher = $('account-switcher');
+  const switcher = $('account-switcher', HTMLSelectElement);
   switcher.replaceChildren();
   for (const option of session.accounts || []) {
     const role = option.role || (session.admin ? 'admin' : '');
@@ -88,7 +103,7 @@ export function applySession(session) {
   $('new-key-button').hidden = !allowed.createKeys;
   $('invite-form').hidden = !allowed.manageMembers;
   $('policy-form').hidden = !allowed.setPolicy;
-  $('policy-days').value = account.keyPolicy ? String(account.keyPolicy.maxLifetimeDays) : '';
+  input('policy-days').value = account.keyPolicy ? String(account.keyPolicy.maxLifetimeDays) : '';
   $('webhook-form').hidden = !allowed.setPolicy;
   showWebhook(account.alertWebhook);
   $('members-role-note').hidden = allowed.manageMembers;
@@ -99,35 +114,38 @@ export function applySession(session) {
   showView('app-view');
 }
 
+/** @param {SubmitEvent} event */
 async function onSignIn(event) {
   event.preventDefault();
   const errorBox = $('signin-error');
   setError(errorBox, null);
   banner('');
-  const email = $('signin-email').value.trim();
-  const password = $('signin-password').value;
+  const email = input('signin-email').value.trim();
+  const password = input('signin-password').value;
   if (!email || !password) {
     setError(errorBox, 'Enter your email and your password.');
     return;
   }
-  await busy($('signin-submit'), async () => {
+  await busy(button('signin-submit'), async () => {
+    /** @type {Session} */
     const session = await api('POST', '/session', { email, password });
-    $('signin-form').reset();
+    form('signin-form').reset();
     state.tab = 'keys';
     await page.enter(session);
   }, (error) => {
-    $('signin-password').value = '';
+    input('signin-password').value = '';
     setError(errorBox, error);
     $('signin-password').focus();
   });
 }
 
+/** @param {SubmitEvent} event */
 async function onSetPassword(event) {
   event.preventDefault();
   const errorBox = $('set-password-error');
   setError(errorBox, null);
   const token = passwordToken();
-  const password = $('new-password').value;
+  const password = input('new-password').value;
   if (!token) {
     setError(errorBox, 'This page was not opened from a password link. Ask for a new link.');
     return;
@@ -136,11 +154,11 @@ async function onSetPassword(event) {
     setError(errorBox, `The password must be at least ${MIN_PASSWORD_LENGTH} characters.`);
     return;
   }
-  if (password !== $('new-password-again').value) {
+  if (password !== input('new-password-again').value) {
     setError(errorBox, 'The two passwords are not the same.');
     return;
   }
-  await busy($('set-password-submit'), async () => {
+  await busy(button('set-password-submit'), async () => {
     const result = await api('POST', '/password', { token, password });
     clearHash();
     page.forget();
@@ -150,7 +168,7 @@ async function onSetPassword(event) {
 }
 
 async function onSignOut() {
-  await busy($('sign-out'), async () => {
+  await busy(button('sign-out'), async () => {
     try {
       await api('DELETE', '/session');
     } catch (error) {
@@ -163,7 +181,7 @@ async function onSignOut() {
 
 /** Ends every session of the person (other devices too), then this page's. */
 async function onSignOutEverywhere() {
-  await busy($('sign-out-everywhere'), async () => {
+  await busy(button('sign-out-everywhere'), async () => {
     try {
       await api('DELETE', '/sessions');
     } catch (error) {
@@ -175,14 +193,17 @@ async function onSignOutEverywhere() {
 }
 
 async function onSwitchAccount() {
-  const account = $('account-switcher').value;
-  if (!state.session?.account || account === state.session.account.id) return;
-  await busy($('account-switcher'), async () => {
+  const switcher = $('account-switcher', HTMLSelectElement);
+  const account = switcher.value;
+  const current = state.session?.account;
+  if (!current || account === current.id) return;
+  await busy(switcher, async () => {
+    /** @type {Session} */
     const session = await api('PUT', '/session/account', { account });
     banner('');
     await page.enter(session);
   }, (error) => {
-    $('account-switcher').value = state.session.account.id;
+    switcher.value = current.id;
     banner(error.message, 'error');
   });
 }
@@ -212,13 +233,14 @@ export async function startSession() {
     return;
   }
   try {
+    /** @type {Session} */
     const session = await api('GET', '/session');
     await page.enter(session);
   } catch (error) {
     if (error instanceof ApiError && error.status === 401) showSignIn();
     else {
       showSignIn();
-      banner(error.message, 'error');
+      banner(error instanceof Error ? error.message : String(error), 'error');
     }
   }
 }

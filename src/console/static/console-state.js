@@ -1,9 +1,18 @@
+// @ts-check
 /*
  * What the console page knows and how it talks to the API: its state, the JSON calls (a same-origin
  * fetch() that carries the page's Origin header on changes; the session is an HttpOnly cookie this
  * page never sees), and the rules it reads from the session to show or hide what the API would refuse.
  */
 import { banner } from './console-dom.js';
+import { mayManageKey } from './console-format.js';
+
+/** @typedef {import('./console-types.js').Session} Session */
+/** @typedef {import('./console-types.js').Key} Key */
+/** @typedef {import('./console-types.js').Member} Member */
+/** @typedef {import('./console-types.js').UsageRow} UsageRow */
+/** @typedef {import('./console-types.js').BudgetSpend} BudgetSpend */
+/** @typedef {import('./console-types.js').Permissions} Permissions */
 
 export const API = '/console/api';
 
@@ -11,13 +20,26 @@ export const API = '/console/api';
  * The page's own moves that its parts call back into, set once by console.js (the parts never import
  * it): entering the console with a session, and going back to signing in.
  */
+/** @type {{ enter: (session: Session) => Promise<void>, forget: () => void, signedOut: (message?: string) => void }} */
 export const page = {
   enter: async (_session) => {},
   forget: () => {},
   signedOut: (_message) => {},
 };
 
-/** What the page knows; everything is cleared on signing out. */
+/**
+ * @typedef {object} UsageShown
+ * @property {string[]} days
+ * @property {string} keyId
+ * @property {UsageRow[]} data
+ * @property {string | undefined} currency
+ * @property {BudgetSpend | null | undefined} budget
+ */
+
+/**
+ * What the page knows; everything is cleared on signing out.
+ * @type {{ session: Session | null, keys: Key[], members: Member[], usage: UsageShown | null, tab: string, editing: Key | null }}
+ */
 export const state = {
   session: null,
   keys: [],
@@ -31,6 +53,7 @@ export const state = {
 // Talking to the API
 
 export class ApiError extends Error {
+  /** @param {number} status @param {{ message?: string, code?: string, param?: string } | null | undefined} error */
   constructor(status, error) {
     super((error?.message) || `The server answered ${status}.`);
     this.status = status;
@@ -39,11 +62,19 @@ export class ApiError extends Error {
   }
 }
 
-/** A JSON call to the console API; errors are thrown as ApiError with the API's own message. */
+/**
+ * A JSON call to the console API; errors are thrown as ApiError with the API's own message. The
+ * answer's type is the caller's to name (console-types.js): the API is this page's own.
+ * @param {string} method @param {string} path @param {unknown} [body]
+ * @returns {Promise<any>}
+ */
 export async function api(method, path, body) {
-  const init = { method, credentials: 'same-origin', cache: 'no-store', headers: { accept: 'application/json' } };
+  /** @type {Record<string, string>} */
+  const headers = { accept: 'application/json' };
+  /** @type {RequestInit} */
+  const init = { method, credentials: 'same-origin', cache: 'no-store', headers };
   if (body !== undefined) {
-    init.headers['content-type'] = 'application/json';
+    headers['content-type'] = 'application/json';
     init.body = JSON.stringify(body);
   }
   let response;
@@ -68,21 +99,28 @@ export async function api(method, path, body) {
   return data;
 }
 
-/** Runs `work` with `button` disabled (a click is not sent twice); errors go to `onError`. */
+/**
+ * Runs `work` with `button` disabled (a click is not sent twice); errors go to `onError`.
+ * @template T
+ * @param {HTMLButtonElement | HTMLSelectElement | null} button @param {() => Promise<T>} work @param {(error: Error) => void} [onError]
+ * @returns {Promise<T | undefined>}
+ */
 export async function busy(button, work, onError) {
   if (button) button.disabled = true;
   try {
     return await work();
   } catch (error) {
     if (error instanceof ApiError && error.code === 'not_signed_in') return undefined;
-    if (onError) onError(error);
-    else banner(error.message, 'error');
+    const failure = error instanceof Error ? error : new Error(String(error));
+    if (onError) onError(failure);
+    else banner(failure.message, 'error');
     return undefined;
   } finally {
     if (button) button.disabled = false;
   }
 }
 
+/** @type {Permissions} */
 const NOTHING = { createKeys: false, manageKeys: 'none', manageMembers: false, setPolicy: false, readAudit: false };
 
 /** What the signed-in person may do in the current account: the session's answer says (the API decides; the page only reflects it). */
@@ -91,12 +129,7 @@ export function can() {
   const permissions = session?.account?.permissions ?? NOTHING;
   return {
     ...permissions,
-    manageKey: (key) => permissions.manageKeys === 'all' || (permissions.manageKeys === 'own' && key.createdBy === session.email),
+    /** @param {Key} key */
+    manageKey: (key) => mayManageKey(permissions, key, session?.email),
   };
-}
-
-export function keyStatus(key) {
-  if (key.revokedAt) return 'revoked';
-  if (key.expiresAt && Date.parse(key.expiresAt) <= Date.now()) return 'expired';
-  return 'active';
 }

@@ -1,27 +1,22 @@
+// @ts-check
 /*
  * The console's Usage tab: the last 30 UTC days of the account (or of one key), as totals, spend
  * against the budget, two bar charts, a table per day (a run of idle days in one row) and one per
  * key, each scrolling sideways in its own box when too wide, and a CSV download; the
  * breakdowns by model and end user are console-breakdown.js's.
  */
-import { $, formatNumber, formatAmount, utcDay, el, barChart } from './console-dom.js';
-import { API, state, api, busy, keyStatus } from './console-state.js';
+import { $, el, barChart } from './console-dom.js';
+import { formatNumber, formatAmount, keyStatus, lastDays, sumUsage, foldIdleDays, budgetText, workloadName } from './console-format.js';
+import { API, state, api, busy } from './console-state.js';
 import { loadAlerts } from './console-alerts.js';
 import { loadBreakdowns, wireBreakdowns } from './console-breakdown.js';
 
-const USAGE_DAYS = 30;
-const DAY_MS = 86_400_000;
+/** @typedef {import('./console-types.js').UsageDay} UsageDay */
 
-/** The last USAGE_DAYS days, today (UTC) included, oldest first. */
-function usageDays() {
-  const today = Date.parse(`${utcDay(Date.now())}T00:00:00Z`);
-  const days = [];
-  for (let i = USAGE_DAYS - 1; i >= 0; i--) days.push(utcDay(today - i * DAY_MS));
-  return days;
-}
+const USAGE_DAYS = 30;
 
 export function renderUsageKeyOptions() {
-  const select = $('usage-key');
+  const select = $('usage-key', HTMLSelectElement);
   const chosen = select.value;
   select.replaceChildren(el('option', { text: 'All keys', attrs: { value: '' } }));
   for (const key of state.keys) {
@@ -32,15 +27,16 @@ export function renderUsageKeyOptions() {
 }
 
 export async function loadUsage() {
-  const days = usageDays();
-  const from = days[0];
-  const to = days[days.length - 1];
-  const keyId = $('usage-key').value;
+  const days = lastDays(USAGE_DAYS);
+  const from = /** @type {string} */ (days[0]);
+  const to = /** @type {string} */ (days[days.length - 1]);
+  const keyId = $('usage-key', HTMLSelectElement).value;
   const query = new URLSearchParams({ from, to });
   if (keyId) query.set('keyId', keyId);
-  $('usage-csv').href = `${API}/usage.csv?${new URLSearchParams({ from, to })}`;
+  $('usage-csv', HTMLAnchorElement).href = `${API}/usage.csv?${new URLSearchParams({ from, to })}`;
   $('usage-range').textContent = `${from} to ${to} (UTC)`;
-  const usage = await busy($('usage-refresh'), () => api('GET', `/usage?${query}`));
+  /** @type {{ data: import('./console-types.js').UsageRow[], currency?: string, budget?: import('./console-types.js').BudgetSpend | null } | undefined} */
+  const usage = await busy($('usage-refresh', HTMLButtonElement), () => api('GET', `/usage?${query}`));
   if (!usage) return;
   state.usage = { days, keyId, data: usage.data, currency: usage.currency, budget: usage.budget };
   renderUsage();
@@ -48,39 +44,13 @@ export async function loadUsage() {
   await busy(null, () => loadBreakdowns(keyId));
 }
 
-/** Spend against the budget (the chosen key's, else the account's), this UTC day and month. */
-function budgetText(budget, currency) {
-  if (!budget || (budget.perDay === null && budget.perMonth === null)) return 'none';
-  const parts = [];
-  if (budget.perDay !== null) parts.push(`today ${formatAmount(budget.spentToday)} of ${formatAmount(budget.perDay)}`);
-  if (budget.perMonth !== null) parts.push(`month ${formatAmount(budget.spentThisMonth)} of ${formatAmount(budget.perMonth)}`);
-  return `${parts.join(' · ')} ${currency || ''}`.trim();
-}
-
 function renderUsage() {
   const usage = state.usage;
   if (!usage) return;
-  const byDay = new Map(usage.days.map((date) => [date, { date, requests: 0, promptTokens: 0, completionTokens: 0 }]));
-  const byKey = new Map();
-  for (const row of usage.data) {
-    const day = byDay.get(row.date);
-    if (day) {
-      day.requests += row.requests;
-      day.promptTokens += row.promptTokens;
-      day.completionTokens += row.completionTokens;
-    }
-    const key = byKey.get(row.keyId) || { keyId: row.keyId, requests: 0, promptTokens: 0, completionTokens: 0 };
-    key.requests += row.requests;
-    key.promptTokens += row.promptTokens;
-    key.completionTokens += row.completionTokens;
-    byKey.set(row.keyId, key);
-  }
-  const days = [...byDay.values()];
-  const total = days.reduce((sum, d) => ({ requests: sum.requests + d.requests, promptTokens: sum.promptTokens + d.promptTokens, completionTokens: sum.completionTokens + d.completionTokens }), { requests: 0, promptTokens: 0, completionTokens: 0 });
+  const { perDay: days, perKey: keys, total, refused, cost } = sumUsage(usage.days, usage.data);
 
   $('stat-requests').textContent = formatNumber(total.requests);
-  $('stat-refused').textContent = formatNumber(usage.data.reduce((sum, row) => sum + (row.refused || 0), 0));
-  const cost = usage.data.reduce((sum, row) => sum + (row.cost || 0), 0);
+  $('stat-refused').textContent = formatNumber(refused);
   $('stat-cost').textContent = `${formatAmount(cost)} ${usage.currency || ''}`.trim();
   $('stat-budget').textContent = budgetText(usage.budget, usage.currency);
   $('stat-prompt').textContent = formatNumber(total.promptTokens);
@@ -95,21 +65,19 @@ function renderUsage() {
 
   renderDays($('usage-body'), days);
   const foot = $('usage-total').querySelectorAll('td');
-  foot[0].textContent = formatNumber(total.requests);
-  foot[1].textContent = formatNumber(total.promptTokens);
-  foot[2].textContent = formatNumber(total.completionTokens);
-  foot[3].textContent = formatNumber(total.promptTokens + total.completionTokens);
+  [total.requests, total.promptTokens, total.completionTokens, total.promptTokens + total.completionTokens].forEach((n, i) => {
+    const td = foot[i];
+    if (td) td.textContent = formatNumber(n);
+  });
 
   // Per key over the period.
   const names = new Map(state.keys.map((key) => [key.id, key.name]));
   const keyBody = $('usage-by-key-body');
   keyBody.replaceChildren();
-  const keys = [...byKey.values()].sort((a, b) => b.promptTokens + b.completionTokens - (a.promptTokens + a.completionTokens));
   if (keys.length === 0) keyBody.append(el('tr', {}, el('td', { className: 'muted', text: 'No usage in this period.', attrs: { colspan: 5 } })));
   for (const key of keys) {
     // A workload identity (workload:<tag>:<subject>) is no key of the list: it is named by its subject.
-    const workload = /^workload:[0-9a-f]{8}:/.test(key.keyId) ? `${key.keyId.slice(18)} (workload)` : undefined;
-    const name = names.get(key.keyId) || workload;
+    const name = names.get(key.keyId) || workloadName(key.keyId);
     keyBody.append(el('tr', { attrs: { 'data-testid': 'usage-key-row', 'data-key-id': key.keyId } },
       el('th', { attrs: { scope: 'row' } }, el('span', { text: name || key.keyId }), name ? el('span', { className: 'sub', text: key.keyId }) : null),
       el('td', { className: 'num', text: formatNumber(key.requests) }),
@@ -120,28 +88,23 @@ function renderUsage() {
   }
 }
 
-const idle = (day) => day.requests === 0 && day.promptTokens === 0 && day.completionTokens === 0;
-
 /**
- * Per day, newest first. A run of days without use is one row ("from – to: no use"), not a screen of
- * zeros; the totals are the days' own sums, so nothing is lost by leaving them out.
+ * Per day, newest first; a run of days without use is one row ("from – to: no use"), not a screen
+ * of zeros (console-format.js's foldIdleDays).
+ * @param {HTMLElement} body @param {UsageDay[]} days
  */
 function renderDays(body, days) {
   body.replaceChildren();
-  const newestFirst = days.slice().reverse();
-  for (let i = 0; i < newestFirst.length; i++) {
-    const day = newestFirst[i];
-    if (idle(day)) {
-      let last = i;
-      while (last + 1 < newestFirst.length && idle(newestFirst[last + 1])) last++;
-      const from = newestFirst[last].date;
-      body.append(el('tr', { className: 'zero', attrs: { 'data-testid': 'usage-idle-row', 'data-from': from, 'data-to': day.date } },
-        el('th', { text: from === day.date ? from : `${from} – ${day.date}`, attrs: { scope: 'row' } }),
+  for (const row of foldIdleDays(days)) {
+    if ('idle' in row) {
+      const { from, to } = row.idle;
+      body.append(el('tr', { className: 'zero', attrs: { 'data-testid': 'usage-idle-row', 'data-from': from, 'data-to': to } },
+        el('th', { text: from === to ? from : `${from} – ${to}`, attrs: { scope: 'row' } }),
         el('td', { text: 'no use', attrs: { colspan: 4 } }),
       ));
-      i = last;
       continue;
     }
+    const day = row.day;
     body.append(el('tr', { attrs: { 'data-testid': 'usage-row', 'data-date': day.date } },
       el('th', { text: day.date, attrs: { scope: 'row' } }),
       el('td', { className: 'num', text: formatNumber(day.requests) }),
@@ -156,7 +119,9 @@ function renderDays(body, days) {
  * A table wider than its box scrolls inside it (never the page); its box is marked on the side where
  * more of it is hidden, and the stylesheet fades that edge, so a phone shows there is more to see.
  */
+/** @param {Element | null} wrap */
 function markScrollEdges(wrap) {
+  if (!wrap) return;
   const hidden = wrap.scrollWidth - wrap.clientWidth;
   wrap.classList.toggle('more-left', hidden > 1 && wrap.scrollLeft > 1);
   wrap.classList.toggle('more-right', hidden > 1 && wrap.scrollLeft < hidden - 1);

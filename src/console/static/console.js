@@ -1,3 +1,4 @@
+// @ts-check
 /*
  * The account console: plain browser JavaScript in ES modules, no build step, no framework. This one
  * puts the page together: its parts (console-session.js, -keys, -members, -usage, -audit) on the
@@ -10,10 +11,13 @@ import { $, el, setError, banner, wireConfirmDialog } from './console-dom.js';
 import { state, page } from './console-state.js';
 import { showSignIn, applySession, startSession, wireSession } from './console-session.js';
 import { loadKeys, hideSecret, wireKeys } from './console-keys.js';
+import { forgetKeyForm } from './console-key-form.js';
 import { loadMembers, hideInvite, wireMembers } from './console-members.js';
 import { loadUsage, wireUsage } from './console-usage.js';
 import { loadAudit, wireAudit } from './console-audit.js';
 import { hideAlerts } from './console-alerts.js';
+
+/** @typedef {import('./console-types.js').Session} Session */
 
 /** Everything shown of the signed-in person's account is removed. */
 function forget() {
@@ -24,25 +28,28 @@ function forget() {
   hideSecret();
   hideInvite();
   hideAlerts();
-  for (const id of ['keys-body', 'members-body', 'usage-body', 'usage-by-key-body', 'audit-body', 'tokens-chart', 'requests-chart', 'account-switcher', 'account-name', 'who', 'secret-title', 'confirm-title', 'confirm-text', 'edit-title']) {
+  for (const id of ['keys-body', 'members-body', 'usage-body', 'usage-by-key-body', 'audit-body', 'tokens-chart', 'requests-chart', 'account-switcher', 'account-name', 'who', 'secret-title', 'confirm-title', 'confirm-text']) {
     $(id).replaceChildren();
   }
   for (const id of ['stat-requests', 'stat-refused', 'stat-cost', 'stat-prompt', 'stat-completion', 'stat-total']) $(id).textContent = '0';
   $('stat-budget').textContent = 'none';
   for (const td of $('usage-total').querySelectorAll('td')) td.textContent = '';
   $('usage-key').replaceChildren(el('option', { text: 'All keys', attrs: { value: '' } }));
-  for (const form of ['create-key-form', 'edit-key-form', 'invite-form']) $(form).reset();
-  for (const error of ['create-key-error', 'edit-error', 'invite-error']) setError($(error), null);
-  $('create-key-form').hidden = true;
-  for (const dialog of [$('edit-dialog'), $('confirm-dialog')]) if (dialog.open) dialog.close();
+  forgetKeyForm();
+  $('invite-form', HTMLFormElement).reset();
+  setError($('invite-error'), null);
+  const confirm = $('confirm-dialog', HTMLDialogElement);
+  if (confirm.open) confirm.close();
 }
 
+/** @param {string} [message] */
 function signedOut(message) {
   forget();
   showSignIn();
   if (message) banner(message, 'info');
 }
 
+/** @param {Session} session */
 async function enterConsole(session) {
   forget();
   applySession(session);
@@ -57,6 +64,7 @@ async function enterConsole(session) {
 
 const TABS = ['keys', 'members', 'usage', 'audit'];
 
+/** @param {string} name @param {boolean} focus */
 function selectTab(name, focus) {
   if (state.tab !== name) banner('');
   state.tab = name;
@@ -78,6 +86,7 @@ function visibleTabs() {
   return TABS.filter((tab) => !$(`tab-${tab}`).hidden);
 }
 
+/** @param {KeyboardEvent} event */
 function onTabKey(event) {
   const tabs = visibleTabs();
   const at = tabs.indexOf(state.tab);
@@ -94,11 +103,11 @@ function onTabKey(event) {
 
 function wire() {
   // A form's error goes once the person changes what they typed.
-  for (const [form, error] of [['signin-form', 'signin-error'], ['set-password-form', 'set-password-error'], ['create-key-form', 'create-key-error'], ['edit-key-form', 'edit-error'], ['invite-form', 'invite-error']]) {
+  for (const [form, error] of /** @type {const} */ ([['signin-form', 'signin-error'], ['set-password-form', 'set-password-error'], ['invite-form', 'invite-error']])) {
     $(form).addEventListener('input', () => setError($(error), null));
   }
   for (const tab of TABS) $(`tab-${tab}`).addEventListener('click', () => selectTab(tab, false));
-  document.querySelector('.tabs').addEventListener('keydown', onTabKey);
+  document.querySelector('.tabs')?.addEventListener('keydown', (event) => onTabKey(/** @type {KeyboardEvent} */ (event)));
   wireSession();
   wireKeys();
   wireConfirmDialog();
