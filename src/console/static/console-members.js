@@ -1,11 +1,11 @@
 // @ts-check
 /*
  * The console's Members tab: who is in the account with which role, adding people (a password link
- * shown once, or sent by mail) and removing them (or leaving); and, for owners, the key lifetime policy
+ * shown once, or sent by mail), changing their role, and removing them (or leaving); and, for owners, the key lifetime policy
  * and the account's own alert webhook (a secret: once saved, only its host is shown).
  */
 import { $, el, cell, setError, banner, copyText, confirmDialog } from './console-dom.js';
-import { formatDate } from './console-format.js';
+import { formatDate, ROLES } from './console-format.js';
 import { state, page, api, busy, can } from './console-state.js';
 
 /** @typedef {import('./console-types.js').Member} Member */
@@ -36,13 +36,38 @@ function renderMembers() {
     }
     row.append(
       cell('Email', emailCell, 'cell-title'),
-      cell('Role', el('span', { className: `role-badge role-${member.role}`, text: member.role })),
+      cell('Role', allowed.manageMembers ? roleSelect(member) : el('span', { className: `role-badge role-${member.role}`, text: member.role })),
       cell('Added', el('span', { text: formatDate(member.addedAt), attrs: { title: member.addedAt } })),
       cell('Added by', member.addedBy || ''),
       cell('Actions', actions, 'cell-actions'),
     );
     body.append(row);
   }
+}
+
+/** An owner's control of a member's role: changed as soon as another is picked. @param {Member} member */
+function roleSelect(member) {
+  const select = el('select', { className: 'role-select', attrs: { 'data-testid': 'member-role', 'aria-label': `Role of ${member.email}` } },
+    ...ROLES.map((role) => el('option', { text: role, attrs: { value: role, selected: role === member.role } })));
+  select.value = member.role;
+  select.addEventListener('change', () => onRoleChange(member, select));
+  return select;
+}
+
+/** @param {Member} member @param {HTMLSelectElement} select */
+async function onRoleChange(member, select) {
+  const role = select.value;
+  const me = state.session && member.email === state.session.email;
+  const done = await busy(select, async () => {
+    /** @type {Member} */
+    const changed = await api('PATCH', `/members/${encodeURIComponent(member.email)}`, { role });
+    banner(`${changed.email} is now ${changed.role === 'owner' ? 'an owner' : 'a member'} of the account.`, 'success');
+    // One's own role decides what the page shows: the session says it again.
+    if (me) await page.enter(/** @type {Session} */ (await api('GET', '/session')));
+    else await loadMembers();
+    return true;
+  });
+  if (!done) select.value = member.role; // refused (the last owner, a role taken away meanwhile): as it was
 }
 
 /** @param {Member} member @param {HTMLButtonElement} button */
