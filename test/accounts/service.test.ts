@@ -43,3 +43,28 @@ test('a look-alike address (a Kelvin sign for the k, full-width letters) cannot 
   }
   expect((await accounts.store.listMembers(account.id)).map((m) => m.email)).toEqual(['kim@x.test']);
 });
+
+test("a member's role changed: audited once, added when and by whom it was; never adds anyone; the last owner kept", async () => {
+  const account = await accounts.createAccount('roles-service', ADMIN, undefined);
+  const boss = (await accounts.addMember(account.id, { email: 'boss@example.com', role: 'owner' }, ADMIN, undefined)).member;
+  const dev = (await accounts.addMember(account.id, { email: 'dev@example.com', role: 'member' }, { kind: 'person', email: 'boss@example.com', admin: false }, undefined)).member;
+  audited.length = 0;
+  await expect(accounts.setMemberRole(account.id, ' Dev@Example.com ', 'owner', ADMIN, '10.0.0.8')).resolves.toEqual({ ...dev, role: 'owner' });
+  await expect(accounts.setMemberRole(account.id, 'dev@example.com', 'owner', ADMIN, '10.0.0.8')).resolves.toMatchObject({ role: 'owner' });
+  expect(audited.map(({ accountId, actor, action, target, client, details }) => ({ accountId, actor, action, target, client, details }))).toEqual([
+    { accountId: account.id, actor: 'admin-token', action: 'member.role_changed', target: 'dev@example.com', client: '10.0.0.8', details: { from: 'member', role: 'owner' } },
+  ]);
+  await expect(accounts.setMemberRole(account.id, 'stranger@example.com', 'member', ADMIN, undefined)).rejects.toMatchObject({ status: 404, code: 'member_not_found' });
+  await expect(accounts.setMemberRole(account.id, '\u212Aim@example.com', 'member', ADMIN, undefined)).rejects.toMatchObject({ status: 404, code: 'member_not_found' });
+  await expect(accounts.setMemberRole(account.id, 'dev@example.com', 'admin', ADMIN, undefined)).rejects.toMatchObject({ status: 400, param: 'role' });
+  await expect(accounts.setMemberRole('acc_nope', 'dev@example.com', 'member', ADMIN, undefined)).rejects.toMatchObject({ status: 404, code: 'account_not_found' });
+  await accounts.setMemberRole(account.id, 'boss@example.com', 'member', ADMIN, undefined);
+  await expect(accounts.setMemberRole(account.id, 'dev@example.com', 'member', ADMIN, undefined)).rejects.toMatchObject({ status: 409, code: 'last_owner' });
+  expect((await accounts.store.listMembers(account.id)).map(({ email, role, addedAt, addedBy }) => ({ email, role, addedAt, addedBy }))).toEqual(
+    expect.arrayContaining([
+      { email: 'boss@example.com', role: 'member', addedAt: boss.addedAt, addedBy: 'admin-token' },
+      { email: 'dev@example.com', role: 'owner', addedAt: dev.addedAt, addedBy: 'boss@example.com' },
+    ]),
+  );
+  expect(await accounts.store.getPerson('stranger@example.com')).toBeUndefined();
+});
