@@ -3,12 +3,12 @@
  * chunks, and the drain of an answer whose client left): one interval checks every deadline.
  */
 import type { ClientRequest, IncomingMessage, ServerResponse } from 'node:http';
-import type { RequestContext, UpstreamTarget } from '../context';
-import type { Metrics } from '../telemetry/metrics';
-import { SlotSet, type SlotMember } from '../tuning/slot-set';
-import type { Outcome, WorkerState } from './pool';
-import type { Provider } from './providers';
-import type { AnswerRelay } from './usage-meter';
+import type { RequestContext, UpstreamTarget } from '../../context';
+import type { Metrics } from '../../telemetry/metrics';
+import { SlotSet, type SlotMember } from '../../tuning/slot-set';
+import type { Outcome, WorkerState } from '../pool';
+import type { Provider } from '../providers';
+import type { AnswerRelay } from '../usage-meter';
 
 /** `drain`: the client left (mid-answer, or before it), and the answer is read for its usage until this deadline. */
 export type Phase = 'connect' | 'first_byte' | 'idle' | 'drain';

@@ -4,9 +4,9 @@
  */
 import type { Agent, ClientRequest } from 'node:http';
 import type { Readable } from 'node:stream';
-import type { UpstreamTarget } from '../context';
-import type { GatewayError } from '../errors';
-import type { Outcome } from './pool';
+import type { UpstreamTarget } from '../../context';
+import type { GatewayError } from '../../errors';
+import type { Outcome } from '../pool';
 
 /**
  * http-proxy sends the body with `options.buffer.pipe(upstreamRequest)`. The body is already whole in

@@ -14,15 +14,15 @@
  * its request, or whose worker hangs up or times out without an answer, pays nothing.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { required, type RequestContext, type TokenUsage } from '../context';
-import { errors } from '../errors';
-import type { Metrics } from '../telemetry/metrics';
-import { sendStreamHead } from '../tuning/stream-head';
-import { attemptOf, AttemptClock, linkAttempt, type Attempt } from './proxy-attempt';
-import { outcomeOfAnswer } from './proxy-connection';
-import { clientResponseHeaders } from './proxy-headers';
-import type { Provider } from './providers';
-import { estimatePromptTokens, JsonUsageMeter, SseUsageMeter, type AnswerRelay } from './usage-meter';
+import { required, type RequestContext, type TokenUsage } from '../../context';
+import { errors } from '../../errors';
+import type { Metrics } from '../../telemetry/metrics';
+import { sendStreamHead } from '../../tuning/stream-head';
+import { attemptOf, AttemptClock, linkAttempt, type Attempt } from './deadlines';
+import { outcomeOfAnswer } from './retry';
+import { clientResponseHeaders } from './headers';
+import type { Provider } from '../providers';
+import { estimatePromptTokens, JsonUsageMeter, SseUsageMeter, type AnswerRelay } from '../usage-meter';
 
 const RELEASED_BODY = Buffer.alloc(0);
 

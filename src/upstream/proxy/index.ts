@@ -28,19 +28,19 @@ import type { ClientRequest, IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import httpProxy from 'http-proxy';
-import { contextOf, required, type UpstreamTarget } from '../context';
-import { errors, type GatewayError } from '../errors';
-import type { Metrics } from '../telemetry/metrics';
-import { holdWritesToEndOfIteration } from '../tuning/write-batching';
-import { createAnswers, type ProxyEvents, type ProxyOptions } from './proxy-answer';
-import { attemptOf, AttemptClock, linkAttempt, type Attempt } from './proxy-attempt';
-import { dropIdleConnections, wholeBody, withCause } from './proxy-connection';
-import { upstreamHeaders } from './proxy-headers';
-import type { WorkerState } from './pool';
-import type { ProviderTable } from './providers';
+import { contextOf, required, type UpstreamTarget } from '../../context';
+import { errors, type GatewayError } from '../../errors';
+import type { Metrics } from '../../telemetry/metrics';
+import { holdWritesToEndOfIteration } from '../../tuning/write-batching';
+import { createAnswers, type ProxyEvents, type ProxyOptions } from './answer';
+import { attemptOf, AttemptClock, linkAttempt, type Attempt } from './deadlines';
+import { dropIdleConnections, wholeBody, withCause } from './retry';
+import { upstreamHeaders } from './headers';
+import type { WorkerState } from '../pool';
+import type { ProviderTable } from '../providers';
 
-export { upstreamHeaders } from './proxy-headers';
-export type { ProxyEvents, ProxyOptions } from './proxy-answer';
+export { upstreamHeaders } from './headers';
+export type { ProxyEvents, ProxyOptions } from './answer';
 
 export function createProxy(
   metrics: Metrics,

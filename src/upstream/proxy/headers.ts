@@ -4,10 +4,10 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Request } from 'express';
-import { CLIENT_TOKEN_PREFIX, KEY_PREFIX, withoutKeys } from '../common/key-shape';
-import type { RequestContext, UpstreamTarget } from '../context';
-import { traceparentOf } from '../telemetry/trace-context';
-import type { Provider } from './providers';
+import { CLIENT_TOKEN_PREFIX, KEY_PREFIX, withoutKeys } from '../../common/key-shape';
+import type { RequestContext, UpstreamTarget } from '../../context';
+import { traceparentOf } from '../../telemetry/trace-context';
+import type { Provider } from '../providers';
 
 const DROPPED_RESPONSE_HEADERS = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'trailer', 'upgrade', 'transfer-encoding']);
 
