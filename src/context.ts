@@ -113,7 +113,7 @@ export interface RequestContext {
   dispatchedAt?: number;
   /**
    * Set by the proxy stage when the client left and the worker's answer is still read for its usage
-   * (proxy-answer.ts): what must wait for the worker to be free (the key's concurrency slot) goes here,
+   * (upstream/proxy/answer.ts): what must wait for the worker to be free (the key's concurrency slot) goes here,
    * and is called when it is.
    */
   drainEnded?: Array<() => void>;

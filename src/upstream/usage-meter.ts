@@ -17,7 +17,7 @@ const MAX_PENDING_EVENT = 1024 * 1024;
 
 /**
  * Reports an answer's usage once: the last seen (vLLM's continuous usage stats repeat a growing
- * total in every chunk), at the end, or also when it is cut short (proxy.ts aborts the meter then).
+ * total in every chunk), at the end, or also when it is cut short (proxy/relay.ts aborts the meter then).
  * A 2xx answer that reported none is charged the estimate instead (see `UsageEstimate`). A listener
  * that throws is not allowed to break the answer's stream.
  */
@@ -57,7 +57,7 @@ export interface UsageEstimate {
 export { estimatePromptTokens } from '../common/estimate';
 
 /**
- * What proxy.ts writes between the worker's answer and the client: each chunk goes through `relay`,
+ * What proxy/relay.ts writes between the worker's answer and the client: each chunk goes through `relay`,
  * and what it returns is written; `end` gives the rest when the answer is over, and reports usage;
  * `abort` reports it for an answer cut short.
  */
@@ -106,7 +106,7 @@ export class JsonUsageMeter implements AnswerRelay {
 /**
  * A stream's relay: what arrives is split into whole events, and `relay` returns the text to pass on
  * (the usage chunk left out when the gateway asked for it and the client had not). A plain object
- * rather than a Transform: proxy.ts writes what it returns straight to the client, so a stream holds
+ * rather than a Transform: proxy/relay.ts writes what it returns straight to the client, so a stream holds
  * no stream of its own between the two sockets (and no pipe's closures).
  *
  * Usage is read structurally: only an event whose text names `"usage"` is parsed (whole, as JSON; an

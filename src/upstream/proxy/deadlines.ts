@@ -1,61 +1,22 @@
 /**
- * One try of one request on one worker, and the clock of its phases (connect, first byte, idle between
- * chunks, and the drain of an answer whose client left): one interval checks every deadline.
+ * The clock of an attempt's phases (connect, first byte, idle between chunks, and the drain of an
+ * answer whose client left), which http-proxy cannot tell from resets: one interval checks every
+ * deadline. A phase that passes its deadline closes the worker's request and is counted; the errors
+ * a timed-out attempt ends in are chosen here too. The clock also ends an attempt (its worker given
+ * back, once), as that takes it off the timed set.
  */
-import type { ClientRequest, IncomingMessage, ServerResponse } from 'node:http';
-import type { RequestContext, UpstreamTarget } from '../../context';
+import type { Socket } from 'node:net';
+import { errors, type GatewayError } from '../../errors';
 import type { Metrics } from '../../telemetry/metrics';
-import { SlotSet, type SlotMember } from '../../tuning/slot-set';
-import type { Outcome, WorkerState } from '../pool';
-import type { Provider } from '../providers';
-import type { AnswerRelay } from '../usage-meter';
-
-/** `drain`: the client left (mid-answer, or before it), and the answer is read for its usage until this deadline. */
-export type Phase = 'connect' | 'first_byte' | 'idle' | 'drain';
+import { SlotSet } from '../../tuning/slot-set';
+import type { Outcome } from '../pool';
+import { workerLabels, type Attempt, type Phase } from './attempt';
 
 /**
  * Phase deadlines are checked this often (a timeout fires up to this much after its deadline), by one
  * interval for all attempts rather than a timer per attempt and phase.
  */
 const DEADLINE_CHECK_MS = 50;
-
-/**
- * The attempt under way for a response is kept on the response itself and unlinked when the response
- * closes (the response outlives its request for a while, and must not keep the worker's answer alive).
- * A WeakMap keyed by responses and per-attempt timers both kept each finished request's attempt
- * reachable through young-generation collections: at 500 requests/s, 2.6 MiB promoted per collection
- * and 5-15 ms pauses, against 0.25 MiB and 2-3 ms without them (measured with --trace-gc).
- */
-const ATTEMPT = Symbol('chatgate.attempt');
-type CarriesAttempt = ServerResponse & { [ATTEMPT]?: Attempt };
-export const attemptOf = (res: ServerResponse): Attempt | undefined => (res as CarriesAttempt)[ATTEMPT];
-export const linkAttempt = (res: ServerResponse, attempt: Attempt | undefined): void => {
-  (res as CarriesAttempt)[ATTEMPT] = attempt;
-};
-
-/** One try of one request on one worker; its slot is in the set of timed attempts. */
-export interface Attempt extends SlotMember {
-  readonly context: RequestContext;
-  readonly provider: Provider;
-  readonly target: UpstreamTarget;
-  readonly state: WorkerState;
-  upstreamRequest?: ClientRequest;
-  /** The request's bytes may have reached the worker: from here on it is only replayed (once, if the provider allows, before any answer byte), never retried. */
-  connected: boolean;
-  answering: boolean;
-  /** The phase being timed and its deadline (`now()` time), checked while the attempt is in `timed`. */
-  phase?: Phase;
-  deadline: number;
-  timedOut?: Phase;
-  /** The answer's relay, reading token usage (charged so far, or estimated, if the answer is cut). */
-  meter?: AnswerRelay;
-  upstreamResponse?: IncomingMessage;
-  /** The client left during a 2xx answer, or after the request was sent and before the answer: the rest is read for its usage, not relayed. */
-  draining: boolean;
-  /** The drain's deadline passed and the worker's request was closed by us (the worker was still at it). */
-  drainCut?: boolean;
-  settled: boolean;
-}
 
 /** The attempts whose phase is timed, and what ends an attempt (its worker given back, once). */
 export class AttemptClock {
@@ -67,10 +28,6 @@ export class AttemptClock {
     readonly now: () => number,
   ) {}
 
-  static labels(attempt: Attempt) {
-    return { provider: attempt.provider.name, worker: attempt.state.worker.label };
-  }
-
   settle(attempt: Attempt, outcome: Outcome): void {
     if (attempt.settled) return;
     attempt.settled = true;
@@ -80,6 +37,25 @@ export class AttemptClock {
     const waiting = attempt.context.drainEnded ?? [];
     attempt.context.drainEnded = undefined;
     for (const then of waiting) then();
+  }
+
+  /**
+   * The worker's request has its socket: the connect deadline while it connects, then, once its bytes
+   * may have reached the worker, the first byte's.
+   */
+  timeConnection(attempt: Attempt, socket: Socket): void {
+    const { settings } = attempt.provider;
+    const connected = () => {
+      attempt.connected = true;
+      attempt.context.sentAt ??= this.now();
+      this.arm(attempt, 'first_byte', settings.firstByteTimeoutMs);
+    };
+    if (socket.connecting) {
+      this.arm(attempt, 'connect', settings.connectTimeoutMs);
+      socket.once(attempt.state.worker.proxyTargets[attempt.target.endpoint].protocol === 'https:' ? 'secureConnect' : 'connect', connected);
+    } else {
+      connected();
+    }
   }
 
   arm(attempt: Attempt, phase: Phase, ms: number): void {
@@ -101,7 +77,7 @@ export class AttemptClock {
       this.timed.delete(attempt);
       if (attempt.phase !== 'drain') {
         attempt.timedOut = attempt.phase;
-        this.metrics.timeouts.series({ ...AttemptClock.labels(attempt), phase: attempt.phase! }).inc();
+        this.metrics.timeouts.series({ ...workerLabels(attempt), phase: attempt.phase! }).inc();
       } else {
         attempt.drainCut = true;
       }
@@ -112,4 +88,14 @@ export class AttemptClock {
       this.deadlineCheck = undefined;
     }
   }
+}
+
+/** What the client is told of an attempt that failed before its answer began: a timeout if it passed its connect or first-byte deadline. */
+export function failureBeforeAnswer(attempt: Attempt): GatewayError {
+  return attempt.timedOut === 'first_byte' || attempt.timedOut === 'connect' ? errors.upstreamTimeout() : errors.upstreamUnavailable();
+}
+
+/** What a stream's final event says of an answer that broke off: a timeout if it passed its idle deadline. */
+export function failureMidAnswer(attempt: Attempt): GatewayError {
+  return attempt.timedOut === 'idle' ? errors.upstreamTimeout() : errors.upstreamUnavailable();
 }

@@ -1,6 +1,6 @@
 /**
  * The proxy's headers: what a worker gets of the client's request, and what the client gets of the
- * worker's answer. Pure functions of the request and its context (proxy.ts calls them).
+ * worker's answer. Pure functions of the request and its context (index.ts and answer.ts call them).
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Request } from 'express';

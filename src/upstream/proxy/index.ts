@@ -1,24 +1,27 @@
 /**
  * The proxy stage, through http-proxy: take a worker from the provider's pool, send it the validated
- * body with headers we build ourselves, and stream the answer back as it arrives. A connection that
- * fails before any byte of the request was sent is retried on another worker. One that failed after
- * the request was sent but before any byte of the answer came (reset, closed: the worker died) is
- * replayed once on another worker, unless the provider says `replay: false`; nothing is sent again
- * once an answer started, nor after a timeout (the worker may still be generating).
+ * body with headers we build ourselves, and stream the answer back as it arrives. A failure before
+ * any byte of the answer came is tried again on a worker as retry.ts says (another worker for a
+ * request never sent, one replay for a worker that died on it); nothing is sent again once an answer
+ * started, nor after a timeout (the worker may still be generating). The folder, one module a concern:
+ * headers.ts (what is forwarded and stripped each way), deadlines.ts (the phases' timeouts and their
+ * errors), retry.ts (which failures are tried again, and how), answer.ts (what the client gets back,
+ * and what a client that leaves still pays), relay.ts (the answer streamed through its usage meter),
+ * attempt.ts (the record of one try on one worker that they share).
  *
- * What http-proxy 1.18 does not do for us, and this module does (each has a test):
+ * What http-proxy 1.18 does not do for us, and this folder does (each has a test):
  * - Header hygiene. It copies every client header and its `proxyReq` hook can come too late (after the
- *   body starts) or not at all (`Expect`), so the outgoing header set is built before the call.
+ *   body starts) or not at all (`Expect`), so the outgoing header set is built before the call (headers.ts).
  * - Abort on client disconnect. It only aborts when the *request* is cut short; a client that leaves
  *   before the answer would leave the worker generating. What a client that leaves still pays, and
- *   how long its answer is read for it (`usage.drainAfterDisconnectMs`): proxy-answer.ts.
+ *   how long its answer is read for it (`usage.drainAfterDisconnectMs`): answer.ts.
  * - A worker failing mid-answer. It pipes the answer and never ends the client response if the worker
- *   dies; we end it, for a stream with a final SSE `error` event in the OpenAI shape (proxy-answer.ts).
+ *   dies; we end it, for a stream with a final SSE `error` event in the OpenAI shape (relay.ts).
  * - Timeouts by phase (connect, first byte, idle between chunks), which it cannot tell from resets
- *   (proxy-attempt.ts).
+ *   (deadlines.ts).
  * - The relay itself (`selfHandleResponse`): a JSON answer is written chunk by chunk as it comes, a
  *   stream event by event, both through their usage meter, the worker paused while the client's side
- *   is full (proxy-answer.ts).
+ *   is full (relay.ts).
  * - A stream's head goes to the client as soon as the worker's arrives, ahead of the first token, and
  *   Node's stored copy of it is flattened (stream-head.ts).
  * - Memory: the body is released once a worker answers, since nothing is retried after that.
@@ -26,21 +29,25 @@
  */
 import type { ClientRequest, IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import type { Readable } from 'node:stream';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import httpProxy from 'http-proxy';
 import { contextOf, required, type UpstreamTarget } from '../../context';
-import { errors, type GatewayError } from '../../errors';
+import type { GatewayError } from '../../errors';
 import type { Metrics } from '../../telemetry/metrics';
 import { holdWritesToEndOfIteration } from '../../tuning/write-batching';
-import { createAnswers, type ProxyEvents, type ProxyOptions } from './answer';
-import { attemptOf, AttemptClock, linkAttempt, type Attempt } from './deadlines';
-import { dropIdleConnections, wholeBody, withCause } from './retry';
-import { upstreamHeaders } from './headers';
 import type { WorkerState } from '../pool';
 import type { ProviderTable } from '../providers';
+import { createAnswers, type ProxyOptions } from './answer';
+import { attemptOf, linkAttempt, type Attempt } from './attempt';
+import { AttemptClock, failureBeforeAnswer } from './deadlines';
+import { upstreamHeaders } from './headers';
+import type { ProxyEvents } from './relay';
+import { countRetry, dropIdleConnections, recourseAfter, withCause } from './retry';
 
 export { upstreamHeaders } from './headers';
-export type { ProxyEvents, ProxyOptions } from './answer';
+export type { ProxyOptions } from './answer';
+export type { ProxyEvents } from './relay';
 
 export function createProxy(
   metrics: Metrics,
@@ -63,20 +70,9 @@ export function createProxy(
       upstreamRequest.destroy();
       return;
     }
-    const { settings } = attempt.provider;
     const socket = upstreamRequest.socket as Socket;
     holdWritesToEndOfIteration(socket);
-    const connected = () => {
-      attempt.connected = true;
-      attempt.context.sentAt ??= clock.now();
-      clock.arm(attempt, 'first_byte', settings.firstByteTimeoutMs);
-    };
-    if (socket.connecting) {
-      clock.arm(attempt, 'connect', settings.connectTimeoutMs);
-      socket.once(attempt.state.worker.proxyTargets[attempt.target.endpoint].protocol === 'https:' ? 'secureConnect' : 'connect', connected);
-    } else {
-      connected();
-    }
+    clock.timeConnection(attempt, socket);
   });
 
   proxy.on('proxyRes', (upstreamResponse: IncomingMessage, _req: IncomingMessage, res: ServerResponse) => answers.answered(upstreamResponse, res));
@@ -137,36 +133,27 @@ export function createProxy(
       proxy.web(req, res, options, (err: Error) => {
         if (attempt.answering) return; // a failure mid-answer is handled where the answer is relayed
         if (attempt.draining) return answers.endUnanswered(attempt, res); // the client left before an answer, and none came
-        const stale = !staleRetried && isStalePooledConnection(attempt, err);
-        clock.settle(attempt, res.destroyed || stale ? 'neutral' : 'failure');
+        const recourse = recourseAfter(attempt, err, tried.size, staleRetried, replayed);
+        clock.settle(attempt, res.destroyed || recourse === 'stale' ? 'neutral' : 'failure');
         if (!attempt.timedOut) dropIdleConnections(attempt.state.worker.agent);
         if (res.destroyed) return;
-        if (stale) {
+        if (recourse === 'fail_over') return failOver(withCause(failureBeforeAnswer(attempt), err));
+        if (recourse === 'fail') return next(withCause(failureBeforeAnswer(attempt), err));
+        countRetry(metrics, attempt, recourse);
+        if (recourse === 'replayed') {
+          // Sent, and the worker died before a byte of its answer: nothing reached the client, so
+          // another worker runs it, once. None left: the request fails as it would have.
+          replayed = true;
+          provider.pool.acquire(tried, whenGone).then(attemptOn, (noneLeft: GatewayError) => next(withCause(failureBeforeAnswer(attempt), err, noneLeft)));
+          return;
+        }
+        if (recourse === 'stale') {
           // The worker closed a kept-alive connection as we reused it, and never read the request:
           // retry once, the same worker allowed, on a fresh connection.
           staleRetried = true;
           tried.delete(state);
         }
-        if (stale || (!attempt.connected && tried.size <= provider.settings.retries)) {
-          const reason = stale ? 'stale' : 'unsent';
-          metrics.retries.series({ ...AttemptClock.labels(attempt), reason }).inc();
-          metrics.requestRetries.series({ provider: attempt.provider.name, reason }).inc();
-          provider.pool.acquire(tried, whenGone).then(attemptOn, (noneLeft: GatewayError) => failOver(withCause(upstreamFailure(attempt), err, noneLeft)));
-          return;
-        }
-        // Never a Responses request: it may be stored, run in the background or call tools, and the
-        // worker may have done that before it died.
-        if (attempt.connected && !attempt.timedOut && !replayed && provider.replay && attempt.target.endpoint !== 'responses') {
-          // Sent, and the worker died before a byte of its answer: nothing reached the client, so
-          // another worker runs it, once. None left: the request fails as it would have.
-          replayed = true;
-          metrics.retries.series({ ...AttemptClock.labels(attempt), reason: 'replayed' }).inc();
-          metrics.requestRetries.series({ provider: attempt.provider.name, reason: 'replayed' }).inc();
-          provider.pool.acquire(tried, whenGone).then(attemptOn, (noneLeft: GatewayError) => next(withCause(upstreamFailure(attempt), err, noneLeft)));
-          return;
-        }
-        if (!attempt.connected) return failOver(withCause(upstreamFailure(attempt), err));
-        next(withCause(upstreamFailure(attempt), err));
+        provider.pool.acquire(tried, whenGone).then(attemptOn, (noneLeft: GatewayError) => failOver(withCause(failureBeforeAnswer(attempt), err, noneLeft)));
       });
     };
     acquire();
@@ -178,16 +165,14 @@ export function createProxy(
 }
 
 /**
- * A reset (RST) on a reused connection before any answer: the worker's kernel threw our bytes away
- * unread, so the worker cannot have started on the request. A mere hang-up (FIN, "socket hang up")
- * does not say that: a worker that read the request and then died looks the same, so it is not here.
+ * http-proxy sends the body with `options.buffer.pipe(upstreamRequest)`. The body is already whole in
+ * memory, so it is written in one call, without a Readable per request (test/upstream/proxy.test.ts
+ * checks the worker receives it intact). That call ends the request before it has a socket, which
+ * is what lets `proxyReq` hold its bytes to the end of the iteration (write-batching.ts). It is read
+ * from the target when sent, not captured here: http-proxy's listeners keep these options as long as
+ * the answer lasts, and the body is released once the worker answers
+ * (test/upstream/stream-memory.test.ts).
  */
-function isStalePooledConnection(attempt: Attempt, err: Error): boolean {
-  const { code, syscall } = err as NodeJS.ErrnoException;
-  return Boolean(attempt.upstreamRequest?.reusedSocket) && !attempt.timedOut && code === 'ECONNRESET' && syscall !== undefined;
+function wholeBody(target: UpstreamTarget): Readable {
+  return { pipe: (upstreamRequest: ClientRequest) => upstreamRequest.end(target.body) } as unknown as Readable;
 }
-
-function upstreamFailure(attempt: Attempt): GatewayError {
-  return attempt.timedOut === 'first_byte' || attempt.timedOut === 'connect' ? errors.upstreamTimeout() : errors.upstreamUnavailable();
-}
-
