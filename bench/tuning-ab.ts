@@ -6,8 +6,8 @@
  *   log      one access line per request, as `src/pipeline/observe.ts` writes it (accessLogOf), at
  *            info level: our LogDestination (src/tuning/log-destination.ts) against
  *            `pino.destination({ minLength, sync: false, periodicFlush })` (sonic-boom).
- *   metrics  the counter and histogram updates a proxied request makes (observe.ts, proxy.ts,
- *            proxy-answer.ts, the key cache): our families (src/tuning/instruments.ts) against
+ *   metrics  the counter and histogram updates a proxied request makes (observe.ts, upstream/proxy/,
+ *            the key cache): our families (src/tuning/instruments.ts) against
  *            prom-client's Counter and Histogram with labels (`inc(labels)`, `observe(labels, v)`;
  *            prom-client's `labels()` returns a new bound child each call, it caches nothing).
  *

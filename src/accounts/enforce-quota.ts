@@ -112,7 +112,7 @@ export function reserveQuota(tracker: QuotaTracker, options: ReserveOptions, ref
  * room goes back when the exchange closes with no answer begun (refused by a later stage, no worker,
  * a worker that failed, a client that left before a worker had the request: nothing is charged), else
  * `holdAfterCloseMs` after it closed: an answer under way, or a request a worker had when its client
- * left, is still drained and charged (proxy.ts). A client gone before the shared counters answered
+ * left, is still drained and charged (upstream/proxy/relay.ts). A client gone before the shared counters answered
  * gets nothing (the room goes back, `done` is not called).
  */
 export function reserveNow(tracker: QuotaTracker, key: CallerKey, named: string | undefined, amount: number, res: Response, holdAfterCloseMs: number, done: (outcome: QuotaReservation | (QuotaRefusal & { room: number }) | undefined) => void): void {

@@ -22,7 +22,7 @@ let releaseScheduled = false;
  * corks once and the release uncorks once (a socket held twice in an iteration is uncorked twice), a
  * destroyed socket excepted: so no socket stays corked. It only holds what is written after it, on a
  * socket no writer fully uncorks meanwhile: `OutgoingMessage.end()` on a socket it already has
- * releases every level at once. proxy.ts calls it from http-proxy's `proxyReq`, which comes before
+ * releases every level at once. upstream/proxy/index.ts calls it from http-proxy's `proxyReq`, which comes before
  * the request's bytes reach its socket (the request was ended before it had one; the tests in
  * test/tuning/write-batching.test.ts check both).
  */

@@ -2,7 +2,7 @@
  * Writes held to the end of the event loop's iteration (src/tuning/write-batching.ts), on real loopback
  * sockets: nothing leaves before the check phase, everything leaves then, and no socket stays
  * corked, whatever else corks and uncorks it meanwhile. The last test holds the proxy stage's upstream
- * request the way proxy.ts does, from http-proxy's `proxyReq`, and checks the request's bytes are
+ * request the way upstream/proxy/index.ts does, from http-proxy's `proxyReq`, and checks the request's bytes are
  * among those held (http-proxy 1.18 emits it on the request's `socket` event, before Node flushes
  * the request it buffered), and the one before it watches the gateway itself do so.
  */
@@ -146,7 +146,7 @@ test('the gateway holds each request to a worker until the end of its iteration,
   const watch = ({ request: upstream }: { request: http.ClientRequest }) => {
     const socket = upstream.socket as net.Socket | null;
     if (!socket || upstream.method !== 'POST' || upstream.getHeader('host') !== new URL(workerUrl).host) return; // not a chat request to the worker
-    process.nextTick(() => seen.push({ reused: upstream.reusedSocket, corked: socket.writableCorked, bytes: socket.writableLength })); // after proxy.ts's proxyReq and Node's flush
+    process.nextTick(() => seen.push({ reused: upstream.reusedSocket, corked: socket.writableCorked, bytes: socket.writableLength })); // after the proxy stage's proxyReq and Node's flush
   };
   diagnostics.subscribe('http.client.request.start', watch as (message: unknown) => void);
   try {
@@ -186,7 +186,7 @@ test("held from http-proxy's proxyReq, the upstream request's bytes are among th
   proxy.on('proxyRes', (answer, _req, res) => answer.pipe(res));
   const front = http.createServer((req, res) => {
     const body = Buffer.from('{"model":"echo"}');
-    req.headers['content-length'] = String(body.length); // the body sent is ours, as in proxy.ts
+    req.headers['content-length'] = String(body.length); // the body sent is ours, as in the proxy stage
     proxy.web(req, res, { buffer: { pipe: (upstream: http.ClientRequest) => upstream.end(body) } as never });
   });
   const frontUrl = await listenOnLoopback(front);
