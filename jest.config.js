@@ -22,7 +22,7 @@ const SYSTEM = [/^console\/browser.*\.test\.ts$/, /^gateway\/fuzz\.test\.ts$/, /
 const LOAD = [/^auth\/brute-force\.test\.ts$/, /^upstream\/default-capacity\.test\.ts$/, /^process\/connection-burst\.test\.ts$/];
 /** The built gateway as its own processes: through the helper that starts it, or `chatgate serve` spawned. */
 const SERVES = /from '(?:\.\.?\/)+helpers\/gateway-process'|\bCLI\b[^\n]*'serve'|'serve'[^\n]*\bCLI\b/;
-const REAL_PARTS = /from '(?:\.\.?\/)+(?:src\/store\/(?:sqlite|postgres)[\w/-]*|(?:helpers\/)?(?:postgres|redis|gateway-process|processes|gateway|store-pairs|jwt-issuer|oidc|console-fixture|fixture|net|http)|(?:store\/)?contract-backends)'|from '(?:node:(?:net|https?|tls|child_process)|pg|ioredis|playwright-core)'|require\('node:(?:net|https?|tls|child_process)'\)/;
+const REAL_PARTS = /from '(?:\.\.?\/)+(?:src\/store\/(?:sqlite|postgres)[\w/-]*|(?:helpers\/)?(?:postgres|redis|gateway-process|processes|gateway|cli|store-pairs|jwt-issuer|oidc|console-fixture|fixture|net|http)|(?:store\/)?contract-backends)'|from '(?:node:(?:net|https?|tls|child_process)|pg|ioredis|playwright-core)'|require\('node:(?:net|https?|tls|child_process)'\)/;
 
 function testFiles(dir) {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {

@@ -26,7 +26,7 @@ test.each([
   ['test/gateway/defaults.test.ts', 'system'], // spawns `chatgate serve` itself
   ['test/auth/brute-force.test.ts', 'system'], // a flood of 2,000 guesses
   ['test/accounts/quota-redis.test.ts', 'integration'],
-  ['test/cli.test.ts', 'integration'], // the CLI's short commands
+  ['test/cli/keys.test.ts', 'integration'], // the CLI's short commands
   ['test/upstream/proxy.test.ts', 'integration'],
   ['test/store/sqlite-writer.test.ts', 'integration'],
   ['test/helpers/gateway.test.ts', 'integration'],
