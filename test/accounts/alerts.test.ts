@@ -12,12 +12,12 @@ import { Alerts, alertPayload } from '../../src/accounts/alerts';
 import { Auditor } from '../../src/accounts/audit';
 import type { Crossing } from '../../src/accounts/quota-scopes';
 import { createLogger } from '../../src/telemetry/log';
-import type { AlertRecord } from '../../src/store/types';
+import type { AlertRecord, Store } from '../../src/store/types';
 import { CountingKeyStore } from '../fakes/counting-key-store';
 import { listenOnLoopback } from '../helpers/net';
 import { issueKey } from '../../src/auth/issue';
 import { parseConfig } from '../../src/config';
-import { eventually, sleep } from '../helpers/time';
+import { eventually } from '../helpers/time';
 
 const SECRET_PATH = '/services/T000/B000/XXXXsecretwebhooktoken';
 
@@ -60,7 +60,7 @@ function setup(webhookUrl: string | undefined, store = new CountingKeyStore(), a
       done();
     },
   }) as never);
-  const make = () => new Alerts(store, new Auditor(store, log), { webhookUrl, allowPrivateAccountWebhooks, timeoutMs: 1000, currency: 'EUR' }, log, () => new Date(), () => new Promise((resolve) => setTimeout(resolve, 5)));
+  const make = (seen: Store = store) => new Alerts(seen, new Auditor(store, log), { webhookUrl, allowPrivateAccountWebhooks, timeoutMs: 1000, currency: 'EUR' }, log, () => new Date(), () => new Promise((resolve) => setTimeout(resolve, 5)));
   return { store, lines, make };
 }
 
@@ -191,11 +191,24 @@ test('keys that expire within a week: one key.expiring POST each, however many r
   await issueKey(store, { name: 'expires in ten days', accountId: id, expiresAt: new Date(Date.now() + 10 * 86_400_000) });
   const revoked = await issueKey(store, { name: 'revoked, expiring', accountId: id, expiresAt: new Date(Date.now() + 2 * 86_400_000) });
   await store.revoke(revoked.record.id, new Date());
-  const [a, b] = [make(), make()];
+  // Each replica's looks, counted as it lists the expiring keys: a look starts only once the one before
+  // it has claimed (or not) each key's alert, and stop() waits for the POSTs under way; so three more
+  // looks each mean at least two whole looks by each replica after the first POST came.
+  const looks = [0, 0];
+  const counted = (replica: number): Store =>
+    new Proxy(store, {
+      get(target, name) {
+        if (name === 'listExpiring') return (from: Date, to: Date) => (looks[replica]!++, target.listExpiring(from, to));
+        const value = Reflect.get(target, name, target) as unknown;
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+  const [a, b] = [make(counted(0)), make(counted(1))];
   a.watchExpiries(50);
   b.watchExpiries(50);
   await eventually(() => (receiver.bodies.length > 0 ? true : undefined));
-  await sleep(300); // several more looks by each
+  const after = [...looks];
+  await eventually(() => (looks.every((count, replica) => count >= after[replica]! + 3) ? true : undefined));
   await Promise.all([a.stop(), b.stop()]);
   expect(receiver.bodies).toHaveLength(1);
   expect(receiver.bodies[0]).toMatchObject({ event: 'key.expiring', accountId: id, accountName: 'expiring', keyId: soon.record.id, keyName: 'expires in three days', expiresAt: soon.record.expiresAt });
