@@ -1,8 +1,9 @@
 /**
  * Quota alerts end to end, on two gateway replicas sharing one PostgreSQL, with a webhook receiver
  * of the test's own on loopback: an account's daily token quota spent through both replicas gives
- * one POST per threshold (0.5, 0.8, 1), no more however many syncs see it, each soon after its
- * crossing; the admin API lists them; the audit trail has one `alert.sent` each.
+ * one POST per threshold (0.5, 0.8, 1), no more however many syncs see it (shown by later syncs on
+ * each replica telling other accounts' crossings), each soon after its crossing; the admin API lists
+ * them; the audit trail has one `alert.sent` each.
  */
 import http from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -13,7 +14,7 @@ import { bearer, chatBody, request } from '../helpers/http';
 import { listenOnLoopback } from '../helpers/net';
 import { createTestDatabase, type TestDatabase } from '../helpers/postgres';
 import { startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
-import { eventually, sleep } from '../helpers/time';
+import { eventually } from '../helpers/time';
 
 const TOKEN = 'alerts-replicas-admin-token-0123456789';
 const QUOTA = 2000;
@@ -65,11 +66,23 @@ test("an account's daily quota spent through two replicas: one POST per threshol
     expect(answer.status).toBe(200);
     spentAt = Date.now();
   }
-  await eventually(() => (received.length >= 3 ? true : undefined), 20_000);
-  await sleep(1500); // several more syncs on each replica see the same counter
-  expect(received.map((entry) => entry.body.threshold as number).sort((x, y) => x - y)).toEqual([0.5, 0.8, 1]); // two crossed in one sync go out together, in either order
-  for (const { body } of received) expect(body).toMatchObject({ event: 'quota.threshold', accountId: account, accountName: 'Alerted team', period: 'day', budget: QUOTA, currency: 'tokens', text: expect.stringContaining('Account “Alerted team” has used') });
-  expect(received.at(-1)!.at - spentAt).toBeLessThan(15_000);
+  const ours = () => received.filter((entry) => entry.body.accountId === account);
+  await eventually(() => (ours().length >= 3 ? true : undefined), 20_000);
+  const lastAt = ours().at(-1)!.at;
+  // The control: syncs that came after, twice on each replica, each shown by the POST for a crossing
+  // it alone can see (an account of its own, spent through it alone, past half its quota). A sync
+  // that told our account's thresholds again would have set off its POST before this one's.
+  for (let round = 0; round < 2; round++) {
+    for (const [index, replica] of replicas.entries()) {
+      const control = (await admin('POST', '/accounts', { name: `control ${round}.${index}`, quota: { tokensPerDay: 200 } })).json<{ id: string }>().id;
+      const controlKey = (await admin('POST', '/keys', { name: 'control', account: control })).json<{ key: string }>().key;
+      expect((await request(replica.url, { ca: replica.ca, headers: { ...bearer(controlKey), 'x-mock-tokens': '100' }, body: chatBody({ max_tokens: 100 }) })).status).toBe(200);
+      await eventually(() => (received.some((entry) => entry.body.accountId === control) ? true : undefined), 20_000);
+    }
+  }
+  expect(ours().map((entry) => entry.body.threshold as number).sort((x, y) => x - y)).toEqual([0.5, 0.8, 1]); // two crossed in one sync go out together, in either order
+  for (const { body } of ours()) expect(body).toMatchObject({ event: 'quota.threshold', accountId: account, accountName: 'Alerted team', period: 'day', budget: QUOTA, currency: 'tokens', text: expect.stringContaining('Account “Alerted team” has used') });
+  expect(lastAt - spentAt).toBeLessThan(15_000);
   const listed = (await admin('GET', `/accounts/${account}/alerts`)).json<{ data: Array<{ threshold: number; sentAt: string | null }> }>().data;
   expect(listed.map((alert) => alert.threshold).sort((x, y) => x - y)).toEqual([0.5, 0.8, 1]);
   expect(listed.every((alert) => alert.sentAt !== null)).toBe(true);
