@@ -139,10 +139,17 @@ test('SIGHUP to the primary reloads every serving process; a bad file is refused
   const statuses = await Promise.all(Array.from({ length: 20 }, () => call({ fresh: true, model: 'extra/echo' })));
   expect(statuses).toEqual(Array(20).fill(200));
 
+  const refused = () => gateway.log.filter((line) => line.msg === 'config reload refused: the running config is kept');
   writeFileSync(configFile, YAML.stringify({ ...running, server: { processes: 'many' } }));
   gateway.child.kill('SIGHUP');
-  await eventually(() => (gateway.log.some((line) => line.msg === 'config reload refused: the running config is kept') ? true : undefined), 10_000);
+  await eventually(() => (refused().length > 0 ? true : undefined), 10_000);
   expect(await call({ model: 'extra/echo' })).toBe(200);
-  await sleep(500); // time for serving processes to log, had they been asked
-  expect(gateway.log.filter((line) => line.msg === 'config reload refused: the running config is kept')).toHaveLength(1); // the serving processes were not asked
+  // The control: the good file back, and a reload that reaches both serving processes. One asked about
+  // the bad file would have logged its refusal before this reload's line (its reloads run one at a time).
+  writeFileSync(configFile, YAML.stringify({ ...running, providers: { mock: { workers: [worker.url] }, extra: { workers: [worker.url] } } }));
+  gateway.child.kill('SIGHUP');
+  await eventually(() => (reloaded() === 4 ? true : undefined), 10_000);
+  expect(new Set(gateway.log.filter((line) => line.msg === 'config reloaded').slice(2).map((line) => line.pid)).size).toBe(2);
+  expect(refused()).toHaveLength(1); // the serving processes were not asked
+  expect(refused()[0]!.pid).toBe(gateway.child.pid);
 }, 30_000);
