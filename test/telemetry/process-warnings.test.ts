@@ -3,7 +3,7 @@
  * and later a proxied request makes http-proxy call util._extend (DEP0060): that one is logged at
  * debug, as a known dependency warning. `--no-warnings` keeps Node's silence.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { issueKey } from '../../src/auth/issue';
@@ -11,7 +11,7 @@ import { SqliteKeyStore } from '../../src/store/sqlite/store';
 import { bearer, chatBody, request } from '../helpers/http';
 import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
 import { startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
-import { eventually, sleep } from '../helpers/time';
+import { eventually } from '../helpers/time';
 
 const RUNTIME_DEPRECATES_UTIL_EXTEND = Number(process.versions.node.split('.')[0]) >= 22;
 
@@ -22,9 +22,17 @@ let preload: string;
 beforeAll(async () => {
   worker = await startWorker();
   dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-warnings-'));
-  // A warning on demand, once the gateway is up: SIGUSR2 makes the process emit one.
+  // A warning on demand, once the gateway is up: SIGUSR2 makes the process emit one. Node hands a
+  // warning to its listeners on the next tick; the file `handled-<pid>` written after that (on the
+  // next turn) says they have had it.
   preload = path.join(dir, 'warn-on-sigusr2.js');
-  writeFileSync(preload, `process.on('SIGUSR2', () => process.emitWarning('a test warning', { code: 'CHATGATE_TEST_WARNING' }));\n`);
+  writeFileSync(
+    preload,
+    `process.on('SIGUSR2', () => {
+      process.emitWarning('a test warning', { code: 'CHATGATE_TEST_WARNING' });
+      setImmediate(() => require('node:fs').writeFileSync(require('node:path').join(${JSON.stringify(dir)}, 'handled-' + process.pid), ''));
+    });\n`,
+  );
 });
 afterAll(async () => {
   await worker?.stop();
@@ -70,7 +78,10 @@ test('at debug, http-proxy’s util._extend deprecation is logged once with its 
       await eventually(() => (known().length > 0 ? true : undefined));
       expect(known()).toEqual([expect.objectContaining({ level: 20, knownCause: expect.stringContaining('http-proxy') })]);
     } else {
-      await sleep(200);
+      // The control: a warning emitted after those requests, logged by the same listener. A DEP0060
+      // emitted as they were proxied would have been logged before it.
+      gateway.child.kill('SIGUSR2');
+      await eventually(() => warningLines(gateway).find((entry) => (entry.warning as { code?: string }).code === 'CHATGATE_TEST_WARNING'));
       expect(known()).toEqual([]); // Node 20 deprecates util._extend in its documentation only
     }
     expect(gateway.stderr()).not.toMatch(/\(node:\d+\)|DeprecationWarning/);
@@ -84,7 +95,12 @@ test('--no-warnings: Node stays silent and so does the log', async () => {
   try {
     expect((await request(gateway.url, { ca: gateway.ca, headers: bearer(gateway.key), body: chatBody() })).status).toBe(200);
     gateway.child.kill('SIGUSR2');
-    await sleep(300);
+    // The control: the warning's listeners have had it (the preload's file), and a line logged after
+    // that (a request's access line) is in: a warning line, had one been logged, would be before it.
+    await eventually(() => (existsSync(path.join(dir, `handled-${gateway.child.pid}`)) ? true : undefined));
+    const after = await request(gateway.url, { ca: gateway.ca, headers: bearer(gateway.key), body: chatBody() });
+    expect(after.status).toBe(200);
+    await eventually(() => gateway.log.find((line) => line.log === 'access' && line.requestId === after.headers['x-request-id']));
     expect(warningLines(gateway)).toEqual([]);
     expect(gateway.stderr()).not.toMatch(/Warning/);
   } finally {
