@@ -4,9 +4,10 @@
  * nothing but the store listens to then. Through a relay of the test's own that holds the server's
  * answers back and then cuts every connection.
  */
+import pg from 'pg';
 import { PostgresKeyStore } from '../../src/store/postgres/store';
 import { createTestDatabase, holdingRelay, type TestDatabase } from '../helpers/postgres';
-import { sleep } from '../helpers/time';
+import { eventually, sleep } from '../helpers/time';
 
 let database: TestDatabase;
 beforeAll(async () => {
@@ -22,7 +23,14 @@ test('a query under way when its connection is cut fails with the store error; t
   process.on('uncaughtException', onUncaught);
   try {
     expect(await store.findByDigest('0'.repeat(64))).toBeUndefined(); // the connection works
+    // The control: a client of the test's own on the same relay, cut with the store's, whose 'error'
+    // the test hears. Once it has come, so has the store's client's (the same cut, the same path).
+    const control = new pg.Client({ connectionString: relay.url });
+    const heard: Error[] = [];
+    control.on('error', (err) => heard.push(err));
+    await control.connect();
     relay.hold();
+    const controlQuery = control.query('SELECT 1').catch((err: Error) => err.message);
     const lookup = store.findByDigest('1'.repeat(64)).then(
       () => 'answered',
       (err: Error) => err.message,
@@ -30,7 +38,9 @@ test('a query under way when its connection is cut fails with the store error; t
     await sleep(200); // the query is on the wire, its answer held
     relay.cut();
     expect(await lookup).toMatch(/Connection terminated unexpectedly/);
-    await sleep(200); // an unheard 'error' would have been thrown by now
+    expect(await controlQuery).toMatch(/Connection terminated unexpectedly/);
+    await eventually(() => (heard.length > 0 ? true : undefined));
+    expect(heard[0]!.message).toMatch(/Connection terminated unexpectedly/);
     expect(uncaught).toEqual([]);
   } finally {
     process.off('uncaughtException', onUncaught);
