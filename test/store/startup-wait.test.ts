@@ -1,10 +1,11 @@
 /**
  * A replica started while its PostgreSQL is away: behind a relay that refuses connections (nothing
- * listens on its port), then accepts them (it listens and forwards), the gateway process stays up
+ * listens on its port), then cuts them as they come, then accepts them (it listens and forwards), the gateway process stays up
  * (never exits), answers `/healthz` 200 and `/readyz` 503 on its admin port meanwhile, logs the wait
  * once, and serves within 5 s of the store's return. With `store.startupTimeoutMs` it gives up, exit 1.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { spawnGatewayProcess } from '../helpers/gateway-process';
@@ -12,7 +13,7 @@ import { bearer, chatBody, request } from '../helpers/http';
 import { freePort } from '../helpers/net';
 import { createTestDatabase, relayTo, type TestDatabase } from '../helpers/postgres';
 import { startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
-import { eventually, sleep } from '../helpers/time';
+import { eventually } from '../helpers/time';
 
 const TOKEN = 'startup-wait-admin-token-0123456789';
 let dir: string;
@@ -53,8 +54,20 @@ test('PostgreSQL refusing at start: up, alive but not ready, then serving within
     }, 10_000);
     expect(alive.body.status).toBe('ok');
     expect(await probe(adminPort, '/readyz')).toMatchObject({ status: 503, body: { status: 'not_ready' } });
-    // Several tries later it is still there, still waiting.
-    await sleep(1500);
+    // Tries later it is still there, still waiting: counted as connections to the relay's port, which
+    // now takes each one and cuts it at once (the database going away again as the gateway reaches it).
+    // A second connection means the first try failed whole and the next began.
+    let tries = 0;
+    const cutter = net.createServer((socket) => {
+      tries++;
+      socket.destroy();
+    });
+    await new Promise<void>((resolve) => cutter.listen(relayPort, '127.0.0.1', resolve));
+    try {
+      await eventually(() => (tries >= 2 ? true : undefined), 10_000);
+    } finally {
+      await new Promise((resolve) => cutter.close(resolve));
+    }
     expect(exited).toBeNull();
     expect((await probe(adminPort, '/readyz')).status).toBe(503);
 
