@@ -7,17 +7,19 @@ import { limitRate } from '../../src/ratelimit/limit-rate';
 import { RateLimiter } from '../../src/ratelimit/limiter';
 import { MemoryRateLimitStore } from '../../src/ratelimit/memory';
 import { keyRecord } from '../fakes/key-record';
-import { sleep } from '../helpers/time';
+import { eventually, sleep } from '../helpers/time';
 
 const key = keyRecord({ requestsPerMinute: null, tokensPerMinute: null, maxConcurrent: 1 });
 
-/** A store that answers admissions late (a slow Redis) and counts the slots it holds. */
+/** A store that answers admissions late (a slow Redis), counts the slots it holds and the admissions it has answered. */
 class SlowStore extends MemoryRateLimitStore {
   held = 0;
+  answered = 0;
   override async admit(...args: Parameters<MemoryRateLimitStore['admit']>) {
     await sleep(150);
     const admission = await super.admit(...args);
     if (admission.allowed) this.held++;
+    this.answered++;
     return admission;
   }
   override async release(...args: Parameters<MemoryRateLimitStore['release']>) {
@@ -50,7 +52,10 @@ test('a client that leaves while its admission is awaited does not keep its conc
     await sleep(30);
     leaving.destroy(); // gone before the store admits it
 
-    await sleep(300); // the store admitted it at 150 ms
+    // The store admits it (at 150 ms); the release follows as the answer is handled (microtasks), so a
+    // turn after the answer the slot is given back, however late the store was.
+    await eventually(() => (store.answered === 1 ? true : undefined));
+    await new Promise((resolve) => setImmediate(resolve));
     expect(store.held).toBe(0);
     const next = await fetch(url, { method: 'POST' });
     expect(next.status).toBe(200); // the only slot (maxConcurrent 1) is free
