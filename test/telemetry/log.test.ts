@@ -5,7 +5,7 @@ import path from 'node:path';
 import fc from 'fast-check';
 import { accessLogOf, createLogger, destinationOf } from '../../src/telemetry/log';
 import { GATHER_BYTES, GATHER_MS, MAX_WAITING_BYTES } from '../../src/tuning/log-destination';
-import { sleep } from '../helpers/time';
+import { eventually, sleep } from '../helpers/time';
 
 let dir: string;
 beforeEach(() => {
@@ -22,12 +22,12 @@ function logLines(log: ReturnType<typeof createLogger>, bytes: number, from = 0)
   return n;
 }
 
-/** fs.writeSync refuses every write with ENOSPC (a full disk) until the returned function is called. */
-function diskFull(): () => void {
+/** fs.writeSync refuses every write with ENOSPC (a full disk) until the returned function is called; `tries` counts the writes refused until then. */
+function diskFull(): (() => void) & { tries: () => number } {
   const refuse = jest.spyOn(fs, 'writeSync').mockImplementation(() => {
     throw Object.assign(new Error('no space left on device'), { code: 'ENOSPC', syscall: 'write' });
   });
-  return () => refuse.mockRestore();
+  return Object.assign(() => refuse.mockRestore(), { tries: () => refuse.mock.calls.length });
 }
 
 /** What chatgate says on stderr while `act` runs (`act` sees it too, as it comes). */
@@ -160,17 +160,25 @@ test('a reader that stops reading stdout (a full pipe) holds the lines up, and g
     process.stderr.write('all logged\\n');`;
   const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk));
-  child.stdout.pause();
-  await sleep(300);
-  expect(stderr).toBe(''); // held up by the full pipe
   let stdout = '';
+  // What this side had read of stdout when the child said it had logged everything: held up, the child
+  // says it only once all but what a pipe, our buffer and its last batch hold was read, whenever it ran.
+  let readWhenAllLogged = -1;
+  child.stderr.on('data', (chunk: Buffer) => {
+    stderr += chunk;
+    if (readWhenAllLogged < 0 && stderr.includes('all logged')) readWhenAllLogged = stdout.length;
+  });
+  child.stdout.pause();
+  // Not read: our buffer fills (the child is logging), then the pipe behind it.
+  await eventually(() => (child.stdout.readableLength >= child.stdout.readableHighWaterMark ? true : undefined), 10_000);
+  expect(stderr).toBe(''); // held up by the full pipe
   child.stdout.on('data', (chunk: Buffer) => (stdout += chunk));
   child.stdout.resume();
   const code = await new Promise((resolve) => child.on('close', resolve));
   expect(code).toBe(0);
   expect(stderr).toBe('all logged\n');
   expect(stdout.split('\n').filter(Boolean).map((line) => JSON.parse(line).n)).toEqual(Array.from({ length: lines }, (_, n) => n));
+  expect(readWhenAllLogged).toBeGreaterThan(stdout.length - 256 * 1024);
 });
 
 test('a log file that cannot be opened stops start-up with the setting and the reason named', () => {
@@ -264,7 +272,9 @@ test('lines a refusing destination holds are offered again on the timer, with no
   const diskFreed = diskFull();
   try {
     const logged = logLines(log, 3 * GATHER_BYTES);
-    await sleep(3 * GATHER_MS); // the timer finds the disk still full
+    // The timer finds the disk still full, twice: two more writes refused after those of the logging.
+    const refusedWhileLogging = diskFreed.tries();
+    await eventually(() => (diskFreed.tries() >= refusedWhileLogging + 2 ? true : undefined));
     diskFreed();
     expect(readLines(file)).toEqual([]);
     const began = Date.now();
