@@ -198,7 +198,12 @@ test('keys that expire within a week: one key.expiring POST each, however many r
   const counted = (replica: number): Store =>
     new Proxy(store, {
       get(target, name) {
-        if (name === 'listExpiring') return (from: Date, to: Date) => (looks[replica]!++, target.listExpiring(from, to));
+        if (name === 'listExpiring') {
+          return (from: Date, to: Date) => {
+            looks[replica]!++;
+            return target.listExpiring(from, to);
+          };
+        }
         const value = Reflect.get(target, name, target) as unknown;
         return typeof value === 'function' ? value.bind(target) : value;
       },
