@@ -28,6 +28,28 @@ export class AccountNameTaken extends DuplicateRecord {
   }
 }
 
+/**
+ * A change made with `{ keepOwner: true }` (putMember demoting, removeMember) refused: `email` is the
+ * account's only owner, and would leave it with none. Decided in the change's own transaction, so of
+ * two owners demoting or removing each other at once, one is refused: what the API answers 409
+ * `last_owner` for.
+ */
+export class LastOwner extends Error {
+  override name = 'LastOwner';
+  constructor(
+    readonly accountId: string,
+    readonly email: string,
+  ) {
+    super(`'${email}' is the last owner of account '${accountId}'`);
+  }
+}
+
+/** Pure: whether `email` stopping being an owner of `accountId` (demoted or removed) would leave it with none, among `members`. */
+export function losesLastOwner(members: ReadonlyArray<{ accountId: string; email: string; role: string }>, accountId: string, email: string): boolean {
+  const owners = members.filter((m) => m.accountId === accountId && m.role === 'owner');
+  return owners.length === 1 && owners[0]!.email === email;
+}
+
 /** The unique columns callers may collide with, by table: the kind of record and the field each is. */
 const UNIQUE: Record<string, { kind: RecordKind; fields: Record<string, string> }> = {
   chatgate_accounts: { kind: 'account', fields: { id: 'id', name: 'name' } },

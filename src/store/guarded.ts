@@ -142,11 +142,11 @@ export class GuardedKeyStore implements Store {
   bindIdentity(record: IdentityRecord): Promise<boolean> {
     return this.call(() => this.inner.bindIdentity(record));
   }
-  putMember(record: MembershipRecord): Promise<MembershipRecord> {
-    return this.call(() => this.inner.putMember(record));
+  putMember(record: MembershipRecord, options?: { keepOwner?: boolean }): Promise<MembershipRecord> {
+    return this.call(() => this.inner.putMember(record, options));
   }
-  removeMember(accountId: string, email: string): Promise<boolean> {
-    return this.call(() => this.inner.removeMember(accountId, email));
+  removeMember(accountId: string, email: string, options?: { keepOwner?: boolean }): Promise<boolean> {
+    return this.call(() => this.inner.removeMember(accountId, email, options));
   }
   listMembers(accountId: string): Promise<MembershipRecord[]> {
     return this.call(() => this.inner.listMembers(accountId));

@@ -308,9 +308,10 @@ export interface AccountStore {
    * has another identity from that issuer (two sign-ins at once: one wins). True when this call bound it.
    */
   bindIdentity(record: IdentityRecord): Promise<boolean>;
-  /** Adds a member, or changes the role of one. */
-  putMember(record: MembershipRecord): Promise<MembershipRecord>;
-  removeMember(accountId: string, email: string): Promise<boolean>;
+  /** Adds a member, or changes the role of one; with keepOwner, never the only owner to a member (LastOwner, decided in the same step). */
+  putMember(record: MembershipRecord, options?: { keepOwner?: boolean }): Promise<MembershipRecord>;
+  /** Whether there was such a member; with keepOwner, never the only owner (LastOwner, decided in the same step). */
+  removeMember(accountId: string, email: string, options?: { keepOwner?: boolean }): Promise<boolean>;
   listMembers(accountId: string): Promise<MembershipRecord[]>;
   membershipsOf(email: string): Promise<MembershipRecord[]>;
 
@@ -390,7 +391,7 @@ export interface AccountStore {
 /** Everything a backend holds. */
 export type Store = KeyStore & AccountStore;
 
-export { AccountNameTaken, DuplicateRecord, type RecordKind } from './errors';
+export { AccountNameTaken, DuplicateRecord, LastOwner, type RecordKind } from './errors';
 
 /** The account every key made before accounts existed belongs to. */
 export const DEFAULT_ACCOUNT_NAME = 'default';

@@ -1,7 +1,8 @@
 /** Pure: the file store's changes that are more than a line, as new data from old. */
 import { definedFields } from '../../src/common/defined-fields';
 import { periodOf, sum, voidedBy, type Data } from '../../src/store/file-schema';
-import { DuplicateRecord, type AuditEvent, type IdentityRecord, type KeyUse, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord } from '../../src/store/types';
+import { losesLastOwner } from '../../src/store/errors';
+import { DuplicateRecord, LastOwner, type AuditEvent, type IdentityRecord, type KeyUse, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord } from '../../src/store/types';
 import { addToDays } from './usage-ledger';
 
 /** A batch of use added to each key's totals and latest use, and to its daily rows (those before `oldest` dropped). */
@@ -65,8 +66,9 @@ export function withPassword(data: Data, email: string, passwordHash: string | n
   return { data: { ...data, people: data.people.map((p) => (p.email === email ? person : p)), tokens }, result: person };
 }
 
-/** A member added, or one there given the record's role. */
-export function withMember(data: Data, record: MembershipRecord): { data: Data; result: MembershipRecord } {
+/** A member added, or one there given the record's role (with keepOwner, never the only owner made a member: LastOwner). */
+export function withMember(data: Data, record: MembershipRecord, options: { keepOwner?: boolean } = {}): { data: Data; result: MembershipRecord } {
+  if (options.keepOwner && record.role !== 'owner' && losesLastOwner(data.members, record.accountId, record.email)) throw new LastOwner(record.accountId, record.email);
   const same = (m: MembershipRecord) => m.accountId === record.accountId && m.email === record.email;
   const existing = data.members.find(same);
   const member = existing ? { ...existing, role: record.role } : record;
@@ -93,8 +95,9 @@ export function withIdentity(data: Data, record: IdentityRecord): { data: Data; 
   return taken ? { data, result: false } : { data: { ...data, identities: [...data.identities, record] }, result: true };
 }
 
-/** A member removed: whether there was one. */
-export function withoutMember(data: Data, accountId: string, email: string): { data: Data; result: boolean } {
+/** A member removed: whether there was one (with keepOwner, never the only owner: LastOwner). */
+export function withoutMember(data: Data, accountId: string, email: string, options: { keepOwner?: boolean } = {}): { data: Data; result: boolean } {
+  if (options.keepOwner && losesLastOwner(data.members, accountId, email)) throw new LastOwner(accountId, email);
   const members = data.members.filter((m) => !(m.accountId === accountId && m.email === email));
   return { data: { ...data, members }, result: members.length !== data.members.length };
 }

@@ -169,12 +169,12 @@ export class FileKeyStore implements Store {
     return this.modify((data) => withIdentity(data, record));
   }
 
-  putMember(record: MembershipRecord): Promise<MembershipRecord> {
-    return this.modify((data) => withMember(data, record));
+  putMember(record: MembershipRecord, options: { keepOwner?: boolean } = {}): Promise<MembershipRecord> {
+    return this.modify((data) => withMember(data, record, options));
   }
 
-  removeMember(accountId: string, email: string): Promise<boolean> {
-    return this.modify((data) => withoutMember(data, accountId, email));
+  removeMember(accountId: string, email: string, options: { keepOwner?: boolean } = {}): Promise<boolean> {
+    return this.modify((data) => withoutMember(data, accountId, email, options));
   }
 
   async listMembers(accountId: string): Promise<MembershipRecord[]> {

@@ -3,7 +3,8 @@
  * real backends pass the same contract in test/store/contract.test.ts). Records are copied in and out,
  * as a real store's are.
  */
-import { AccountNameTaken, ALERTS_KEPT_DAYS, DuplicateRecord, type AccountChanges, type AccountRecord, type AccountStore, type AlertRecord, type AuditEvent, type AuditFilter, type IdentityRecord, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type UsageDay, type BreakdownQuery, type ServerSecret } from '../../src/store/types';
+import { losesLastOwner } from '../../src/store/errors';
+import { AccountNameTaken, ALERTS_KEPT_DAYS, DuplicateRecord, LastOwner, type AccountChanges, type AccountRecord, type AccountStore, type AlertRecord, type AuditEvent, type AuditFilter, type IdentityRecord, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type UsageDay, type BreakdownQuery, type ServerSecret } from '../../src/store/types';
 import { breakdownOf, pruneRows, type LedgerRow } from './usage-ledger';
 import { accountChanged, auditKept, byCreation, newestFirst } from './account-changes';
 
@@ -79,13 +80,15 @@ export class MemoryAccountStore implements AccountStore {
     this.identities.push(copy(record));
     return true;
   }
-  async putMember(record: MembershipRecord) {
+  async putMember(record: MembershipRecord, options: { keepOwner?: boolean } = {}) {
+    if (options.keepOwner && record.role !== 'owner' && losesLastOwner(this.members, record.accountId, record.email)) throw new LastOwner(record.accountId, record.email);
     const existing = this.members.find((m) => m.accountId === record.accountId && m.email === record.email);
     if (existing) existing.role = record.role;
     else this.members.push(copy(record));
     return copy(existing ?? record);
   }
-  async removeMember(accountId: string, email: string) {
+  async removeMember(accountId: string, email: string, options: { keepOwner?: boolean } = {}) {
+    if (options.keepOwner && losesLastOwner(this.members, accountId, email)) throw new LastOwner(accountId, email);
     const before = this.members.length;
     this.members = this.members.filter((m) => !(m.accountId === accountId && m.email === email));
     return this.members.length !== before;

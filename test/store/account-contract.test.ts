@@ -2,9 +2,10 @@
  * Accounts, people and members, on every backend (contract-backends.ts), through two handles: what a
  * write returns is what the other handle then reads; a name or id another account holds is refused
  * with DuplicateRecord (AccountNameTaken for a name), and of creates or renames racing for one name
- * exactly one wins; names and emails that only look alike are other records; lists come in a fixed order.
+ * exactly one wins; names and emails that only look alike are other records; lists come in a fixed order;
+ * with keepOwner, no change (however many at once) leaves an account without an owner.
  */
-import { AccountNameTaken, DuplicateRecord, type AccountRecord, type AccountStore, type MembershipRecord } from '../../src/store/types';
+import { AccountNameTaken, DuplicateRecord, LastOwner, type AccountRecord, type AccountStore, type MembershipRecord } from '../../src/store/types';
 import { CONTRACT_BACKENDS, type ContractBackend, withBackend } from './contract-backends';
 import { notCalled } from './contract-methods';
 
@@ -160,6 +161,54 @@ describe.each(CONTRACT_BACKENDS)('%s: accounts, people, members', (_kind, open) 
     expect((await store.listMembers('acc_mem_1')).map((m) => m.email)).toEqual(['cid@x.test', 'ann@x.test']);
     expect((await other.membershipsOf('bob@x.test')).map((m) => m.accountId)).toEqual(['acc_mem_2']);
     expect(await other.listMembers('acc_nobody')).toEqual([]);
+  });
+
+  test('keepOwner: an owner among others is made a member or removed; the only one is refused with LastOwner and kept; a plain member comes and goes', async () => {
+    for (const email of ['ann@x.test', 'bob@x.test', 'cid@x.test']) await store.putPerson(person(email));
+    await store.createAccount(account('acc_keep', 'keep'));
+    const ann = member('acc_keep', 'ann@x.test', '2031-03-01T00:00:00.000Z', 'owner');
+    const bob = member('acc_keep', 'bob@x.test', '2031-03-02T00:00:00.000Z', 'owner');
+    await store.putMember(ann);
+    await store.putMember(bob);
+    await store.putMember(member('acc_keep', 'cid@x.test', '2031-03-03T00:00:00.000Z'));
+    expect(await other.putMember({ ...bob, role: 'member' }, { keepOwner: true })).toEqual({ ...bob, role: 'member' });
+    const demoted = await store.putMember({ ...ann, role: 'member' }, { keepOwner: true }).catch((err: unknown) => err);
+    expect(demoted).toBeInstanceOf(LastOwner);
+    expect(demoted).toMatchObject({ accountId: 'acc_keep', email: 'ann@x.test' });
+    expect(await other.removeMember('acc_keep', 'ann@x.test', { keepOwner: true }).catch((err: unknown) => err)).toBeInstanceOf(LastOwner);
+    expect(await store.putMember(ann, { keepOwner: true })).toEqual(ann); // an owner again: nothing taken away
+    expect(await other.removeMember('acc_keep', 'cid@x.test', { keepOwner: true })).toBe(true);
+    expect(await other.removeMember('acc_keep', 'cid@x.test', { keepOwner: true })).toBe(false);
+    expect(await store.putMember(member('acc_keep', 'cid@x.test', '2031-03-04T00:00:00.000Z'), { keepOwner: true })).toEqual(member('acc_keep', 'cid@x.test', '2031-03-04T00:00:00.000Z'));
+    expect(await store.putMember(bob, { keepOwner: true })).toEqual(bob);
+    expect(await other.removeMember('acc_keep', 'ann@x.test', { keepOwner: true })).toBe(true);
+    expect(await store.listMembers('acc_keep')).toEqual([bob, member('acc_keep', 'cid@x.test', '2031-03-04T00:00:00.000Z')]);
+    // Without keepOwner the store does as it is told (the service always asks for it).
+    expect(await store.removeMember('acc_keep', 'bob@x.test')).toBe(true);
+    expect(await other.putMember(member('acc_keep', 'cid@x.test', '2031-03-04T00:00:00.000Z'), { keepOwner: true })).toMatchObject({ role: 'member' }); // no owner to keep
+  });
+
+  test('keepOwner: two owners demoting or removing each other at once through two handles, ten times over: one change is made, the other LastOwner, an owner is left', async () => {
+    for (const email of ['ann@x.test', 'bob@x.test']) await store.putPerson(person(email));
+    const change = (handle: AccountStore, record: MembershipRecord, remove: boolean) =>
+      remove ? handle.removeMember(record.accountId, record.email, { keepOwner: true }) : handle.putMember({ ...record, role: 'member' }, { keepOwner: true });
+    for (let round = 0; round < 10; round++) {
+      const id = `acc_duel_${round}`;
+      await store.createAccount(account(id, `duel ${round}`));
+      const ann = member(id, 'ann@x.test', '2031-03-01T00:00:00.000Z', 'owner');
+      const bob = member(id, 'bob@x.test', '2031-03-02T00:00:00.000Z', 'owner');
+      await store.putMember(ann);
+      await store.putMember(bob);
+      // Rounds 0-3 demote both, 4-6 remove both, the rest one of each; who goes first alternates.
+      const [first, second] = round % 2 ? [bob, ann] : [ann, bob];
+      const results = await settled<unknown>([change(store, first, round >= 4 && round < 7), change(other, second, round >= 4)]);
+      expect(results.filter((result) => result.status === 'fulfilled')).toHaveLength(1);
+      const refused = results.find((result) => result.status === 'rejected');
+      expect(refused?.status === 'rejected' && refused.reason).toBeInstanceOf(LastOwner);
+      const owners = (await other.listMembers(id)).filter((m) => m.role === 'owner');
+      expect(owners).toHaveLength(1);
+      expect(owners[0]!.email).toBe(results[0]!.status === 'fulfilled' ? second.email : first.email);
+    }
   });
 
   test('every method this file answers for was called on this backend', () => {

@@ -50,6 +50,7 @@ import {
   type TokenRow,
 } from '../sql/rows';
 import { ACCOUNT_UPDATES, columnsSet } from '../sql/updates';
+import { putMemberKeepingOwner, removeMemberKeepingOwner } from './members';
 import { queryWithin } from './query';
 import { insertSql } from './rows';
 
@@ -148,13 +149,15 @@ export class PostgresAccountStore {
     return (rowCount ?? 0) > 0;
   }
 
-  async putMember(record: MembershipRecord): Promise<MembershipRecord> {
+  async putMember(record: MembershipRecord, options: { keepOwner?: boolean } = {}): Promise<MembershipRecord> {
+    if (options.keepOwner) return putMemberKeepingOwner(this.pool, this.timeoutMs, record);
     const params = memberParams(record);
     const { rows } = await this.query<MemberRow>(`${insertSql('chatgate_members', params)} on conflict (account_id, email) do update set role = excluded.role returning *`, Object.values(params));
     return toMember(rows[0]!);
   }
 
-  async removeMember(accountId: string, email: string): Promise<boolean> {
+  async removeMember(accountId: string, email: string, options: { keepOwner?: boolean } = {}): Promise<boolean> {
+    if (options.keepOwner) return removeMemberKeepingOwner(this.pool, this.timeoutMs, accountId, email);
     const { rowCount } = await this.query('delete from chatgate_members where account_id = $1 and email = $2', [accountId, email]);
     return (rowCount ?? 0) > 0;
   }

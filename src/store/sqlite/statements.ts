@@ -15,6 +15,10 @@ export const BUMP_COUNTER = `insert into chatgate_counters as c (name, count, ex
     expires_at = case when c.expires_at > @now then c.expires_at else excluded.expires_at end
   returning count`;
 
+/** A row when `@email` is an owner of account `@accountId` and no other member is one: taking that role away would leave none. */
+export const ONLY_OWNER = `select 1 from chatgate_members where account_id = @accountId and email = @email and role = 'owner'
+  and not exists (select 1 from chatgate_members where account_id = @accountId and role = 'owner' and email <> @email)`;
+
 export const ACCOUNT_COLUMNS = ['id', 'name', 'created_at', 'tokens_per_day', 'tokens_per_month', 'budget_day_nanos', 'budget_month_nanos', 'key_max_lifetime_days', 'end_user_tokens_per_day', 'end_user_budget_day_nanos', 'alert_webhook_url'];
 export const IDENTITY_COLUMNS = ['issuer', 'subject', 'email', 'created_at'];
 export const MEMBER_COLUMNS = ['account_id', 'email', 'role', 'added_at', 'added_by'];

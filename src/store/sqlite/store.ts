@@ -7,7 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { AccountChanges, AccountRecord, AlertRecord, AuditEvent, AuditFilter, IdentityRecord, KeyAuthRecord, KeyChanges, KeyRecord, KeyUse, MembershipRecord, OneTimeToken, PersonRecord, SessionRecord, Store, UsageDay, BreakdownQuery, UsageShare, ServerSecret } from '../types';
-import { withAccountName } from '../errors';
+import { LastOwner, withAccountName } from '../errors';
 import { SqliteAlerts } from './alerts';
 import { ChangeFeed, type ChangeListener } from './changes';
 import { SqliteSessions } from './sessions';
@@ -191,19 +191,24 @@ export class SqliteKeyStore implements Store {
     return this.sql.write(() => this.sql.run(rows.insertSql('insert or ignore', 'chatgate_identities', statements.IDENTITY_COLUMNS), rows.identityParams(record)).changes > 0);
   }
 
-  putMember(record: MembershipRecord): Promise<MembershipRecord> {
-    return this.sql.write(() =>
-      rows.toMember(
-        this.sql.get<MemberRow>(
-          `${rows.insertSql('insert', 'chatgate_members', statements.MEMBER_COLUMNS)} on conflict (account_id, email) do update set role = excluded.role returning *`,
-          rows.memberParams(record),
-        )!,
-      ),
-    );
+  putMember(record: MembershipRecord, options: { keepOwner?: boolean } = {}): Promise<MembershipRecord> {
+    return this.sql.write(() => {
+      if (options.keepOwner && record.role !== 'owner') this.keepAnOwner(record.accountId, record.email);
+      const sql = `${rows.insertSql('insert', 'chatgate_members', statements.MEMBER_COLUMNS)} on conflict (account_id, email) do update set role = excluded.role returning *`;
+      return rows.toMember(this.sql.get<MemberRow>(sql, rows.memberParams(record))!);
+    });
   }
 
-  removeMember(accountId: string, email: string): Promise<boolean> {
-    return this.sql.write(() => this.sql.run('delete from chatgate_members where account_id = ? and email = ?', accountId, email).changes > 0);
+  removeMember(accountId: string, email: string, options: { keepOwner?: boolean } = {}): Promise<boolean> {
+    return this.sql.write(() => {
+      if (options.keepOwner) this.keepAnOwner(accountId, email);
+      return this.sql.run('delete from chatgate_members where account_id = ? and email = ?', accountId, email).changes > 0;
+    });
+  }
+
+  /** In a write (its lock taken first: no writer of any process changes an owner between this look and the change): LastOwner when `email` is the only owner. */
+  private keepAnOwner(accountId: string, email: string): void {
+    if (this.sql.get(statements.ONLY_OWNER, { accountId, email })) throw new LastOwner(accountId, email);
   }
 
   listMembers(accountId: string): Promise<MembershipRecord[]> {
