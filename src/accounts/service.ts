@@ -9,7 +9,7 @@ import { sha256Hex } from '../common/sha256';
 import { issueKey, rotateKey } from '../auth/issue';
 import { requiredName, type KeyFields } from '../auth/key-fields';
 import { errors } from '../errors';
-import { AccountNameTaken, NO_BUDGET, NO_QUOTA, type AccountRecord, type Budget, type EndUserQuota, type KeyPolicy, type KeyRecord, type MembershipRecord, type PersonRecord, type Quota, type Role, type Store } from '../store/types';
+import { AccountNameTaken, LastOwner, NO_BUDGET, NO_QUOTA, type AccountRecord, type Budget, type EndUserQuota, type KeyPolicy, type KeyRecord, type MembershipRecord, type PersonRecord, type Quota, type Role, type Store } from '../store/types';
 import { actorName, type Actor } from './roles';
 import type { Auditor } from './audit';
 import { LeakReports } from './leak-reports';
@@ -106,14 +106,14 @@ export class Accounts {
     const passwordHash = input.password === undefined ? (existing?.passwordHash ?? null) : await hashPassword(input.password as string);
     const person = await this.store.putPerson({ email, admin: existing?.admin ?? false, passwordHash, createdAt: existing?.createdAt ?? this.now().toISOString() });
     const previous = (await this.store.listMembers(accountId)).find((m) => m.email === email);
-    if (previous?.role === 'owner' && role === 'member') await this.keepAnOwner(accountId, email);
     // Adding someone already in the account with the role they hold changes nothing (and says
     // nothing in the audit trail); a new role keeps when and by whom they were first added.
     let member: MembershipRecord;
     if (previous && previous.role === role) {
       member = previous;
     } else {
-      member = await this.store.putMember({ accountId, email, role, addedAt: previous?.addedAt ?? this.now().toISOString(), addedBy: previous?.addedBy ?? actorName(by) });
+      // The store keeps the last owner, in the change's own step: of two owners demoting each other at once, one is refused.
+      member = await this.store.putMember({ accountId, email, role, addedAt: previous?.addedAt ?? this.now().toISOString(), addedBy: previous?.addedBy ?? actorName(by) }, { keepOwner: true }).catch(lastOwner);
       await this.auditor.record({ accountId, actor: actorName(by), action: previous ? 'member.role_changed' : 'member.added', target: email, client, details: previous ? { from: previous.role, role } : { role } });
     }
     if (input.password !== undefined) await this.auditor.record({ accountId, actor: actorName(by), action: 'password.set', target: email, client });
@@ -132,8 +132,7 @@ export class Accounts {
     const previous = (await this.store.listMembers(accountId)).find((m) => m.email === email);
     if (!previous) throw errors.memberNotFound(email);
     if (previous.role === role) return previous;
-    if (previous.role === 'owner') await this.keepAnOwner(accountId, email);
-    const member = await this.store.putMember({ ...previous, role });
+    const member = await this.store.putMember({ ...previous, role }, { keepOwner: true }).catch(lastOwner);
     await this.auditor.record({ accountId, actor: actorName(by), action: 'member.role_changed', target: email, client, details: { from: previous.role, role } });
     return member;
   }
@@ -169,9 +168,10 @@ export class Accounts {
         throw errors.invalidBody('transferKeysTo', "'transferKeysTo' must name another owner of this account, who takes over the member's keys.");
       }
     }
+    // Looked at first, so that the last owner's keys stay; decided by the store, in the removal's own step.
     if (member.role === 'owner') await this.keepAnOwner(accountId, email);
     const first = await this.keysLeave(accountId, email, heir, by, client);
-    await this.store.removeMember(accountId, email);
+    await this.store.removeMember(accountId, email, { keepOwner: true }).catch(lastOwner);
     await this.auditor.record({ accountId, actor: actorName(by), action: 'member.removed', target: email, client, details: heir ? { keysTransferredTo: heir } : {} });
     const late = await this.keysLeave(accountId, email, heir, by, client);
     return { revoked: first.revoked + late.revoked, transferred: first.transferred + late.transferred };
@@ -321,11 +321,19 @@ export class Accounts {
     return revoked;
   }
 
-  /** An account keeps at least one owner: `email` may stop being one only if another is. */
+  /**
+   * An account keeps at least one owner: `email` may stop being one only if another is. A look only,
+   * before removeMember's keys leave; what decides is the store's keepOwner, in the change itself.
+   */
   private async keepAnOwner(accountId: string, email: string): Promise<void> {
     const owners = (await this.store.listMembers(accountId)).filter((m) => m.role === 'owner');
     if (owners.length === 1 && owners[0]!.email === email) throw errors.lastOwner();
   }
+}
+
+/** The store's LastOwner as the API's 409 `last_owner`; any other failure as it is. */
+function lastOwner(err: unknown): never {
+  throw err instanceof LastOwner ? errors.lastOwner() : err;
 }
 
 /** Where a person sets their password with a one-time link, on the console (the token rides in the fragment: it reaches no log). */

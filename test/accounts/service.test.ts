@@ -68,3 +68,28 @@ test("a member's role changed: audited once, added when and by whom it was; neve
   );
   expect(await accounts.store.getPerson('stranger@example.com')).toBeUndefined();
 });
+
+test('two owners taking the owner role from each other at once (made a member, removed): one change is made, the other is 409 last_owner, an owner is left', async () => {
+  const duel = async (byAnn: () => Promise<unknown>, byBob: () => Promise<unknown>, id: string) => {
+    const results = await Promise.allSettled([byAnn(), byBob()]);
+    expect(results.filter((result) => result.status === 'fulfilled')).toHaveLength(1);
+    expect(results.find((result) => result.status === 'rejected')).toMatchObject({ reason: { status: 409, code: 'last_owner' } });
+    expect((await accounts.store.listMembers(id)).filter((m) => m.role === 'owner')).toHaveLength(1);
+  };
+  const ann = { kind: 'person', email: 'ann@example.com', admin: false } as const;
+  const bob = { kind: 'person', email: 'bob@example.com', admin: false } as const;
+  for (const [round, kind] of ['demote', 'remove', 'both'].entries()) {
+    const account = await accounts.createAccount(`duel-${round}`, ADMIN, undefined);
+    for (const email of ['ann@example.com', 'bob@example.com']) await accounts.addMember(account.id, { email, role: 'owner' }, ADMIN, undefined);
+    audited.length = 0;
+    const demoteBob = () => accounts.setMemberRole(account.id, 'bob@example.com', 'member', ann, undefined);
+    const removeAnn = () => accounts.removeMember(account.id, 'ann@example.com', bob, undefined);
+    const demoteAnn = () => accounts.setMemberRole(account.id, 'ann@example.com', 'member', bob, undefined);
+    const removeBob = () => accounts.removeMember(account.id, 'bob@example.com', ann, undefined);
+    if (kind === 'demote') await duel(demoteBob, demoteAnn, account.id);
+    if (kind === 'remove') await duel(removeBob, removeAnn, account.id);
+    if (kind === 'both') await duel(demoteBob, removeAnn, account.id);
+    // Only the change that was made is audited.
+    expect(audited.filter((event) => event.action === 'member.role_changed' || event.action === 'member.removed')).toHaveLength(1);
+  }
+});
