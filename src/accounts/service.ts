@@ -152,8 +152,9 @@ export class Accounts {
    * Removes a member. The keys they made in the account leave with them (revoked, each audited with
    * the reason), unless `transferKeysTo` names an owner of the account who takes them over (audited
    * `key.transferred`). Who may be named is the caller's rule: the console lets an owner name only
-   * themself. The keys are handled before the membership goes (a failure half way leaves the member,
-   * and a retry finishes the job), and again after it, for a key the member made meanwhile.
+   * themself. An owner is made a member first (never the last owner: 409 last_owner, nothing done).
+   * The keys are handled before the membership goes (a failure half way leaves the member, and a
+   * retry finishes the job), and again after it, for a key the member made meanwhile.
    */
   async removeMember(accountId: string, emailInput: unknown, by: Actor, client: string | undefined, transferKeysTo?: unknown): Promise<{ revoked: number; transferred: number }> {
     await this.account(accountId);
@@ -168,8 +169,9 @@ export class Accounts {
         throw errors.invalidBody('transferKeysTo', "'transferKeysTo' must name another owner of this account, who takes over the member's keys.");
       }
     }
-    // Looked at first, so that the last owner's keys stay; decided by the store, in the removal's own step.
-    if (member.role === 'owner') await this.keepAnOwner(accountId, email);
+    // An owner is first made a member, in a step of the store's that keeps the account an owner: of
+    // two owners removing (or demoting) each other at once, one is refused before any key is touched.
+    if (member.role === 'owner') await this.store.putMember({ ...member, role: 'member' }, { keepOwner: true }).catch(lastOwner);
     const first = await this.keysLeave(accountId, email, heir, by, client);
     await this.store.removeMember(accountId, email, { keepOwner: true }).catch(lastOwner);
     await this.auditor.record({ accountId, actor: actorName(by), action: 'member.removed', target: email, client, details: heir ? { keysTransferredTo: heir } : {} });
@@ -321,14 +323,6 @@ export class Accounts {
     return revoked;
   }
 
-  /**
-   * An account keeps at least one owner: `email` may stop being one only if another is. A look only,
-   * before removeMember's keys leave; what decides is the store's keepOwner, in the change itself.
-   */
-  private async keepAnOwner(accountId: string, email: string): Promise<void> {
-    const owners = (await this.store.listMembers(accountId)).filter((m) => m.role === 'owner');
-    if (owners.length === 1 && owners[0]!.email === email) throw errors.lastOwner();
-  }
 }
 
 /** The store's LastOwner as the API's 409 `last_owner`; any other failure as it is. */

@@ -69,7 +69,7 @@ test("a member's role changed: audited once, added when and by whom it was; neve
   expect(await accounts.store.getPerson('stranger@example.com')).toBeUndefined();
 });
 
-test('two owners taking the owner role from each other at once (made a member, removed): one change is made, the other is 409 last_owner, an owner is left', async () => {
+test('two owners taking the owner role from each other at once (made a member, removed): one change is made, the other is 409 last_owner, an owner is left with their keys', async () => {
   const duel = async (byAnn: () => Promise<unknown>, byBob: () => Promise<unknown>, id: string) => {
     const results = await Promise.allSettled([byAnn(), byBob()]);
     expect(results.filter((result) => result.status === 'fulfilled')).toHaveLength(1);
@@ -81,6 +81,7 @@ test('two owners taking the owner role from each other at once (made a member, r
   for (const [round, kind] of ['demote', 'remove', 'both'].entries()) {
     const account = await accounts.createAccount(`duel-${round}`, ADMIN, undefined);
     for (const email of ['ann@example.com', 'bob@example.com']) await accounts.addMember(account.id, { email, role: 'owner' }, ADMIN, undefined);
+    for (const owner of [ann, bob]) await accounts.createKey(account.id, { name: `${owner.email}'s` }, owner, undefined);
     audited.length = 0;
     const demoteBob = () => accounts.setMemberRole(account.id, 'bob@example.com', 'member', ann, undefined);
     const removeAnn = () => accounts.removeMember(account.id, 'ann@example.com', bob, undefined);
@@ -89,7 +90,9 @@ test('two owners taking the owner role from each other at once (made a member, r
     if (kind === 'demote') await duel(demoteBob, demoteAnn, account.id);
     if (kind === 'remove') await duel(removeBob, removeAnn, account.id);
     if (kind === 'both') await duel(demoteBob, removeAnn, account.id);
-    // Only the change that was made is audited.
+    // Only the change that was made is audited, and the refused one touched no key: the owner left keeps theirs.
     expect(audited.filter((event) => event.action === 'member.role_changed' || event.action === 'member.removed')).toHaveLength(1);
+    const left = (await accounts.store.listMembers(account.id)).find((m) => m.role === 'owner')!.email;
+    expect((await accounts.store.list(account.id)).filter((key) => key.createdBy === left).map((key) => key.revokedAt)).toEqual([null]);
   }
 });
