@@ -20,6 +20,7 @@ import { keyRoutes } from './api-keys';
 import { memberRoutes, type Invites } from './api-members';
 import { sessionRoutes, sessionView } from './api-session';
 import { usageRoutes } from './api-usage';
+import { SPREAD } from '../auth/usage-recorder';
 
 export interface ConsoleApiDeps {
   accounts: Accounts;
@@ -49,7 +50,8 @@ export function consoleApi({ accounts, sessions, oidc, usageFlushMs = 10_000, pl
   api.use(express.json({ limit: '64kb' }));
 
   api.get('/config', (_req, res) => {
-    res.json({ oidc, usageFlushSeconds: Math.ceil(usageFlushMs / 1000) });
+    // How late a use may show: the flush interval, and the spread of the flush's slices after it.
+    res.json({ oidc, usageFlushSeconds: Math.ceil((usageFlushMs * (1 + SPREAD)) / 1000) });
   });
 
   api.post('/session', async (req, res) => {

@@ -147,3 +147,39 @@ test('stop() waits for a flush under way: every slice is written before it resol
   await slow.stop();
   expect(written.size).toBe(3 * SLICE);
 });
+
+test("the timer's flush spreads its slices over a quarter of the interval; an asked flush does not wait; stop() writes the rest at once", async () => {
+  /** A store that notes how many slices it has been given. */
+  const counting = () => {
+    const slices: number[] = [];
+    return { slices, store: { recordUse: async (uses: readonly unknown[]) => void slices.push(uses.length) } };
+  };
+  const fill = (recorder: UsageRecorder) => {
+    for (let i = 0; i < 4 * SLICE; i++) recorder.ended({ id: `key_${i}`, accountId: 'acc' }, true);
+  };
+
+  // Control: a flush asked for (not the timer's) writes its 4 slices with only a turn between two.
+  const asked = counting();
+  const now = new UsageRecorder(asked.store);
+  fill(now);
+  const began = performance.now();
+  await now.flush();
+  const took = performance.now() - began;
+  expect(asked.slices).toEqual([SLICE, SLICE, SLICE, SLICE]);
+
+  // The timer's flush, with an interval of 400 s: 100 s of spread, 25 s between two slices. Within the
+  // twice the time the asked flush took for all of its slices, it has written one.
+  const spread = counting();
+  const timed = new UsageRecorder(spread.store);
+  timed.start(400_000);
+  fill(timed);
+  const flushing = timed.flush(true);
+  await eventually(() => (spread.slices.length >= 1 ? true : undefined));
+  await sleep(Math.max(50, 2 * took));
+  expect(spread.slices).toEqual([SLICE]);
+
+  // Stopping does not wait out the spread: the flush under way writes the rest at once.
+  await timed.stop();
+  await flushing;
+  expect(spread.slices).toEqual([SLICE, SLICE, SLICE, SLICE]);
+});
