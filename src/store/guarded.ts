@@ -296,7 +296,7 @@ export function isUnreachable(err: unknown): boolean {
     // pg reports a connection it lost, or one that timed out, without a code, as a plain Error. Only
     // a plain Error's text is read: our own errors (a duplicate's message holds the name a client
     // chose, e.g. an account named 'Connection terminated') never speak for the store's health.
-    if (Object.getPrototypeOf(err) !== Error.prototype) return false;
+    if (typeof err !== 'object' || err === null || Object.getPrototypeOf(err) !== Error.prototype) return false;
     const message = String((err as Error | null)?.message ?? '');
     return /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error|Client was closed/i.test(message);
   }

@@ -122,6 +122,10 @@ test.each([
   [new AccountNameTaken('Connection terminated unexpectedly'), false],
   [new DuplicateRecord('account', 'name', 'Client was closed'), false],
   [Object.assign(new TypeError('Connection terminated'), {}), false],
+  // A rejection that is no error at all says nothing of the store either (and must not throw here).
+  [undefined, false],
+  [null, false],
+  ['Connection terminated unexpectedly', false],
 ])('isUnreachable(%s) is %s', (err, unreachable) => {
   expect(isUnreachable(err)).toBe(unreachable);
 });
