@@ -44,12 +44,6 @@ export class LastOwner extends Error {
   }
 }
 
-/** Pure: whether `email` stopping being an owner of `accountId` (demoted or removed) would leave it with none, among `members`. */
-export function losesLastOwner(members: ReadonlyArray<{ accountId: string; email: string; role: string }>, accountId: string, email: string): boolean {
-  const owners = members.filter((m) => m.accountId === accountId && m.role === 'owner');
-  return owners.length === 1 && owners[0]!.email === email;
-}
-
 /** The unique columns callers may collide with, by table: the kind of record and the field each is. */
 const UNIQUE: Record<string, { kind: RecordKind; fields: Record<string, string> }> = {
   chatgate_accounts: { kind: 'account', fields: { id: 'id', name: 'name' } },

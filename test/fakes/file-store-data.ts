@@ -1,7 +1,7 @@
 /** Pure: the file store's changes that are more than a line, as new data from old. */
 import { definedFields } from '../../src/common/defined-fields';
 import { periodOf, sum, voidedBy, type Data } from '../../src/store/file-schema';
-import { losesLastOwner } from '../../src/store/errors';
+import { losesLastOwner } from './last-owner';
 import { DuplicateRecord, LastOwner, type AuditEvent, type IdentityRecord, type KeyUse, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord } from '../../src/store/types';
 import { addToDays } from './usage-ledger';
 

@@ -3,7 +3,7 @@
  * real backends pass the same contract in test/store/contract.test.ts). Records are copied in and out,
  * as a real store's are.
  */
-import { losesLastOwner } from '../../src/store/errors';
+import { losesLastOwner } from './last-owner';
 import { AccountNameTaken, ALERTS_KEPT_DAYS, DuplicateRecord, LastOwner, type AccountChanges, type AccountRecord, type AccountStore, type AlertRecord, type AuditEvent, type AuditFilter, type IdentityRecord, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type UsageDay, type BreakdownQuery, type ServerSecret } from '../../src/store/types';
 import { breakdownOf, pruneRows, type LedgerRow } from './usage-ledger';
 import { accountChanged, auditKept, byCreation, newestFirst } from './account-changes';
