@@ -4,8 +4,9 @@
  * tenth of the keys, and with all of them; the start-up time of a gateway process at each size; then,
  * with every key seeded, one gateway per number of keys in use (1, a hundredth, a tenth), its
  * auth.cacheSize set to fit them: a warm pass that uses each key once, then requests at a fixed rate
- * with keys drawn at random from those in use: the cache's hit ratio (the gateway's /metrics),
- * latency against the worker called directly, and the gateway's CPU per request (/proc).
+ * with keys drawn at random from those in use, for five windows of 10 s back to back (each holds one
+ * usage flush): the cache's hit ratio (the gateway's /metrics), latency against the worker called
+ * directly (the p99 of all five windows, and each window's), and the gateway's CPU per request (/proc).
  *
  *   --scale-keys N   N keys instead of 1,000,000 (1,000 at least)
  *   --smoke          2,000 keys (or --scale-keys), everything briefly: proves the run works (CI); its figures mean nothing
@@ -102,7 +103,7 @@ export async function runScale({ plan, postgres, progress = () => undefined }: S
     ];
     for (const run of runs) {
       if ('notMeasured' in run) {
-        stores.push({ store: run.name, notMeasured: run.notMeasured, seedSeconds: { mid: NaN, full: NaN }, startupMs: { empty: NaN, mid: NaN }, creates: [], direct: { requests: 0, p50: NaN, p99: NaN, failures: 0 }, workingSets: [] });
+        stores.push({ store: run.name, notMeasured: run.notMeasured, seedSeconds: { mid: NaN, full: NaN }, startupMs: { empty: NaN, mid: NaN }, creates: [], direct: { requests: 0, p50: NaN, p99: NaN, windowP99: [], failures: 0 }, workingSets: [] });
         continue;
       }
       const store = await run.open();
@@ -157,10 +158,10 @@ async function measureStore(store: StoreUnderTest, { plan, ca, adminToken, worke
     await store.seed(plan.midKeys + 1, plan.keys);
     const fullSeconds = midSeconds + (performance.now() - began) / 1000;
 
-    progress(`${store.name}: the worker directly, ${plan.rate}/s for ${plan.seconds} s`);
+    progress(`${store.name}: the worker directly, ${plan.rate}/s for ${plan.windows} × ${plan.seconds} s`);
     const directUrl = `https://127.0.0.1:${workerHttps}/v1/chat/completions`;
     await openLoop(directUrl, agent, plan.rate, plan.rate * plan.leadInSeconds, () => undefined);
-    const direct = await openLoop(directUrl, agent, plan.rate, plan.rate * plan.seconds, () => undefined);
+    const direct = await openLoop(directUrl, agent, plan.rate, plan.rate * plan.seconds * plan.windows, () => undefined, plan.rate * plan.seconds);
 
     const workingSets: WorkingSetFigure[] = [];
     for (const [index, keysInUse] of plan.workingSets.entries()) {
@@ -176,7 +177,7 @@ async function measureStore(store: StoreUnderTest, { plan, ca, adminToken, worke
         // The CPU is read inside the two scrapes of /metrics, so that neither counts.
         const cacheBefore = await cacheCounts(gateway.adminUrl);
         const cpuBefore = cpuSeconds(gateway.child.pid!);
-        const measured = await openLoop(gateway.url, agent, plan.rate, plan.rate * plan.seconds, drawn);
+        const measured = await openLoop(gateway.url, agent, plan.rate, plan.rate * plan.seconds * plan.windows, drawn, plan.rate * plan.seconds);
         const cpuAfter = cpuSeconds(gateway.child.pid!);
         const cacheAfter = await cacheCounts(gateway.adminUrl);
         const hits = cacheAfter.hits - cacheBefore.hits;
@@ -284,10 +285,12 @@ function send(url: string, agent: https.Agent, key: string | undefined): Promise
 /**
  * Open loop, as bench/load.ts's rate task: sent on schedule whether or not earlier requests have
  * answered, each latency counted from its scheduled time (no coordinated omission), or from its send
- * when that was up to a millisecond early.
+ * when that was up to a millisecond early. The p50 and p99 are of all `count`; `windowP99` of each
+ * `window` requests in turn (one window: all of them).
  */
-async function openLoop(url: string, agent: https.Agent, rate: number, count: number, keyOf: () => string | undefined): Promise<LatencyFigure> {
+async function openLoop(url: string, agent: https.Agent, rate: number, count: number, keyOf: () => string | undefined, window = count): Promise<LatencyFigure> {
   const latencies: number[] = [];
+  const windows: number[][] = Array.from({ length: Math.ceil(count / window) }, () => []);
   let failures = 0;
   const started = performance.now();
   const pending: Array<Promise<void>> = [];
@@ -298,15 +301,21 @@ async function openLoop(url: string, agent: https.Agent, rate: number, count: nu
     const from = Math.min(due, performance.now());
     pending.push(
       send(url, agent, keyOf()).then(({ status }) => {
-        if (status === 200) latencies.push(performance.now() - from);
-        else failures++;
+        if (status !== 200) return void failures++;
+        const latency = performance.now() - from;
+        latencies.push(latency);
+        windows[Math.floor(i / window)]!.push(latency);
       }),
     );
   }
   await Promise.all(pending);
-  latencies.sort((a, b) => a - b);
-  const at = (p: number) => (latencies.length === 0 ? NaN : latencies[Math.min(latencies.length - 1, Math.ceil((p / 100) * latencies.length) - 1)]!);
-  return { requests: latencies.length, p50: at(50), p99: at(99), failures };
+  return { requests: latencies.length, p50: percentile(latencies, 50), p99: percentile(latencies, 99), windowP99: windows.map((w) => percentile(w, 99)), failures };
+}
+
+/** The p-th percentile (nearest rank) of `values`, which it sorts. */
+function percentile(values: number[], p: number): number {
+  values.sort((a, b) => a - b);
+  return values.length === 0 ? NaN : values[Math.min(values.length - 1, Math.ceil((p / 100) * values.length) - 1)]!;
 }
 
 /** `count` requests, WARM_CONCURRENCY at a time, request i with key keyOf(i); how many did not answer 200. */

@@ -7,7 +7,7 @@ import { scaleFailures, scaleKey, scalePlan, judgeScale, type StoreFigures, type
 import { looksLikeKey } from '../../src/common/key-shape';
 
 function inUse(keysInUse: number, p99: number, startupMs: number, hitRatio = 1): WorkingSetFigure {
-  return { keysInUse, cacheSize: keysInUse + 100, startupMs, requests: 10_000, p50: 1, p99, failures: 0, hitRatio, addedP50: 0.5, addedP99: p99 - 2, cpuUsPerRequest: 120, rssMiB: 100, warmFailures: 0 };
+  return { keysInUse, cacheSize: keysInUse + 100, startupMs, requests: 50_000, p50: 1, p99, windowP99: [p99 - 0.5, p99, p99 + 3], failures: 0, hitRatio, addedP50: 0.5, addedP99: p99 - 2, cpuUsPerRequest: 120, rssMiB: 100, warmFailures: 0 };
 }
 
 function store(set: { startups?: [number, number, number]; p99s?: [number, number, number]; msEach?: [number, number]; hitRatio?: number }): StoreFigures {
@@ -20,7 +20,7 @@ function store(set: { startups?: [number, number, number]; p99s?: [number, numbe
     seedSeconds: { mid: 3, full: 30 },
     startupMs: { empty: 300, mid: 400 },
     creates: [creates(0, first), creates(100_000, mid), creates(1_000_000, mid)],
-    direct: { requests: 10_000, p50: 0.5, p99: 2, failures: 0 },
+    direct: { requests: 50_000, p50: 0.5, p99: 2, windowP99: [2, 2, 2], failures: 0 },
     workingSets: [inUse(1, p1, s1), inUse(10_000, p2, s2, set.hitRatio), inUse(100_000, p3, s3, set.hitRatio)],
   };
 }
@@ -53,6 +53,14 @@ test('a p99 past 1.5× of one key, or a working set not in the cache, misses; cr
   expect(verdicts(store({ p99s: [4, 6.1, 5] }))).toEqual(['met', 'MISSED', 'met', 'met']);
   expect(verdicts(store({ hitRatio: 0.9 }))).toEqual(['met', 'MISSED', 'MISSED', 'met']);
   expect(verdicts(store({ msEach: [4, 6.2] }))).toEqual(['met', 'met', 'met', 'MISSED']);
+});
+
+test('the p99 judged is of every window together, and the windows\' own p99s are shown beside it', () => {
+  expect(plan.windows).toBe(5);
+  expect(plan.seconds).toBe(10);
+  const judged = judgeScale({ plan, stores: [store({ p99s: [4, 5.8, 6.1] })] });
+  expect(judged.map((v) => v.verdict)).toEqual(['met', 'met', 'MISSED', 'met']);
+  expect(judged[1]!.figure).toBe('5.80 against 4.00 ms: 1.45× (windows 5.30-8.80 against 3.50-7.00 ms)');
 });
 
 test('a smoke run judges nothing; a store not measured says so; failures are counted per store', () => {

@@ -51,7 +51,10 @@ test.each(['postgres', 'sqlite'])('%s: 1, 20 and 200 keys in use, each answered 
   for (const set of store.workingSets) {
     expect(set.cacheSize).toBeGreaterThan(set.keysInUse);
     expect(set.cacheSize).toBeLessThanOrEqual(set.keysInUse + Math.ceil(set.keysInUse / 10) + 100);
-    expect(set.requests).toBe(plan.rate * plan.seconds);
+    expect(set.requests).toBe(plan.rate * plan.seconds * plan.windows);
+    expect(set.windowP99).toHaveLength(plan.windows);
+    expect(Math.max(...set.windowP99)).toBeGreaterThanOrEqual(set.p99);
+    expect(Math.min(...set.windowP99)).toBeLessThanOrEqual(set.p99);
     expect(set.hitRatio).toBeGreaterThanOrEqual(0.99);
     expect(set.p99).toBeGreaterThanOrEqual(set.p50);
     expect(set.startupMs).toBeGreaterThan(0);
@@ -59,7 +62,7 @@ test.each(['postgres', 'sqlite'])('%s: 1, 20 and 200 keys in use, each answered 
     expect(set.cpuUsPerRequest).toBeGreaterThanOrEqual(0);
     expect(set.rssMiB).toBeGreaterThan(20);
   }
-  expect(store.direct.requests).toBe(plan.rate * plan.seconds);
+  expect(store.direct.requests).toBe(plan.rate * plan.seconds * plan.windows);
   expect(store.creates.map((c) => [c.atKeys, c.creates, c.failures])).toEqual([
     [0, 50, 0],
     [200, 50, 0],
@@ -72,7 +75,7 @@ test.each(['postgres', 'sqlite'])('%s: 1, 20 and 200 keys in use, each answered 
 test('the report has a row per store and keys in use, and judges nothing at smoke size', () => {
   const printed = scaleReport(results);
   for (const name of ['postgres', 'sqlite']) {
-    for (const inUse of ['direct', '1', '20', '200']) expect(printed).toMatch(new RegExp(`^\\| ${name} +\\| ${inUse} +\\|`, 'm'));
+    for (const inUse of ['direct', '1', '20', '200']) expect(printed).toMatch(new RegExp(`^\\| ${name} +\\| ${inUse} +\\|.*\\| \\d+\\.\\d\\d-\\d+\\.\\d\\d +\\|`, 'm'));
   }
   expect(printed).toContain('smoke: the figures mean nothing');
   expect(printed).not.toMatch(/NaN|undefined|\bmet\b|MISSED/);
