@@ -1,15 +1,16 @@
 /**
  * The embedded store, the default: one SQLite file (default <dataDir>/chatgate.db) holding keys by digest, accounts, people and
- * their identities, members, console sessions and one-time tokens (sessions.ts), counters, usage (usage.ts), quota counters,
+ * their identities, members (members.ts), console sessions and one-time tokens (sessions.ts), counters, usage (usage.ts), quota counters,
  * alerts (alerts.ts) and the audit trail, each in its table with the indexes its lookups use; a key create is one insert,
  * whatever the number of keys. The gateway, the CLI and `server.processes` siblings share the file (database.ts;
  * checkpoints.ts); a key change made by any of them reaches the others' caches within POLL_MS (changes.ts).
  */
 import { randomUUID } from 'node:crypto';
 import type { AccountChanges, AccountRecord, AlertRecord, AuditEvent, AuditFilter, IdentityRecord, KeyAuthRecord, KeyChanges, KeyRecord, KeyUse, MembershipRecord, OneTimeToken, PersonRecord, SessionRecord, Store, UsageDay, BreakdownQuery, UsageShare, ServerSecret } from '../types';
-import { LastOwner, withAccountName } from '../errors';
+import { withAccountName } from '../errors';
 import { SqliteAlerts } from './alerts';
 import { ChangeFeed, type ChangeListener } from './changes';
+import { SqliteMembers } from './members';
 import { SqliteSessions } from './sessions';
 import { SqliteUsage } from './usage';
 import { SqliteDatabase } from './database';
@@ -17,7 +18,7 @@ import * as rows from './rows';
 import * as statements from './statements';
 import { daysBefore } from '../sql/rows';
 import { ACCOUNT_UPDATES, columnsSet, KEY_UPDATES } from '../sql/updates';
-import type { AccountRow, AuditRow, IdentityRow, KeyRow, MemberRow, PersonRow } from './rows';
+import type { AccountRow, AuditRow, IdentityRow, KeyRow, PersonRow } from './rows';
 
 /** Quota counters of days and months before this are dropped. */
 const QUOTA_DAYS_KEPT = 62;
@@ -29,6 +30,7 @@ export class SqliteKeyStore implements Store {
   private readonly feed: ChangeFeed;
   private readonly prunedAt = new Map<string, number>();
   private readonly sessions: SqliteSessions;
+  private readonly members: SqliteMembers;
   private readonly alerts: SqliteAlerts;
   private readonly usageRows: SqliteUsage;
 
@@ -37,6 +39,7 @@ export class SqliteKeyStore implements Store {
     this.sql = new SqliteDatabase(file, busyTimeoutMs);
     this.feed = new ChangeFeed(this.sql.db);
     this.sessions = new SqliteSessions(this.sql);
+    this.members = new SqliteMembers(this.sql);
     this.alerts = new SqliteAlerts(this.sql);
     this.usageRows = new SqliteUsage(this.sql);
   }
@@ -191,32 +194,17 @@ export class SqliteKeyStore implements Store {
     return this.sql.write(() => this.sql.run(rows.insertSql('insert or ignore', 'chatgate_identities', statements.IDENTITY_COLUMNS), rows.identityParams(record)).changes > 0);
   }
 
-  putMember(record: MembershipRecord, options: { keepOwner?: boolean } = {}): Promise<MembershipRecord> {
-    return this.sql.write(() => {
-      if (options.keepOwner && record.role !== 'owner') this.keepAnOwner(record.accountId, record.email);
-      const sql = `${rows.insertSql('insert', 'chatgate_members', statements.MEMBER_COLUMNS)} on conflict (account_id, email) do update set role = excluded.role returning *`;
-      return rows.toMember(this.sql.get<MemberRow>(sql, rows.memberParams(record))!);
-    });
+  putMember(record: MembershipRecord, options?: { keepOwner?: boolean }): Promise<MembershipRecord> {
+    return this.members.put(record, options);
   }
-
-  removeMember(accountId: string, email: string, options: { keepOwner?: boolean } = {}): Promise<boolean> {
-    return this.sql.write(() => {
-      if (options.keepOwner) this.keepAnOwner(accountId, email);
-      return this.sql.run('delete from chatgate_members where account_id = ? and email = ?', accountId, email).changes > 0;
-    });
+  removeMember(accountId: string, email: string, options?: { keepOwner?: boolean }): Promise<boolean> {
+    return this.members.remove(accountId, email, options);
   }
-
-  /** In a write (its lock taken first: no writer of any process changes an owner between this look and the change): LastOwner when `email` is the only owner. */
-  private keepAnOwner(accountId: string, email: string): void {
-    if (this.sql.get(statements.ONLY_OWNER, { accountId, email })) throw new LastOwner(accountId, email);
-  }
-
   listMembers(accountId: string): Promise<MembershipRecord[]> {
-    return this.sql.read(() => this.sql.all<MemberRow>('select * from chatgate_members where account_id = ? order by added_at, email', accountId).map(rows.toMember));
+    return this.members.list(accountId);
   }
-
   membershipsOf(email: string): Promise<MembershipRecord[]> {
-    return this.sql.read(() => this.sql.all<MemberRow>('select * from chatgate_members where email = ? order by added_at, account_id', email).map(rows.toMember));
+    return this.members.membershipsOf(email);
   }
 
   createSession(record: SessionRecord): Promise<void> {
