@@ -30,6 +30,7 @@ import type {
   MembershipRecord,
   OneTimeToken,
   PersonRecord,
+  Role,
   SessionRecord,
   Store,
   UsageDay,
@@ -144,6 +145,9 @@ export class GuardedKeyStore implements Store {
   }
   putMember(record: MembershipRecord, options?: { keepOwner?: boolean }): Promise<MembershipRecord> {
     return this.call(() => this.inner.putMember(record, options));
+  }
+  setMemberRole(accountId: string, email: string, role: Role, options?: { keepOwner?: boolean }): Promise<MembershipRecord | undefined> {
+    return this.call(() => this.inner.setMemberRole(accountId, email, role, options));
   }
   removeMember(accountId: string, email: string, options?: { keepOwner?: boolean }): Promise<boolean> {
     return this.call(() => this.inner.removeMember(accountId, email, options));

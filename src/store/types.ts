@@ -310,6 +310,8 @@ export interface AccountStore {
   bindIdentity(record: IdentityRecord): Promise<boolean>;
   /** Adds a member, or changes the role of one; with keepOwner, never the only owner to a member (LastOwner, decided in the same step). */
   putMember(record: MembershipRecord, options?: { keepOwner?: boolean }): Promise<MembershipRecord>;
+  /** Changes the role of a member who is there, in one step: undefined when none is, and nobody added (a change racing a removal never brings the member back); keepOwner as putMember's. */
+  setMemberRole(accountId: string, email: string, role: Role, options?: { keepOwner?: boolean }): Promise<MembershipRecord | undefined>;
   /** Whether there was such a member; with keepOwner, never the only owner (LastOwner, decided in the same step). */
   removeMember(accountId: string, email: string, options?: { keepOwner?: boolean }): Promise<boolean>;
   listMembers(accountId: string): Promise<MembershipRecord[]>;

@@ -10,7 +10,7 @@ import { definedFields } from '../../src/common/defined-fields';
 import { StoreUnreadable } from '../../src/store/guarded';
 import { fileStamp, replaceFile, withLockFile } from './file-store-lock';
 import { applyBatch, ChangeBatches, type BatchChange, type QueuedChange } from './file-store-batches';
-import { withAudit, withCountersBumped, withIdentity, withMember, withoutMember, withPassword, withPerson, withQuotaUsage, withSession, withToken, withTokenTaken, withUse } from './file-store-data';
+import { withAudit, withCountersBumped, withIdentity, withMember, withMemberRole, withoutMember, withPassword, withPerson, withQuotaUsage, withSession, withToken, withTokenTaken, withUse } from './file-store-data';
 import { accountChanged, auditKept, byCreation, newestFirst } from './account-changes';
 import { addToLedger, breakdownOf, ledgerOf, pruneRows, type LedgerRow } from './usage-ledger';
 import { MemoryAccountStore } from './memory-account-store';
@@ -18,7 +18,7 @@ import { byDateThenKey, daysBefore, emptyData, parseContents, type Data } from '
 
 export { removeStaleLock } from './file-store-lock';
 export { parseContents, type Data } from '../../src/store/file-schema';
-import { AccountNameTaken, DuplicateRecord, type AccountChanges, type AccountRecord, type AlertRecord, type AuditEvent, type AuditFilter, type IdentityRecord, type KeyChanges, type KeyRecord, type KeyUse, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type Store, type UsageDay, type BreakdownQuery, type UsageShare, type ServerSecret } from '../../src/store/types';
+import { AccountNameTaken, DuplicateRecord, type AccountChanges, type AccountRecord, type AlertRecord, type AuditEvent, type AuditFilter, type IdentityRecord, type KeyChanges, type KeyRecord, type KeyUse, type MembershipRecord, type OneTimeToken, type PersonRecord, type Role, type SessionRecord, type Store, type UsageDay, type BreakdownQuery, type UsageShare, type ServerSecret } from '../../src/store/types';
 
 /** How often the file's stamp is polled for changes made by other processes. */
 const WATCH_INTERVAL_MS = 1000;
@@ -171,6 +171,10 @@ export class FileKeyStore implements Store {
 
   putMember(record: MembershipRecord, options: { keepOwner?: boolean } = {}): Promise<MembershipRecord> {
     return this.modify((data) => withMember(data, record, options));
+  }
+
+  setMemberRole(accountId: string, email: string, role: Role, options: { keepOwner?: boolean } = {}): Promise<MembershipRecord | undefined> {
+    return this.modify((data) => withMemberRole(data, accountId, email, role, options));
   }
 
   removeMember(accountId: string, email: string, options: { keepOwner?: boolean } = {}): Promise<boolean> {

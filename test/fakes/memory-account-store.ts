@@ -4,7 +4,7 @@
  * as a real store's are.
  */
 import { losesLastOwner } from './last-owner';
-import { AccountNameTaken, ALERTS_KEPT_DAYS, DuplicateRecord, LastOwner, type AccountChanges, type AccountRecord, type AccountStore, type AlertRecord, type AuditEvent, type AuditFilter, type IdentityRecord, type MembershipRecord, type OneTimeToken, type PersonRecord, type SessionRecord, type UsageDay, type BreakdownQuery, type ServerSecret } from '../../src/store/types';
+import { AccountNameTaken, ALERTS_KEPT_DAYS, DuplicateRecord, LastOwner, type AccountChanges, type AccountRecord, type AccountStore, type AlertRecord, type AuditEvent, type AuditFilter, type IdentityRecord, type MembershipRecord, type OneTimeToken, type PersonRecord, type Role, type SessionRecord, type UsageDay, type BreakdownQuery, type ServerSecret } from '../../src/store/types';
 import { breakdownOf, pruneRows, type LedgerRow } from './usage-ledger';
 import { accountChanged, auditKept, byCreation, newestFirst } from './account-changes';
 
@@ -86,6 +86,12 @@ export class MemoryAccountStore implements AccountStore {
     if (existing) existing.role = record.role;
     else this.members.push(copy(record));
     return copy(existing ?? record);
+  }
+  async setMemberRole(accountId: string, email: string, role: Role, options: { keepOwner?: boolean } = {}) {
+    if (options.keepOwner && role !== 'owner' && losesLastOwner(this.members, accountId, email)) throw new LastOwner(accountId, email);
+    const existing = this.members.find((m) => m.accountId === accountId && m.email === email);
+    if (existing) existing.role = role;
+    return existing && copy(existing);
   }
   async removeMember(accountId: string, email: string, options: { keepOwner?: boolean } = {}) {
     if (options.keepOwner && losesLastOwner(this.members, accountId, email)) throw new LastOwner(accountId, email);

@@ -3,7 +3,8 @@
  * write returns is what the other handle then reads; a name or id another account holds is refused
  * with DuplicateRecord (AccountNameTaken for a name), and of creates or renames racing for one name
  * exactly one wins; names and emails that only look alike are other records; lists come in a fixed order;
- * with keepOwner, no change (however many at once) leaves an account without an owner.
+ * with keepOwner, no change (however many at once) leaves an account without an owner; a role change
+ * (setMemberRole) never adds anyone, not even one removed while it was under way.
  */
 import { AccountNameTaken, DuplicateRecord, LastOwner, type AccountRecord, type AccountStore, type MembershipRecord } from '../../src/store/types';
 import { CONTRACT_BACKENDS, type ContractBackend, withBackend } from './contract-backends';
@@ -208,6 +209,53 @@ describe.each(CONTRACT_BACKENDS)('%s: accounts, people, members', (_kind, open) 
       const owners = (await other.listMembers(id)).filter((m) => m.role === 'owner');
       expect(owners).toHaveLength(1);
       expect(owners[0]!.email).toBe(results[0]!.status === 'fulfilled' ? second.email : first.email);
+    }
+  });
+
+  test('setMemberRole changes the role of a member who is there, nothing else; with nobody there it answers undefined and adds nobody; keepOwner keeps the last owner', async () => {
+    for (const email of ['ray@x.test', 'sue@x.test']) await store.putPerson(person(email));
+    await store.createAccount(account('acc_role', 'role'));
+    const ray = member('acc_role', 'ray@x.test', '2031-03-01T00:00:00.000Z', 'owner');
+    const sue = { ...member('acc_role', 'sue@x.test', '2031-03-02T00:00:00.000Z'), addedBy: 'ray@x.test' };
+    await store.putMember(ray);
+    await store.putMember(sue);
+    expect(await other.setMemberRole('acc_role', 'sue@x.test', 'owner', { keepOwner: true })).toEqual({ ...sue, role: 'owner' });
+    expect(await store.listMembers('acc_role')).toEqual([ray, { ...sue, role: 'owner' }]);
+    expect(await store.setMemberRole('acc_role', 'ray@x.test', 'member', { keepOwner: true })).toEqual({ ...ray, role: 'member' });
+    expect(await other.setMemberRole('acc_role', 'sue@x.test', 'member', { keepOwner: true }).catch((err: unknown) => err)).toBeInstanceOf(LastOwner);
+    expect(await store.setMemberRole('acc_role', 'sue@x.test', 'member')).toEqual(sue); // without keepOwner, as told
+    // Nobody there (never was, gone, another account, another spelling): undefined, and nobody made.
+    expect(await other.removeMember('acc_role', 'ray@x.test')).toBe(true);
+    for (const [accountId, email] of [['acc_role', 'ray@x.test'], ['acc_role', 'cid@x.test'], ['acc_role', 'Sue@x.test'], ['acc_nobody', 'sue@x.test']] as const) {
+      for (const role of ['owner', 'member'] as const) {
+        expect(await store.setMemberRole(accountId, email, role, { keepOwner: true })).toBeUndefined();
+        expect(await other.setMemberRole(accountId, email, role)).toBeUndefined();
+      }
+    }
+    expect(await other.listMembers('acc_role')).toEqual([sue]);
+    expect(await store.membershipsOf('ray@x.test')).toEqual([]);
+    expect(await store.listMembers('acc_nobody')).toEqual([]);
+  });
+
+  test('setMemberRole racing removeMember through two handles, ten times over: the member is gone after both, whichever lands first', async () => {
+    for (const email of ['ann@x.test', 'bob@x.test']) await store.putPerson(person(email));
+    for (let round = 0; round < 10; round++) {
+      const id = `acc_leave_${round}`;
+      await store.createAccount(account(id, `leave ${round}`));
+      const ann = member(id, 'ann@x.test', '2031-03-01T00:00:00.000Z', 'owner');
+      // Bob is promoted in even rounds, demoted (from owner, beside Ann) in odd ones.
+      const bob = member(id, 'bob@x.test', '2031-03-02T00:00:00.000Z', round % 2 ? 'owner' : 'member');
+      await store.putMember(ann);
+      await store.putMember(bob);
+      const role = round % 2 ? 'member' : 'owner';
+      const changeRole = () => other.setMemberRole(id, bob.email, role, { keepOwner: true });
+      const remove = () => store.removeMember(id, bob.email, { keepOwner: true });
+      // Which call is made first alternates every two rounds.
+      const [changed, removed] = round % 4 < 2 ? await Promise.all([changeRole(), remove()]) : await Promise.all([remove(), changeRole()]).then(([r, c]) => [c, r] as const);
+      expect(removed).toBe(true);
+      expect(changed === undefined || changed.role === role).toBe(true);
+      expect(await store.listMembers(id)).toEqual([ann]);
+      expect(await other.listMembers(id)).toEqual([ann]);
     }
   });
 

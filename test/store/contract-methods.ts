@@ -38,6 +38,7 @@ export const CONTRACT_FILES = {
   identitiesOf: 'identity-contract',
   bindIdentity: 'identity-contract',
   putMember: 'account-contract',
+  setMemberRole: 'account-contract',
   removeMember: 'account-contract',
   listMembers: 'account-contract',
   membershipsOf: 'account-contract',

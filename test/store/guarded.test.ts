@@ -4,7 +4,7 @@
  * when it ends, however many calls fail in between.
  */
 import { GatewayError } from '../../src/errors';
-import { AccountNameTaken, DuplicateRecord } from '../../src/store/errors';
+import { AccountNameTaken, DuplicateRecord, LastOwner } from '../../src/store/errors';
 import { GuardedKeyStore, isUnreachable, StoreDeadlineExceeded, StoreUnreadable } from '../../src/store/guarded';
 import { issueKey } from '../../src/auth/issue';
 import { CountingKeyStore } from '../fakes/counting-key-store';
@@ -102,6 +102,21 @@ test('an error the store gives about the call itself passes through as it is, an
   await expect(store.get('key_1')).rejects.toBe(refusal);
   expect(store.reachable).toBe(true);
   expect(events).toEqual([]);
+});
+
+test('a member\'s role change goes through the guard: the store\'s answer as it is (LastOwner too, none for nobody), and 503 at the deadline when the store never answers', async () => {
+  const { inner, store } = guarded(100);
+  const at = '2031-01-01T00:00:00.000Z';
+  await inner.putMember({ accountId: 'acc_g', email: 'ann@x.test', role: 'owner', addedAt: at, addedBy: 'admin-token' });
+  await inner.putMember({ accountId: 'acc_g', email: 'bob@x.test', role: 'member', addedAt: at, addedBy: 'admin-token' });
+  expect(await store.setMemberRole('acc_g', 'bob@x.test', 'owner', { keepOwner: true })).toMatchObject({ email: 'bob@x.test', role: 'owner' });
+  expect(await store.setMemberRole('acc_g', 'cid@x.test', 'owner', { keepOwner: true })).toBeUndefined();
+  await store.setMemberRole('acc_g', 'ann@x.test', 'member', { keepOwner: true });
+  await expect(store.setMemberRole('acc_g', 'bob@x.test', 'member', { keepOwner: true })).rejects.toBeInstanceOf(LastOwner);
+  inner.setMemberRole = () => new Promise(() => undefined); // taken, never answered
+  const started = performance.now();
+  await expect(store.setMemberRole('acc_g', 'bob@x.test', 'member')).rejects.toMatchObject({ status: 503, code: 'key_store_unavailable' });
+  expect(performance.now() - started).toBeLessThan(1000);
 });
 
 test.each([

@@ -20,6 +20,7 @@ import {
   type MembershipRecord,
   type OneTimeToken,
   type PersonRecord,
+  type Role,
   type SessionRecord,
   type UsageDay,
 } from '../types';
@@ -50,7 +51,7 @@ import {
   type TokenRow,
 } from '../sql/rows';
 import { ACCOUNT_UPDATES, columnsSet } from '../sql/updates';
-import { putMemberKeepingOwner, removeMemberKeepingOwner } from './members';
+import { putMemberKeepingOwner, removeMemberKeepingOwner, SET_MEMBER_ROLE, setMemberRoleKeepingOwner } from './members';
 import { queryWithin } from './query';
 import { insertSql } from './rows';
 
@@ -154,6 +155,12 @@ export class PostgresAccountStore {
     const params = memberParams(record);
     const { rows } = await this.query<MemberRow>(`${insertSql('chatgate_members', params)} on conflict (account_id, email) do update set role = excluded.role returning *`, Object.values(params));
     return toMember(rows[0]!);
+  }
+
+  async setMemberRole(accountId: string, email: string, role: Role, options: { keepOwner?: boolean } = {}): Promise<MembershipRecord | undefined> {
+    if (options.keepOwner) return setMemberRoleKeepingOwner(this.pool, this.timeoutMs, accountId, email, role);
+    const { rows } = await this.query<MemberRow>(SET_MEMBER_ROLE, [accountId, email, role]);
+    return rows[0] && toMember(rows[0]);
   }
 
   async removeMember(accountId: string, email: string, options: { keepOwner?: boolean } = {}): Promise<boolean> {

@@ -2,10 +2,11 @@
  * The embedded store's members. A change with `keepOwner` looks at the owners and changes the member
  * in one write transaction (its lock taken first: no writer of any process changes an owner between
  * the look and the change), so of two owners demoting or removing each other at once one is refused
- * with LastOwner.
+ * with LastOwner. setRole is an update, never an insert: a role change racing the member's removal
+ * finds nobody and brings nobody back.
  */
 import { LastOwner } from '../errors';
-import type { MembershipRecord } from '../types';
+import type { MembershipRecord, Role } from '../types';
 import type { SqliteDatabase } from './database';
 import * as rows from './rows';
 import type { MemberRow } from './rows';
@@ -19,6 +20,14 @@ export class SqliteMembers {
       if (options.keepOwner && record.role !== 'owner') this.keepAnOwner(record.accountId, record.email);
       const sql = `${rows.insertSql('insert', 'chatgate_members', statements.MEMBER_COLUMNS)} on conflict (account_id, email) do update set role = excluded.role returning *`;
       return rows.toMember(this.sql.get<MemberRow>(sql, rows.memberParams(record))!);
+    });
+  }
+
+  setRole(accountId: string, email: string, role: Role, options: { keepOwner?: boolean } = {}): Promise<MembershipRecord | undefined> {
+    return this.sql.write(() => {
+      if (options.keepOwner && role !== 'owner') this.keepAnOwner(accountId, email);
+      const row = this.sql.get<MemberRow>('update chatgate_members set role = ? where account_id = ? and email = ? returning *', role, accountId, email);
+      return row && rows.toMember(row);
     });
   }
 
