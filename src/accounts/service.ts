@@ -132,7 +132,9 @@ export class Accounts {
     const previous = (await this.store.listMembers(accountId)).find((m) => m.email === email);
     if (!previous) throw errors.memberNotFound(email);
     if (previous.role === role) return previous;
-    const member = await this.store.putMember({ ...previous, role }, { keepOwner: true }).catch(lastOwner);
+    // Update-only, in the store's one step: removed meanwhile (by another owner, on any replica), the member stays gone.
+    const member = await this.store.setMemberRole(accountId, email, role, { keepOwner: true }).catch(lastOwner);
+    if (!member) throw errors.memberNotFound(email);
     await this.auditor.record({ accountId, actor: actorName(by), action: 'member.role_changed', target: email, client, details: { from: previous.role, role } });
     return member;
   }
@@ -171,7 +173,8 @@ export class Accounts {
     }
     // An owner is first made a member, in a step of the store's that keeps the account an owner: of
     // two owners removing (or demoting) each other at once, one is refused before any key is touched.
-    if (member.role === 'owner') await this.store.putMember({ ...member, role: 'member' }, { keepOwner: true }).catch(lastOwner);
+    // Update-only: removed meanwhile by someone else, the member is not brought back.
+    if (member.role === 'owner' && !(await this.store.setMemberRole(accountId, email, 'member', { keepOwner: true }).catch(lastOwner))) throw errors.memberNotFound(email);
     const first = await this.keysLeave(accountId, email, heir, by, client);
     await this.store.removeMember(accountId, email, { keepOwner: true }).catch(lastOwner);
     await this.auditor.record({ accountId, actor: actorName(by), action: 'member.removed', target: email, client, details: heir ? { keysTransferredTo: heir } : {} });

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { Auditor } from '../../src/accounts/audit';
 import { Accounts } from '../../src/accounts/service';
 import { SqliteKeyStore } from '../../src/store/sqlite/store';
-import type { AuditEvent } from '../../src/store/types';
+import type { AuditEvent, Store } from '../../src/store/types';
 import { createLogger } from '../../src/telemetry/log';
 
 let dir: string;
@@ -95,4 +95,72 @@ test('two owners taking the owner role from each other at once (made a member, r
     const left = (await accounts.store.listMembers(account.id)).find((m) => m.role === 'owner')!.email;
     expect((await accounts.store.list(account.id)).filter((key) => key.createdBy === left).map((key) => key.revokedAt)).toEqual([null]);
   }
+});
+
+/**
+ * The store under `accounts`, where the role changes (setMemberRole, and putMember, the upsert it once
+ * used) wait, once they are called, until `release()`: `reached` settles when one is waiting.
+ */
+function holdingRoleChanges(store: Store) {
+  let release!: () => void;
+  let arrived!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  const reached = new Promise<void>((resolve) => (arrived = resolve));
+  const held = new Proxy(store, {
+    get(target, property) {
+      const value = Reflect.get(target, property, target) as unknown;
+      if (typeof value !== 'function') return value;
+      if (property !== 'setMemberRole' && property !== 'putMember') return value.bind(target);
+      return async (...args: unknown[]) => {
+        arrived();
+        await released;
+        return (value as (...a: unknown[]) => unknown).apply(target, args);
+      };
+    },
+  });
+  return { held, reached, release };
+}
+
+test("a role change that read the member, then met their removal before it wrote, brings nobody back: 404 member_not_found, the member gone with their keys, the change unaudited", async () => {
+  const account = await accounts.createAccount('role-vs-removal', ADMIN, undefined);
+  const lead = { kind: 'person', email: 'lead@example.com', admin: false } as const;
+  await accounts.addMember(account.id, { email: 'lead@example.com', role: 'owner' }, ADMIN, undefined);
+  await accounts.addMember(account.id, { email: 'leaver@example.com', role: 'member' }, ADMIN, undefined);
+  const key = await accounts.createKey(account.id, { name: "the leaver's" }, { kind: 'person', email: 'leaver@example.com', admin: false }, undefined);
+  const { held, reached, release } = holdingRoleChanges(accounts.store);
+  const slow = new Accounts(held, new Auditor({ appendAudit: async (event) => void audited.push(event) }, createLogger('silent')));
+  audited.length = 0;
+  const promoting = slow.setMemberRole(account.id, 'leaver@example.com', 'owner', lead, undefined).catch((err: unknown) => err);
+  await reached; // it found the member, and is about to write
+  expect(await accounts.removeMember(account.id, 'leaver@example.com', lead, undefined)).toEqual({ revoked: 1, transferred: 0 });
+  release();
+  expect(await promoting).toMatchObject({ status: 404, code: 'member_not_found' });
+  expect((await accounts.store.listMembers(account.id)).map((m) => [m.email, m.role])).toEqual([['lead@example.com', 'owner']]);
+  expect(await accounts.store.membershipsOf('leaver@example.com')).toEqual([]);
+  expect((await accounts.store.get(key.record.id))?.revokedAt).not.toBeNull();
+  expect(audited.map((event) => event.action)).toEqual(['key.revoked', 'member.removed']);
+});
+
+test('a role change racing the removal of that member, ten times over at ever later starts: the member is gone after both; the change is made before it, or is 404', async () => {
+  const lead = { kind: 'person', email: 'lead@example.com', admin: false } as const;
+  const outcomes = new Set<string>();
+  for (let round = 0; round < 10; round++) {
+    const account = await accounts.createAccount(`role-race-${round}`, ADMIN, undefined);
+    await accounts.addMember(account.id, { email: 'lead@example.com', role: 'owner' }, ADMIN, undefined);
+    await accounts.addMember(account.id, { email: 'dev@example.com', role: round % 2 ? 'owner' : 'member' }, ADMIN, undefined);
+    const role = round % 2 ? 'member' : 'owner';
+    // The role change starts 0, 1, 2, ... microtask turns after the removal: the early ones read the
+    // member before the removal lands, and (on the old upsert) wrote them back after it.
+    const later = async () => {
+      for (let turn = 0; turn < round; turn++) await Promise.resolve();
+      return accounts.setMemberRole(account.id, 'dev@example.com', role, lead, undefined);
+    };
+    const [removed, changed] = await Promise.allSettled([accounts.removeMember(account.id, 'dev@example.com', lead, undefined), later()]);
+    expect(removed.status).toBe('fulfilled');
+    if (changed.status === 'rejected') expect(changed.reason).toMatchObject({ status: 404, code: 'member_not_found' });
+    else expect(changed.value).toMatchObject({ email: 'dev@example.com', role });
+    outcomes.add(changed.status);
+    expect((await accounts.store.listMembers(account.id)).map((m) => m.email)).toEqual(['lead@example.com']);
+  }
+  expect([...outcomes].sort()).toEqual(['fulfilled', 'rejected']); // both orders were met
 });
