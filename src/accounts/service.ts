@@ -154,7 +154,8 @@ export class Accounts {
    * Removes a member. The keys they made in the account leave with them (revoked, each audited with
    * the reason), unless `transferKeysTo` names an owner of the account who takes them over (audited
    * `key.transferred`). Who may be named is the caller's rule: the console lets an owner name only
-   * themself. An owner is made a member first (never the last owner: 409 last_owner, nothing done).
+   * themself. An owner is made a member first (never the last owner: 409 last_owner, nothing done),
+   * audited then as `member.role_changed` with the reason `removing`.
    * The keys are handled before the membership goes (a failure half way leaves the member, and a
    * retry finishes the job), and again after it, for a key the member made meanwhile.
    */
@@ -173,8 +174,12 @@ export class Accounts {
     }
     // An owner is first made a member, in a step of the store's that keeps the account an owner: of
     // two owners removing (or demoting) each other at once, one is refused before any key is touched.
-    // Update-only: removed meanwhile by someone else, the member is not brought back.
-    if (member.role === 'owner' && !(await this.store.setMemberRole(accountId, email, 'member', { keepOwner: true }).catch(lastOwner))) throw errors.memberNotFound(email);
+    // Update-only: removed meanwhile by someone else, the member is not brought back. Audited at once:
+    // should a later step fail, the member stays, demoted, and the trail says so and why.
+    if (member.role === 'owner') {
+      if (!(await this.store.setMemberRole(accountId, email, 'member', { keepOwner: true }).catch(lastOwner))) throw errors.memberNotFound(email);
+      await this.auditor.record({ accountId, actor: actorName(by), action: 'member.role_changed', target: email, client, details: { from: 'owner', role: 'member', reason: 'removing' } });
+    }
     const first = await this.keysLeave(accountId, email, heir, by, client);
     await this.store.removeMember(accountId, email, { keepOwner: true }).catch(lastOwner);
     await this.auditor.record({ accountId, actor: actorName(by), action: 'member.removed', target: email, client, details: heir ? { keysTransferredTo: heir } : {} });

@@ -90,9 +90,17 @@ test('two owners taking the owner role from each other at once (made a member, r
     if (kind === 'demote') await duel(demoteBob, demoteAnn, account.id);
     if (kind === 'remove') await duel(removeBob, removeAnn, account.id);
     if (kind === 'both') await duel(demoteBob, removeAnn, account.id);
-    // Only the change that was made is audited, and the refused one touched no key: the owner left keeps theirs.
-    expect(audited.filter((event) => event.action === 'member.role_changed' || event.action === 'member.removed')).toHaveLength(1);
-    const left = (await accounts.store.listMembers(account.id)).find((m) => m.role === 'owner')!.email;
+    // Only the change that was made is audited (a removal: the demotion it begins with, then the
+    // removal), and the refused one touched no key: the owner left keeps theirs.
+    const members = await accounts.store.listMembers(account.id);
+    const left = members.find((m) => m.role === 'owner')!.email;
+    const changed = left === 'ann@example.com' ? 'bob@example.com' : 'ann@example.com';
+    const removed = !members.some((m) => m.email === changed);
+    const made = audited.filter((event) => event.action === 'member.role_changed' || event.action === 'member.removed');
+    expect(made.map(({ action, target, details }) => ({ action, target, details }))).toEqual([
+      { action: 'member.role_changed', target: changed, details: removed ? { from: 'owner', role: 'member', reason: 'removing' } : { from: 'owner', role: 'member' } },
+      ...(removed ? [{ action: 'member.removed', target: changed, details: {} }] : []),
+    ]);
     expect((await accounts.store.list(account.id)).filter((key) => key.createdBy === left).map((key) => key.revokedAt)).toEqual([null]);
   }
 });
@@ -163,4 +171,30 @@ test('a role change racing the removal of that member, ten times over at ever la
     expect((await accounts.store.listMembers(account.id)).map((m) => m.email)).toEqual(['lead@example.com']);
   }
   expect([...outcomes].sort()).toEqual(['fulfilled', 'rejected']); // both orders were met
+});
+
+test("an owner's removal that fails after the demotion it begins with leaves the member demoted, and the demotion audited with its reason; a retry finishes", async () => {
+  const account = await accounts.createAccount('removal-half-way', ADMIN, undefined);
+  const lead = { kind: 'person', email: 'lead@example.com', admin: false } as const;
+  for (const email of ['lead@example.com', 'co@example.com']) await accounts.addMember(account.id, { email, role: 'owner' }, ADMIN, undefined);
+  // The store goes away just as the membership is to go (the keys were handled before).
+  const failing = new Proxy(accounts.store, {
+    get(target, property) {
+      const value = Reflect.get(target, property, target) as unknown;
+      if (property === 'removeMember') return () => Promise.reject(Object.assign(new Error('store down'), { code: 'ECONNREFUSED' }));
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+  const halfWay = new Accounts(failing, new Auditor({ appendAudit: async (event) => void audited.push(event) }, createLogger('silent')));
+  audited.length = 0;
+  await expect(halfWay.removeMember(account.id, 'co@example.com', lead, '10.0.0.9')).rejects.toThrow('store down');
+  expect(Object.fromEntries((await accounts.store.listMembers(account.id)).map((m) => [m.email, m.role]))).toEqual({ 'lead@example.com': 'owner', 'co@example.com': 'member' });
+  expect(audited.map(({ accountId, actor, action, target, client, details }) => ({ accountId, actor, action, target, client, details }))).toEqual([
+    { accountId: account.id, actor: 'lead@example.com', action: 'member.role_changed', target: 'co@example.com', client: '10.0.0.9', details: { from: 'owner', role: 'member', reason: 'removing' } },
+  ]);
+  // The retry finds a member (no second demotion) and removes them.
+  audited.length = 0;
+  await accounts.removeMember(account.id, 'co@example.com', lead, '10.0.0.9');
+  expect((await accounts.store.listMembers(account.id)).map((m) => m.email)).toEqual(['lead@example.com']);
+  expect(audited.map((event) => event.action)).toEqual(['member.removed']);
 });
