@@ -5,39 +5,29 @@
  * with 403 when it came after (no owner any more). The account always keeps an owner, and only the
  * change that was made is in the audit trail.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
+import { startReplicas, type GatewayProcess, type Replicas } from '../helpers/gateway-process';
 import { request, type RawResponse } from '../helpers/http';
-import { createTestDatabase, type TestDatabase } from '../helpers/postgres';
-import { startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { startWorker, type WorkerProcess } from '../helpers/processes';
 
 const TOKEN = 'member-roles-race-admin-token-0123456789';
 const PASSWORD = 'a password for the duel';
 const ROUNDS = 12;
 let worker: WorkerProcess;
-let dir: string;
-let database: TestDatabase;
+let replicas: Replicas;
 let a: GatewayProcess;
 let b: GatewayProcess;
 
 beforeAll(async () => {
   worker = await startWorker();
-  dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-member-roles-race-'));
-  database = await createTestDatabase();
-  const settings = { admin: { host: '127.0.0.1', port: 0, token: TOKEN }, providers: { mock: { workers: [worker.url] } }, keyStore: { type: 'postgres', url: database.url } };
-  [a, b] = (await Promise.all(['a', 'b'].map((name) => startGatewayProcess(dir, name, settings)))) as [GatewayProcess, GatewayProcess];
+  replicas = await startReplicas('member-roles-race', TOKEN, { providers: { mock: { workers: [worker.url] } } });
+  ({ a, b } = replicas);
 }, 60_000);
 afterAll(async () => {
-  await Promise.all([a, b].filter(Boolean).map((replica) => stopProcess(replica.child)));
+  await replicas?.stop();
   await worker?.stop();
-  await database?.drop();
-  rmSync(dir, { recursive: true, force: true });
 });
 
-const admin = (method: string, apiPath: string, body?: unknown) =>
-  request(a.adminUrl, { method, path: `/admin/api${apiPath}`, headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+const admin = (method: string, apiPath: string, body?: unknown) => replicas.admin(method, apiPath, body);
 
 type Call = (method: string, apiPath: string, body?: unknown) => Promise<RawResponse>;
 

@@ -5,35 +5,26 @@
  * token, no one-time link and no key in clear.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
+import { startReplicas, type GatewayProcess, type Replicas } from '../helpers/gateway-process';
 import { bearer, chatBody, request, type RawResponse } from '../helpers/http';
-import { createTestDatabase, type TestDatabase } from '../helpers/postgres';
-import { startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
+import { startWorker, type WorkerProcess } from '../helpers/processes';
 import { eventually } from '../helpers/time';
 
 const TOKEN = 'console-shared-admin-token-0123456789';
 const PASSWORD = 'a password for both replicas';
 let worker: WorkerProcess;
-let dir: string;
-let database: TestDatabase;
+let replicas: Replicas;
 let a: GatewayProcess;
 let b: GatewayProcess;
 
 beforeAll(async () => {
   worker = await startWorker();
-  dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-console-shared-'));
-  database = await createTestDatabase();
-  const settings = { admin: { host: '127.0.0.1', port: 0, token: TOKEN }, providers: { mock: { workers: [worker.url] } }, keyStore: { type: 'postgres', url: database.url } };
-  [a, b] = (await Promise.all(['a', 'b'].map((name) => startGatewayProcess(dir, name, settings)))) as [GatewayProcess, GatewayProcess];
+  replicas = await startReplicas('console-shared', TOKEN, { providers: { mock: { workers: [worker.url] } } });
+  ({ a, b } = replicas);
 });
 afterAll(async () => {
-  await Promise.all([a, b].filter(Boolean).map((replica) => stopProcess(replica.child)));
+  await replicas?.stop();
   await worker?.stop();
-  await database?.drop();
-  rmSync(dir, { recursive: true, force: true });
 });
 
 const call = (replica: GatewayProcess, cookie: string | undefined, method: string, apiPath: string, body?: unknown): Promise<RawResponse> =>
@@ -46,14 +37,8 @@ const call = (replica: GatewayProcess, cookie: string | undefined, method: strin
   });
 
 test('a session made on one replica works on the other, and signing out on the other ends it on both', async () => {
-  const account = (await request(a.adminUrl, { method: 'POST', path: '/admin/api/accounts', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'shared-team' }) })).json<{ id: string }>().id;
-  const added = await request(a.adminUrl, {
-    method: 'POST',
-    path: `/admin/api/accounts/${account}/members`,
-    headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ email: 'owner@example.com', role: 'owner', password: PASSWORD }),
-  });
-  expect(added.status).toBe(201);
+  const account = (await replicas.admin('POST', '/accounts', { name: 'shared-team' })).json<{ id: string }>().id;
+  expect((await replicas.admin('POST', `/accounts/${account}/members`, { email: 'owner@example.com', role: 'owner', password: PASSWORD })).status).toBe(201);
 
   const signedIn = await call(a, undefined, 'POST', '/session', { email: 'owner@example.com', password: PASSWORD });
   expect(signedIn.status).toBe(200);
@@ -83,7 +68,7 @@ test('a session made on one replica works on the other, and signing out on the o
   for (const secret of [PASSWORD, key, sessionToken, linkToken]) expect(logs).not.toContain(secret);
 
   // What the database holds: digests and scrypt hashes only.
-  const dump = execFileSync('pg_dump', ['--data-only', database.url], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  const dump = execFileSync('pg_dump', ['--data-only', replicas.database.url], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
   expect(dump).toContain('owner@example.com'); // the dump is the right one
   expect(dump).toContain('scrypt$');
   for (const secret of [PASSWORD, key, key.slice(4), sessionToken, linkToken]) expect(dump).not.toContain(secret);

@@ -4,46 +4,30 @@
  * one atomic step, before its password is checked: exactly maxFailures are checked in all, whichever
  * replica took them, and the owner still signs in from another address through either.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { startGatewayProcess, type GatewayProcess } from '../helpers/gateway-process';
+import { startReplicas, type GatewayProcess, type Replicas } from '../helpers/gateway-process';
 import { request, type RawResponse } from '../helpers/http';
-import { createTestDatabase, type TestDatabase } from '../helpers/postgres';
-import { stopProcess } from '../helpers/processes';
 
 const TOKEN = 'sign-in-throttle-shared-admin-token';
 const PASSWORD = 'a password for both replicas';
 const MAX_FAILURES = 5;
-let dir: string;
-let database: TestDatabase;
+let replicas: Replicas;
 let a: GatewayProcess;
 let b: GatewayProcess;
 let team: string;
 
-const admin = (method: string, apiPath: string, body?: unknown) =>
-  request(a.adminUrl, { method, path: `/admin/api${apiPath}`, headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+const admin = (method: string, apiPath: string, body?: unknown) => replicas.admin(method, apiPath, body);
 
 beforeAll(async () => {
-  dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-throttle-shared-'));
-  database = await createTestDatabase();
-  const settings = {
-    admin: { host: '127.0.0.1', port: 0, token: TOKEN },
-    keyStore: { type: 'postgres', url: database.url },
+  replicas = await startReplicas('throttle-shared', TOKEN, {
     providers: { mock: { workers: ['http://127.0.0.1:9'] } }, // never called here
     // A day's window, so that no burst straddles a window's end.
     console: { signIn: { maxFailures: MAX_FAILURES, windowMs: 86_400_000 } },
-  };
-  a = await startGatewayProcess(dir, 'a', settings);
-  b = await startGatewayProcess(dir, 'b', settings);
+  });
+  ({ a, b } = replicas);
   team = (await admin('POST', '/accounts', { name: 'shared-guessed-at' })).json<{ id: string }>().id;
   expect((await admin('POST', `/accounts/${team}/members`, { email: 'owner@example.com', role: 'owner', password: PASSWORD })).status).toBe(201);
 });
-afterAll(async () => {
-  await Promise.all([a, b].filter(Boolean).map((replica) => stopProcess(replica.child)));
-  await database?.drop();
-  rmSync(dir, { recursive: true, force: true });
-});
+afterAll(() => replicas?.stop());
 
 const signIn = (replica: GatewayProcess, password: string, from: string): Promise<RawResponse> =>
   request(replica.url, {
