@@ -1,6 +1,6 @@
 /**
  * What the benchmark's runs stand on: the repository, this machine and its processes (/proc), a
- * seeded random source, a PostgreSQL database of a run's own, and the mock worker in a process.
+ * PostgreSQL database of a run's own, and the mock worker in a process.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -9,18 +9,6 @@ import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
 import pg from 'pg';
-
-/** A small deterministic generator (mulberry32): the same keys are drawn in every run. */
-export function mulberry32(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** User + system CPU seconds of one process (the gateway runs as one: server.processes 1). */
 export function cpuSeconds(pid: number): number {

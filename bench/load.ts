@@ -8,8 +8,10 @@
  *   streams    N concurrent SSE streams: time to first token, time between tokens, intact or not
  */
 import https from 'node:https';
+import readline from 'node:readline';
 import tls from 'node:tls';
 import autocannon from 'autocannon';
+import { mulberry32, scaleKey } from './scale-figures';
 
 export interface Target {
   url: string;
@@ -18,11 +20,26 @@ export interface Target {
   body: string;
 }
 
-export type Task =
+export type Task = (
   | { kind: 'saturate'; target: Target; connections: number; seconds: number }
-  | { kind: 'rate'; target: Target; rate: number; seconds: number }
+  | {
+      kind: 'rate';
+      target: Target;
+      rate: number;
+      seconds: number;
+      /** Sent at the rate first, not measured (default 1): it opens the connections and warms the JIT. */
+      leadInSeconds?: number;
+      /** Each request with a key drawn at random (seeded) from scaleKey(1..inUse), instead of the target's own authorization. */
+      keys?: { inUse: number; seed: number };
+      /** The p99 of each window of this many seconds too (windowP99), in order. */
+      windowSeconds?: number;
+    }
   | { kind: 'sequential'; target: Target; count: number }
-  | { kind: 'streams'; target: Target; streams: number; opensPerSecond: number };
+  | { kind: 'streams'; target: Target; streams: number; opensPerSecond: number }
+) & {
+  /** Starts only once the runner says go (a line on stdin), after it has heard the task before: it reads what it must between the two. */
+  afterGo?: boolean;
+};
 
 export function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return NaN;
@@ -43,9 +60,10 @@ function agentFor(target: Target, options: { maxSockets: number }): https.Agent 
   return new https.Agent({ keepAlive: true, ...options, secureContext: tls.createSecureContext({ ca: target.ca }), servername: 'localhost' });
 }
 
-function send(target: Target, agent: https.Agent, onChunk?: (at: number) => void): Promise<{ status: number; text: string; error?: string }> {
+function send(target: Target, agent: https.Agent, onChunk?: (at: number) => void, key?: string): Promise<{ status: number; text: string; error?: string }> {
   return new Promise((resolve) => {
-    const req = https.request(target.url, { method: 'POST', agent, headers: { ...target.headers, 'content-type': 'application/json' } }, (res) => {
+    const headers = key === undefined ? { ...target.headers, 'content-type': 'application/json' } : { ...target.headers, authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+    const req = https.request(target.url, { method: 'POST', agent, headers }, (res) => {
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => {
@@ -75,35 +93,72 @@ async function saturate(task: Extract<Task, { kind: 'saturate' }>) {
 
 /**
  * Open loop: requests are sent on schedule whether or not earlier ones have answered, and each latency
- * counts from its scheduled time (no coordinated omission), or from its send when that was early. The first second is sent at the same rate
- * but not measured: it opens the connections (a TLS handshake each) and warms the JIT, which would
- * otherwise be the p99.
+ * counts from its scheduled time (no coordinated omission), or from its send when that was early. The
+ * lead-in (1 s unless told) is sent at the same rate but not measured: it opens the connections (a TLS
+ * handshake each) and warms the JIT, which would otherwise be the p99.
+ *
+ * This process keeps as little as it can per request (a counter for those in flight, the latencies in
+ * one preallocated array): run from the scale benchmark's own process, with 50,000 answers' promises
+ * held in a list, its event loop stopped 40-90 ms at a time, every few seconds, and each stop was
+ * counted in the gateway's p99.
  */
+/**
+ * The rate tasks' connections, kept from one task to the next of this process: the lead-in opens them
+ * for the measured windows after it (64 TLS handshakes at the start of a window were its p99).
+ */
+const rateAgents = new Map<string, https.Agent>();
+
 async function atRate(task: Extract<Task, { kind: 'rate' }>) {
-  const agent = agentFor(task.target, { maxSockets: 64 });
-  const latencies: number[] = [];
+  const agentKey = `${task.target.url} ${task.target.ca}`;
+  const agent = rateAgents.get(agentKey) ?? agentFor(task.target, { maxSockets: 64 });
+  rateAgents.set(agentKey, agent);
+  const count = Math.round(task.rate * task.seconds);
+  const latencies = new Float64Array(count);
+  const answered = new Uint8Array(count);
   let failures = 0;
-  const sendAtRate = async (count: number, onAnswer?: (status: number, from: number) => void) => {
-    const started = performance.now();
-    const pending: Array<Promise<void>> = [];
-    for (let i = 0; i < count; i++) {
-      const due = started + (i * 1000) / task.rate;
-      const wait = due - performance.now();
-      if (wait > 1) await new Promise((resolve) => setTimeout(resolve, wait));
-      // From the scheduled time when the send is late (a stalled server is not excused), from the send
-      // itself when it left up to a millisecond early (a timer waits at least 1 ms, so it is not used).
-      const from = Math.min(due, performance.now());
-      pending.push(send(task.target, agent).then(({ status }) => onAnswer?.(status, from)));
-    }
-    await Promise.all(pending);
-  };
-  await sendAtRate(task.rate);
-  await sendAtRate(Math.round(task.rate * task.seconds), (status, from) => {
-    if (status === 200) latencies.push(performance.now() - from);
-    else failures++;
+  const random = task.keys ? mulberry32(task.keys.seed) : undefined;
+  const keyOf = task.keys && random ? (inUse: number) => scaleKey(1 + Math.floor(random() * inUse)) : undefined;
+  const sendAtRate = (n: number, onAnswer?: (i: number, status: number, from: number) => void) =>
+    new Promise<void>((resolve) => {
+      const started = performance.now();
+      let inFlight = 0;
+      let sent = 0;
+      const next = async () => {
+        for (; sent < n; sent++) {
+          const i = sent;
+          const due = started + (i * 1000) / task.rate;
+          const wait = due - performance.now();
+          if (wait > 1) await new Promise((later) => setTimeout(later, wait));
+          // From the scheduled time when the send is late (a stalled server is not excused), from the send
+          // itself when it left up to a millisecond early (a timer waits at least 1 ms, so it is not used).
+          const from = Math.min(due, performance.now());
+          inFlight++;
+          void send(task.target, agent, undefined, keyOf?.(task.keys!.inUse)).then(({ status }) => {
+            onAnswer?.(i, status, from);
+            if (--inFlight === 0 && sent === n) resolve();
+          });
+        }
+        if (inFlight === 0) resolve();
+      };
+      void next();
+    });
+  await sendAtRate(Math.round(task.rate * (task.leadInSeconds ?? 1)));
+  await sendAtRate(count, (i, status, from) => {
+    if (status !== 200) return void failures++;
+    latencies[i] = performance.now() - from;
+    answered[i] = 1;
   });
-  agent.destroy();
-  return { ...summary(latencies), failures };
+  const all: number[] = [];
+  const perWindow = Math.round(task.rate * (task.windowSeconds ?? task.seconds));
+  const windowP99: number[] = [];
+  for (let from = 0; from < count; from += perWindow) {
+    const window: number[] = [];
+    for (let i = from; i < Math.min(count, from + perWindow); i++) if (answered[i]) window.push(latencies[i]!);
+    all.push(...window);
+    window.sort((a, b) => a - b);
+    windowP99.push(percentile(window, 99));
+  }
+  return { ...summary(all), windowP99, failures };
 }
 
 async function sequential(task: Extract<Task, { kind: 'sequential' }>) {
@@ -173,11 +228,15 @@ const runners = { saturate, rate: atRate, sequential, streams } as const;
 const BETWEEN_TASKS_MS = 100;
 
 async function runAll(tasks: Task[]): Promise<void> {
+  const goes = readline.createInterface({ input: process.stdin })[Symbol.asyncIterator]();
   for (const [index, task] of tasks.entries()) {
-    if (index > 0) await new Promise((resolve) => setTimeout(resolve, BETWEEN_TASKS_MS));
+    if (task.afterGo) await goes.next();
+    else if (index > 0) await new Promise((resolve) => setTimeout(resolve, BETWEEN_TASKS_MS));
     const result = await (runners[task.kind] as (task: Task) => Promise<unknown>)(task);
     process.stdout.write(`${JSON.stringify({ result, index })}\n`);
   }
+  process.stdin.destroy();
+  for (const agent of rateAgents.values()) agent.destroy();
 }
 
 if (require.main === module) {

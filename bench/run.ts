@@ -22,8 +22,9 @@ import { JsonBoundsScanner } from '../src/pipeline/json-bounds';
 import { validateChatRequest } from '../src/pipeline/validate';
 import { loadOrCreateDevCertificate } from '../src/process/dev-certificate';
 import { spawnChatgate } from './chatgate-process';
-import { failedRequests, judgeTargets, kibPerFurtherStream, medianOf, parseLoadLine, report, throughputRatios, type Rounds, type StreamFigure } from './figures';
-import type { Target, Task } from './load';
+import { failedRequests, judgeTargets, kibPerFurtherStream, medianOf, report, throughputRatios, type Rounds, type StreamFigure } from './figures';
+import { load, loadInSequence } from './load-process';
+import type { Target } from './load';
 
 const SMOKE = process.argv.includes('--smoke');
 /**
@@ -206,27 +207,6 @@ interface StreamResult {
   peakOpen: number;
   firstTokenMs: { p50: number; p99: number };
   betweenTokensMs: { p50: number; p99: number };
-}
-
-function load<T>(task: Task, onPlateau?: () => void): Promise<T> {
-  return loadInSequence([task], () => undefined, onPlateau).then(([result]) => result as T);
-}
-
-/** One load generator process runs the tasks in turn; `onResult` hears each result as it comes. */
-function loadInSequence(tasks: Task[], onResult: (index: number, result: unknown) => void, onPlateau?: () => void): Promise<unknown[]> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join(HERE, 'load.js'), JSON.stringify(tasks)], { stdio: ['ignore', 'pipe', 'inherit'] });
-    const results: unknown[] = [];
-    readline.createInterface({ input: child.stdout! }).on('line', (line) => {
-      const message = parseLoadLine(line);
-      if (message.plateau) onPlateau?.();
-      if (message.result !== undefined && message.index !== undefined) {
-        results[message.index] = message.result;
-        onResult(message.index, message.result);
-      }
-    });
-    child.on('exit', (code) => (results.length === tasks.length && !results.includes(undefined) ? resolve(results) : reject(new Error(`load generator exited with ${code}`))));
-  });
 }
 
 /** Tells the mock worker to finish a group of held streams (src/mock-worker/server.ts); if it cannot, their token cap ends them. */

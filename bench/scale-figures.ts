@@ -4,6 +4,18 @@
  */
 import { KEY_PREFIX } from '../src/common/key-shape';
 
+/** A small deterministic generator (mulberry32): the same keys are drawn in every run. */
+export function mulberry32(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
 /**
  * Seeded key number `i` (1, 2, ...): a real key's shape (`cgk_` and 43 base64url characters), so the
  * gateway takes it as one. PostgreSQL makes the same text with SCALE_KEY_SQL and digests it in SQL;

@@ -33,7 +33,9 @@ import { PostgresKeyStore } from '../src/store/postgres/store';
 import { immediate, openConnection } from '../src/store/sqlite/driver';
 import { SqliteKeyStore } from '../src/store/sqlite/store';
 import { spawnChatgate } from './chatgate-process';
-import { cpuSeconds, machine, mulberry32, repositoryRoot, rssKiB, scaleDatabase, startWorker, stop } from './host';
+import type { Target } from './load';
+import { loadInSequence } from './load-process';
+import { cpuSeconds, machine, repositoryRoot, rssKiB, scaleDatabase, startWorker, stop } from './host';
 import { scaleFailures, scaleKey, scaleKeySql, scalePlan, scaleReport, type CreateFigure, type LatencyFigure, type ScalePlan, type ScaleResults, type StoreFigures, type WorkingSetFigure } from './scale-figures';
 
 const CHAT_BODY = JSON.stringify({ model: 'bench/echo', messages: [{ role: 'user', content: 'Say hello to the scale benchmark.' }] });
@@ -159,9 +161,7 @@ async function measureStore(store: StoreUnderTest, { plan, ca, adminToken, worke
     const fullSeconds = midSeconds + (performance.now() - began) / 1000;
 
     progress(`${store.name}: the worker directly, ${plan.rate}/s for ${plan.windows} × ${plan.seconds} s`);
-    const directUrl = `https://127.0.0.1:${workerHttps}/v1/chat/completions`;
-    await openLoop(directUrl, agent, plan.rate, plan.rate * plan.leadInSeconds, () => undefined);
-    const direct = await openLoop(directUrl, agent, plan.rate, plan.rate * plan.seconds * plan.windows, () => undefined, plan.rate * plan.seconds);
+    const direct = (await atRate(plan, { url: `https://127.0.0.1:${workerHttps}/v1/chat/completions`, ca, headers: {}, body: CHAT_BODY })).measured;
 
     const workingSets: WorkingSetFigure[] = [];
     for (const [index, keysInUse] of plan.workingSets.entries()) {
@@ -170,18 +170,21 @@ async function measureStore(store: StoreUnderTest, { plan, ca, adminToken, worke
       const gateway = await startGateway(`${store.name}-in-use-${keysInUse}`, store, cacheSize);
       try {
         if (index === 0) await createOn(gateway, plan.keys);
-        const random = mulberry32(keysInUse);
-        const drawn = () => scaleKey(1 + Math.floor(random() * keysInUse));
         const warmFailures = await closedLoop(gateway.url, agent, Math.max(keysInUse, plan.warmRequests), (i) => scaleKey(1 + (i % keysInUse)));
-        await openLoop(gateway.url, agent, plan.rate, plan.rate * plan.leadInSeconds, drawn);
         // The CPU is read inside the two scrapes of /metrics, so that neither counts.
-        const cacheBefore = await cacheCounts(gateway.adminUrl);
-        const cpuBefore = cpuSeconds(gateway.child.pid!);
-        const measured = await openLoop(gateway.url, agent, plan.rate, plan.rate * plan.seconds * plan.windows, drawn, plan.rate * plan.seconds);
-        const cpuAfter = cpuSeconds(gateway.child.pid!);
+        let cacheBefore: Promise<{ hits: number; misses: number }> | undefined;
+        let cpuBefore = NaN;
+        const { measured, cpuAfter } = await atRate(plan, { url: gateway.url, ca, headers: {}, body: CHAT_BODY }, { inUse: keysInUse, seed: keysInUse }, {
+          leadInDone: async () => {
+            cacheBefore = cacheCounts(gateway.adminUrl);
+            await cacheBefore;
+            cpuBefore = cpuSeconds(gateway.child.pid!);
+          },
+          cpu: () => cpuSeconds(gateway.child.pid!),
+        });
         const cacheAfter = await cacheCounts(gateway.adminUrl);
-        const hits = cacheAfter.hits - cacheBefore.hits;
-        const misses = cacheAfter.misses - cacheBefore.misses;
+        const hits = cacheAfter.hits - (await cacheBefore!).hits;
+        const misses = cacheAfter.misses - (await cacheBefore!).misses;
         workingSets.push({
           keysInUse,
           cacheSize,
@@ -283,39 +286,25 @@ function send(url: string, agent: https.Agent, key: string | undefined): Promise
 }
 
 /**
- * Open loop, as bench/load.ts's rate task: sent on schedule whether or not earlier requests have
- * answered, each latency counted from its scheduled time (no coordinated omission), or from its send
- * when that was up to a millisecond early. The p50 and p99 are of all `count`; `windowP99` of each
- * `window` requests in turn (one window: all of them).
+ * The lead-in, then the measured windows, at plan.rate open loop from the load generator's own process
+ * (bench/load.ts's rate task: latencies from the scheduled time, keys drawn at random among those in
+ * use when `keys` is given). The measured windows start once `around.leadInDone` has settled (the
+ * load generator waits for the word); `around.cpu` is read as soon as their result comes.
  */
-async function openLoop(url: string, agent: https.Agent, rate: number, count: number, keyOf: () => string | undefined, window = count): Promise<LatencyFigure> {
-  const latencies: number[] = [];
-  const windows: number[][] = Array.from({ length: Math.ceil(count / window) }, () => []);
-  let failures = 0;
-  const started = performance.now();
-  const pending: Array<Promise<void>> = [];
-  for (let i = 0; i < count; i++) {
-    const due = started + (i * 1000) / rate;
-    const wait = due - performance.now();
-    if (wait > 1) await new Promise((resolve) => setTimeout(resolve, wait));
-    const from = Math.min(due, performance.now());
-    pending.push(
-      send(url, agent, keyOf()).then(({ status }) => {
-        if (status !== 200) return void failures++;
-        const latency = performance.now() - from;
-        latencies.push(latency);
-        windows[Math.floor(i / window)]!.push(latency);
-      }),
-    );
-  }
-  await Promise.all(pending);
-  return { requests: latencies.length, p50: percentile(latencies, 50), p99: percentile(latencies, 99), windowP99: windows.map((w) => percentile(w, 99)), failures };
-}
-
-/** The p-th percentile (nearest rank) of `values`, which it sorts. */
-function percentile(values: number[], p: number): number {
-  values.sort((a, b) => a - b);
-  return values.length === 0 ? NaN : values[Math.min(values.length - 1, Math.ceil((p / 100) * values.length) - 1)]!;
+async function atRate(plan: ScalePlan, target: Target, keys?: { inUse: number; seed: number }, around?: { leadInDone: () => Promise<void>; cpu: () => number }): Promise<{ measured: LatencyFigure; cpuAfter: number }> {
+  let cpuAfter = NaN;
+  const [, result] = await loadInSequence(
+    [
+      { kind: 'rate', target, rate: plan.rate, seconds: plan.leadInSeconds, leadInSeconds: 0, keys },
+      { kind: 'rate', target, rate: plan.rate, seconds: plan.seconds * plan.windows, leadInSeconds: 0, keys, windowSeconds: plan.seconds, afterGo: true },
+    ],
+    async (index) => {
+      if (index === 0) await around?.leadInDone();
+      if (index === 1 && around) cpuAfter = around.cpu();
+    },
+  );
+  const { count, p50, p99, windowP99, failures } = result as { count: number; p50: number; p99: number; windowP99: number[]; failures: number };
+  return { measured: { requests: count, p50, p99, windowP99, failures }, cpuAfter };
 }
 
 /** `count` requests, WARM_CONCURRENCY at a time, request i with key keyOf(i); how many did not answer 200. */

@@ -1,0 +1,49 @@
+/**
+ * The load generator (load.ts) as its own process, so that its CPU and its pauses are not the runner's:
+ * tasks run in turn there, each result heard as it comes.
+ */
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import readline from 'node:readline';
+import { parseLoadLine } from './figures';
+import type { Task } from './load';
+
+/** load.js when built (dist/bench), else load.ts compiled as it loads (the scale run's smoke test runs from source). */
+function loadGenerator(): string[] {
+  const built = path.join(__dirname, 'load.js');
+  return existsSync(built) ? [built] : ['--require', path.join(__dirname, 'swc-register.cjs'), path.join(__dirname, 'load.ts')];
+}
+
+export function load<T>(task: Task, onPlateau?: () => void): Promise<T> {
+  return loadInSequence([task], () => undefined, onPlateau).then(([result]) => result as T);
+}
+
+/**
+ * One load generator process runs the tasks in turn; `onResult` hears each result as it comes. A task
+ * marked `afterGo` starts once what `onResult` returned for the task before has settled.
+ */
+export function loadInSequence(tasks: Task[], onResult: (index: number, result: unknown) => void | Promise<void>, onPlateau?: () => void): Promise<unknown[]> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [...loadGenerator(), JSON.stringify(tasks)], { stdio: ['pipe', 'pipe', 'inherit'] });
+    child.stdin!.on('error', () => undefined); // the child has ended: its exit says how
+    const results: unknown[] = [];
+    readline.createInterface({ input: child.stdout! }).on('line', (line) => {
+      const message = parseLoadLine(line);
+      if (message.plateau) onPlateau?.();
+      if (message.result !== undefined && message.index !== undefined) {
+        results[message.index] = message.result;
+        const index = message.index;
+        void Promise.resolve(onResult(index, message.result)).then(
+          () => tasks[index + 1]?.afterGo && child.stdin!.write('go\n'),
+          (err: unknown) => {
+            child.kill();
+            reject(err);
+          },
+        );
+      }
+    });
+    child.on('exit', (code) => (results.length === tasks.length && !results.includes(undefined) ? resolve(results) : reject(new Error(`load generator exited with ${code}`))));
+  });
+}
+
