@@ -108,13 +108,17 @@ export class Accounts {
     const previous = (await this.store.listMembers(accountId)).find((m) => m.email === email);
     // Adding someone already in the account with the role they hold changes nothing (and says
     // nothing in the audit trail); a new role keeps when and by whom they were first added.
-    let member: MembershipRecord;
-    if (previous && previous.role === role) {
-      member = previous;
-    } else {
-      // The store keeps the last owner, in the change's own step: of two owners demoting each other at once, one is refused.
-      member = await this.store.putMember({ accountId, email, role, addedAt: previous?.addedAt ?? this.now().toISOString(), addedBy: previous?.addedBy ?? actorName(by) }, { keepOwner: true }).catch(lastOwner);
-      await this.auditor.record({ accountId, actor: actorName(by), action: previous ? 'member.role_changed' : 'member.added', target: email, client, details: previous ? { from: previous.role, role } : { role } });
+    // The store keeps the last owner, in the change's own step: of two owners demoting each other at
+    // once, one is refused. A member seen here is changed by an update only: removed meanwhile, they
+    // are added anew (when and by whom now, audited member.added), never put back as they were.
+    let member: MembershipRecord | undefined = previous?.role === role ? previous : undefined;
+    if (previous && !member) {
+      member = await this.store.setMemberRole(accountId, email, role, { keepOwner: true }).catch(lastOwner);
+      if (member) await this.auditor.record({ accountId, actor: actorName(by), action: 'member.role_changed', target: email, client, details: { from: previous.role, role } });
+    }
+    if (!member) {
+      member = await this.store.putMember({ accountId, email, role, addedAt: this.now().toISOString(), addedBy: actorName(by) }, { keepOwner: true }).catch(lastOwner);
+      await this.auditor.record({ accountId, actor: actorName(by), action: 'member.added', target: email, client, details: { role } });
     }
     if (input.password !== undefined) await this.auditor.record({ accountId, actor: actorName(by), action: 'password.set', target: email, client });
     return { member, person, created: !existing };

@@ -29,7 +29,7 @@ export class AccountNameTaken extends DuplicateRecord {
 }
 
 /**
- * A change made with `{ keepOwner: true }` (putMember demoting, removeMember) refused: `email` is the
+ * A change made with `{ keepOwner: true }` (putMember or setMemberRole demoting, removeMember) refused: `email` is the
  * account's only owner, and would leave it with none. Decided in the change's own transaction, so of
  * two owners demoting or removing each other at once, one is refused: what the API answers 409
  * `last_owner` for.

@@ -129,6 +129,26 @@ function holdingRoleChanges(store: Store) {
   return { held, reached, release };
 }
 
+test('an invite naming a member with a new role, which met their removal before it wrote, adds them anew: added now and by the inviter, audited member.added, not put back as they were', async () => {
+  const account = await accounts.createAccount('invite-vs-removal', ADMIN, undefined);
+  const lead = { kind: 'person', email: 'lead@example.com', admin: false } as const;
+  await accounts.addMember(account.id, { email: 'lead@example.com', role: 'owner' }, ADMIN, undefined);
+  await accounts.addMember(account.id, { email: 'returner@example.com', role: 'member' }, ADMIN, undefined);
+  const { held, reached, release } = holdingRoleChanges(accounts.store);
+  const slow = new Accounts(held, new Auditor({ appendAudit: async (event) => void audited.push(event) }, createLogger('silent')));
+  audited.length = 0;
+  const inviting = slow.addMember(account.id, { email: 'returner@example.com', role: 'owner' }, lead, undefined);
+  await reached; // it found the member, and is about to change their role
+  await accounts.removeMember(account.id, 'returner@example.com', lead, undefined);
+  release();
+  expect((await inviting).member).toMatchObject({ email: 'returner@example.com', role: 'owner', addedBy: 'lead@example.com' });
+  expect((await accounts.store.listMembers(account.id)).map((m) => [m.email, m.role, m.addedBy])).toEqual([
+    ['lead@example.com', 'owner', 'admin-token'],
+    ['returner@example.com', 'owner', 'lead@example.com'],
+  ]);
+  expect(audited.map((event) => event.action)).toEqual(['member.removed', 'member.added']);
+});
+
 test("a role change that read the member, then met their removal before it wrote, brings nobody back: 404 member_not_found, the member gone with their keys, the change unaudited", async () => {
   const account = await accounts.createAccount('role-vs-removal', ADMIN, undefined);
   const lead = { kind: 'person', email: 'lead@example.com', admin: false } as const;

@@ -189,13 +189,14 @@ describe.each(CONTRACT_BACKENDS)('%s: accounts, people, members', (_kind, open) 
     expect(await other.putMember(member('acc_keep', 'cid@x.test', '2031-03-04T00:00:00.000Z'), { keepOwner: true })).toMatchObject({ role: 'member' }); // no owner to keep
   });
 
-  test('keepOwner: two owners demoting or removing each other at once through two handles, ten times over: one change is made, the other LastOwner, an owner is left', async () => {
+  test.each(['putMember', 'setMemberRole'])('keepOwner: two owners demoting (by %s) or removing each other at once through two handles, ten times over: one change is made, the other LastOwner, an owner is left', async (demoteBy) => {
     for (const email of ['ann@x.test', 'bob@x.test']) await store.putPerson(person(email));
-    const change = (handle: AccountStore, record: MembershipRecord, remove: boolean) =>
-      remove ? handle.removeMember(record.accountId, record.email, { keepOwner: true }) : handle.putMember({ ...record, role: 'member' }, { keepOwner: true });
+    const demote = (handle: AccountStore, record: MembershipRecord) =>
+      demoteBy === 'putMember' ? handle.putMember({ ...record, role: 'member' }, { keepOwner: true }) : handle.setMemberRole(record.accountId, record.email, 'member', { keepOwner: true });
+    const change = (handle: AccountStore, record: MembershipRecord, remove: boolean) => (remove ? handle.removeMember(record.accountId, record.email, { keepOwner: true }) : demote(handle, record));
     for (let round = 0; round < 10; round++) {
-      const id = `acc_duel_${round}`;
-      await store.createAccount(account(id, `duel ${round}`));
+      const id = `acc_duel_${demoteBy}_${round}`;
+      await store.createAccount(account(id, `duel ${demoteBy} ${round}`));
       const ann = member(id, 'ann@x.test', '2031-03-01T00:00:00.000Z', 'owner');
       const bob = member(id, 'bob@x.test', '2031-03-02T00:00:00.000Z', 'owner');
       await store.putMember(ann);
