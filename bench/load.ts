@@ -92,6 +92,12 @@ async function saturate(task: Extract<Task, { kind: 'saturate' }>) {
 }
 
 /**
+ * The rate tasks' connections, kept from one task to the next of this process: the lead-in opens them
+ * for the measured windows after it (64 TLS handshakes at the start of a window were its p99).
+ */
+const rateAgents = new Map<string, https.Agent>();
+
+/**
  * Open loop: requests are sent on schedule whether or not earlier ones have answered, and each latency
  * counts from its scheduled time (no coordinated omission), or from its send when that was early. The
  * lead-in (1 s unless told) is sent at the same rate but not measured: it opens the connections (a TLS
@@ -102,12 +108,6 @@ async function saturate(task: Extract<Task, { kind: 'saturate' }>) {
  * held in a list, its event loop stopped 40-90 ms at a time, every few seconds, and each stop was
  * counted in the gateway's p99.
  */
-/**
- * The rate tasks' connections, kept from one task to the next of this process: the lead-in opens them
- * for the measured windows after it (64 TLS handshakes at the start of a window were its p99).
- */
-const rateAgents = new Map<string, https.Agent>();
-
 async function atRate(task: Extract<Task, { kind: 'rate' }>) {
   const agentKey = `${task.target.url} ${task.target.ca}`;
   // First in, first out: each of the 64 connections carries a request every 64 ms or so. The default
@@ -119,8 +119,9 @@ async function atRate(task: Extract<Task, { kind: 'rate' }>) {
   const latencies = new Float64Array(count);
   const answered = new Uint8Array(count);
   let failures = 0;
-  const random = task.keys ? mulberry32(task.keys.seed) : undefined;
-  const keyOf = task.keys && random ? (inUse: number) => scaleKey(1 + Math.floor(random() * inUse)) : undefined;
+  const keys = task.keys;
+  const random = keys && mulberry32(keys.seed);
+  const keyOf = keys && random ? () => scaleKey(1 + Math.floor(random() * keys.inUse)) : () => undefined;
   const sendAtRate = (n: number, onAnswer?: (i: number, status: number, from: number) => void) =>
     new Promise<void>((resolve) => {
       const started = performance.now();
@@ -136,7 +137,7 @@ async function atRate(task: Extract<Task, { kind: 'rate' }>) {
           // itself when it left up to a millisecond early (a timer waits at least 1 ms, so it is not used).
           const from = Math.min(due, performance.now());
           inFlight++;
-          void send(task.target, agent, undefined, keyOf?.(task.keys!.inUse)).then(({ status }) => {
+          void send(task.target, agent, undefined, keyOf()).then(({ status }) => {
             onAnswer?.(i, status, from);
             if (--inFlight === 0 && sent === n) resolve();
           });
