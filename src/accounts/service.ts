@@ -110,11 +110,14 @@ export class Accounts {
     // nothing in the audit trail); a new role keeps when and by whom they were first added.
     // The store keeps the last owner, in the change's own step: of two owners demoting each other at
     // once, one is refused. A member seen here is changed by an update only: removed meanwhile, they
-    // are added anew (when and by whom now, audited member.added), never put back as they were.
+    // are added anew (when and by whom now, audited member.added), never put back as they were. The
+    // audit's `from` is the role the store replaced, not the one read above: a change made meanwhile
+    // is not told twice.
     let member: MembershipRecord | undefined = previous?.role === role ? previous : undefined;
     if (previous && !member) {
-      member = await this.store.setMemberRole(accountId, email, role, { keepOwner: true }).catch(lastOwner);
-      if (member) await this.auditor.record({ accountId, actor: actorName(by), action: 'member.role_changed', target: email, client, details: { from: previous.role, role } });
+      const changed = await this.store.setMemberRole(accountId, email, role, { keepOwner: true }).catch(lastOwner);
+      member = changed?.member;
+      if (changed) await this.roleChanged(accountId, email, changed.from, role, by, client);
     }
     if (!member) {
       member = await this.store.putMember({ accountId, email, role, addedAt: this.now().toISOString(), addedBy: actorName(by) }, { keepOwner: true }).catch(lastOwner);
@@ -136,11 +139,19 @@ export class Accounts {
     const previous = (await this.store.listMembers(accountId)).find((m) => m.email === email);
     if (!previous) throw errors.memberNotFound(email);
     if (previous.role === role) return previous;
-    // Update-only, in the store's one step: removed meanwhile (by another owner, on any replica), the member stays gone.
-    const member = await this.store.setMemberRole(accountId, email, role, { keepOwner: true }).catch(lastOwner);
-    if (!member) throw errors.memberNotFound(email);
-    await this.auditor.record({ accountId, actor: actorName(by), action: 'member.role_changed', target: email, client, details: { from: previous.role, role } });
-    return member;
+    // Update-only, in the store's one step: removed meanwhile (by another owner, on any replica), the
+    // member stays gone. Audited from the role the store replaced: of two owners making the same
+    // change at once, the trail tells it once.
+    const changed = await this.store.setMemberRole(accountId, email, role, { keepOwner: true }).catch(lastOwner);
+    if (!changed) throw errors.memberNotFound(email);
+    await this.roleChanged(accountId, email, changed.from, role, by, client);
+    return changed.member;
+  }
+
+  /** `member.role_changed`, when the role did change (`from` as the store replaced it). */
+  private async roleChanged(accountId: string, email: string, from: Role, role: Role, by: Actor, client: string | undefined, reason?: 'removing'): Promise<void> {
+    if (from === role) return;
+    await this.auditor.record({ accountId, actor: actorName(by), action: 'member.role_changed', target: email, client, details: reason ? { from, role, reason } : { from, role } });
   }
 
   /** Makes a person a platform admin, or no longer one; a change is audited (platform-wide: no account). */
@@ -178,11 +189,13 @@ export class Accounts {
     }
     // An owner is first made a member, in a step of the store's that keeps the account an owner: of
     // two owners removing (or demoting) each other at once, one is refused before any key is touched.
-    // Update-only: removed meanwhile by someone else, the member is not brought back. Audited at once:
-    // should a later step fail, the member stays, demoted, and the trail says so and why.
+    // Update-only: removed meanwhile by someone else, the member is not brought back (404). Audited at
+    // once: should a later step fail, the member stays, demoted, and the trail says so and why; a
+    // member another owner demoted meanwhile is not told demoted again.
     if (member.role === 'owner') {
-      if (!(await this.store.setMemberRole(accountId, email, 'member', { keepOwner: true }).catch(lastOwner))) throw errors.memberNotFound(email);
-      await this.auditor.record({ accountId, actor: actorName(by), action: 'member.role_changed', target: email, client, details: { from: 'owner', role: 'member', reason: 'removing' } });
+      const demoted = await this.store.setMemberRole(accountId, email, 'member', { keepOwner: true }).catch(lastOwner);
+      if (!demoted) throw errors.memberNotFound(email);
+      await this.roleChanged(accountId, email, demoted.from, 'member', by, client, 'removing');
     }
     const first = await this.keysLeave(accountId, email, heir, by, client);
     await this.store.removeMember(accountId, email, { keepOwner: true }).catch(lastOwner);

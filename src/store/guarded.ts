@@ -28,6 +28,7 @@ import type {
   KeyRecord,
   KeyUse,
   MembershipRecord,
+  RoleChange,
   OneTimeToken,
   PersonRecord,
   Role,
@@ -146,7 +147,7 @@ export class GuardedKeyStore implements Store {
   putMember(record: MembershipRecord, options?: { keepOwner?: boolean }): Promise<MembershipRecord> {
     return this.call(() => this.inner.putMember(record, options));
   }
-  setMemberRole(accountId: string, email: string, role: Role, options?: { keepOwner?: boolean }): Promise<MembershipRecord | undefined> {
+  setMemberRole(accountId: string, email: string, role: Role, options?: { keepOwner?: boolean }): Promise<RoleChange | undefined> {
     return this.call(() => this.inner.setMemberRole(accountId, email, role, options));
   }
   removeMember(accountId: string, email: string, options?: { keepOwner?: boolean }): Promise<boolean> {

@@ -231,6 +231,9 @@ export interface MembershipRecord {
   addedBy: string;
 }
 
+/** A member's role changed by setMemberRole: the member as they now are, and the role they held just before, read in the change's own step (the same as `member.role` when it was already so). */
+export type RoleChange = { member: MembershipRecord; from: Role };
+
 /** A console session, by the SHA-256 of its cookie's token: every replica knows it, sign-out ends it everywhere. */
 export interface SessionRecord {
   digest: string;
@@ -288,10 +291,7 @@ export interface AccountStore {
   updateAccount(id: string, changes: AccountChanges): Promise<AccountRecord | undefined>;
 
   getPerson(email: string): Promise<PersonRecord | undefined>;
-  /**
-   * Creates the person, or changes `admin`, `passwordWithOidc` (when given) and (when given) the
-   * password hash of one that exists.
-   */
+  /** Creates the person, or changes `admin`, `passwordWithOidc` (when given) and (when given) the password hash of one that exists. */
   putPerson(record: PersonRecord): Promise<PersonRecord>;
   /**
    * Sets (or, with null, removes) the person's password, and in the same step voids every set-password
@@ -310,8 +310,8 @@ export interface AccountStore {
   bindIdentity(record: IdentityRecord): Promise<boolean>;
   /** Adds a member, or changes the role of one; with keepOwner, never the only owner to a member (LastOwner, decided in the same step). */
   putMember(record: MembershipRecord, options?: { keepOwner?: boolean }): Promise<MembershipRecord>;
-  /** Changes the role of a member who is there, in one step: undefined when none is, and nobody added (a change racing a removal never brings the member back); keepOwner as putMember's. */
-  setMemberRole(accountId: string, email: string, role: Role, options?: { keepOwner?: boolean }): Promise<MembershipRecord | undefined>;
+  /** Changes the role of a member who is there, in one step, saying the role it replaced: undefined when none is, and nobody added (a change racing a removal never brings the member back); keepOwner as putMember's. */
+  setMemberRole(accountId: string, email: string, role: Role, options?: { keepOwner?: boolean }): Promise<RoleChange | undefined>;
   /** Whether there was such a member; with keepOwner, never the only owner (LastOwner, decided in the same step). */
   removeMember(accountId: string, email: string, options?: { keepOwner?: boolean }): Promise<boolean>;
   listMembers(accountId: string): Promise<MembershipRecord[]>;

@@ -169,6 +169,61 @@ test("a role change that read the member, then met their removal before it wrote
   expect(audited.map((event) => event.action)).toEqual(['key.revoked', 'member.removed']);
 });
 
+test('two owners making one member an owner at once, the first held between its read and its write: both answer the owner, the trail tells the change once', async () => {
+  const account = await accounts.createAccount('promoted-twice', ADMIN, undefined);
+  const [lead, co] = (['lead@example.com', 'co@example.com'] as const).map((email) => ({ kind: 'person', email, admin: false }) as const);
+  for (const email of ['lead@example.com', 'co@example.com']) await accounts.addMember(account.id, { email, role: 'owner' }, ADMIN, undefined);
+  await accounts.addMember(account.id, { email: 'dev@example.com', role: 'member' }, ADMIN, undefined);
+  const { held, reached, release } = holdingRoleChanges(accounts.store);
+  const slow = new Accounts(held, new Auditor({ appendAudit: async (event) => void audited.push(event) }, createLogger('silent')));
+  audited.length = 0;
+  const first = slow.setMemberRole(account.id, 'dev@example.com', 'owner', lead!, undefined);
+  await reached; // it read dev as a member, and is about to write
+  expect(await accounts.setMemberRole(account.id, 'dev@example.com', 'owner', co!, undefined)).toMatchObject({ role: 'owner' });
+  release();
+  expect(await first).toMatchObject({ email: 'dev@example.com', role: 'owner' });
+  // The held change replaced nothing: a second `from: member` would tell of a change nobody made.
+  expect(audited.map(({ actor, action, details }) => ({ actor, action, details }))).toEqual([{ actor: 'co@example.com', action: 'member.role_changed', details: { from: 'member', role: 'owner' } }]);
+});
+
+test("an owner's removal whose demotion meets their removal by another owner: 404 member_not_found, nothing more done or audited", async () => {
+  const account = await accounts.createAccount('removed-twice', ADMIN, undefined);
+  const [lead, co] = (['lead@example.com', 'co@example.com'] as const).map((email) => ({ kind: 'person', email, admin: false }) as const);
+  for (const email of ['lead@example.com', 'co@example.com', 'dev@example.com']) await accounts.addMember(account.id, { email, role: 'owner' }, ADMIN, undefined);
+  const { held, reached, release } = holdingRoleChanges(accounts.store);
+  const slow = new Accounts(held, new Auditor({ appendAudit: async (event) => void audited.push(event) }, createLogger('silent')));
+  audited.length = 0;
+  const removing = slow.removeMember(account.id, 'dev@example.com', lead!, undefined).catch((err: unknown) => err);
+  await reached; // it read dev as an owner, and is about to demote them
+  await accounts.removeMember(account.id, 'dev@example.com', co!, undefined);
+  release();
+  expect(await removing).toMatchObject({ status: 404, code: 'member_not_found' });
+  expect((await accounts.store.listMembers(account.id)).map((m) => m.email).sort()).toEqual(['co@example.com', 'lead@example.com']);
+  expect(audited.map(({ actor, action }) => [actor, action])).toEqual([
+    ['co@example.com', 'member.role_changed'],
+    ['co@example.com', 'member.removed'],
+  ]);
+});
+
+test("an owner's removal whose demotion meets another owner's demotion of them: removed, the demotion told once, by whoever made it", async () => {
+  const account = await accounts.createAccount('demoted-then-removed', ADMIN, undefined);
+  const [lead, co] = (['lead@example.com', 'co@example.com'] as const).map((email) => ({ kind: 'person', email, admin: false }) as const);
+  for (const email of ['lead@example.com', 'co@example.com', 'dev@example.com']) await accounts.addMember(account.id, { email, role: 'owner' }, ADMIN, undefined);
+  const { held, reached, release } = holdingRoleChanges(accounts.store);
+  const slow = new Accounts(held, new Auditor({ appendAudit: async (event) => void audited.push(event) }, createLogger('silent')));
+  audited.length = 0;
+  const removing = slow.removeMember(account.id, 'dev@example.com', lead!, undefined);
+  await reached;
+  await accounts.setMemberRole(account.id, 'dev@example.com', 'member', co!, undefined);
+  release();
+  expect(await removing).toEqual({ revoked: 0, transferred: 0 });
+  expect((await accounts.store.listMembers(account.id)).map((m) => m.email).sort()).toEqual(['co@example.com', 'lead@example.com']);
+  expect(audited.map(({ actor, action, details }) => ({ actor, action, details }))).toEqual([
+    { actor: 'co@example.com', action: 'member.role_changed', details: { from: 'owner', role: 'member' } },
+    { actor: 'lead@example.com', action: 'member.removed', details: {} },
+  ]);
+});
+
 test('a role change racing the removal of that member, ten times over at ever later starts: the member is gone after both; the change is made before it, or is 404', async () => {
   const lead = { kind: 'person', email: 'lead@example.com', admin: false } as const;
   const outcomes = new Set<string>();

@@ -2,7 +2,7 @@
 import { definedFields } from '../../src/common/defined-fields';
 import { periodOf, sum, voidedBy, type Data } from '../../src/store/file-schema';
 import { losesLastOwner } from './last-owner';
-import { DuplicateRecord, LastOwner, type AuditEvent, type IdentityRecord, type KeyUse, type MembershipRecord, type OneTimeToken, type PersonRecord, type Role, type SessionRecord } from '../../src/store/types';
+import { DuplicateRecord, LastOwner, type AuditEvent, type IdentityRecord, type KeyUse, type MembershipRecord, type OneTimeToken, type PersonRecord, type Role, type RoleChange, type SessionRecord } from '../../src/store/types';
 import { addToDays } from './usage-ledger';
 
 /** A batch of use added to each key's totals and latest use, and to its daily rows (those before `oldest` dropped). */
@@ -76,12 +76,12 @@ export function withMember(data: Data, record: MembershipRecord, options: { keep
 }
 
 /** The role of a member there is changed (with keepOwner, never the only owner made a member: LastOwner); no such member: undefined, and nobody added. */
-export function withMemberRole(data: Data, accountId: string, email: string, role: Role, options: { keepOwner?: boolean } = {}): { data: Data; result: MembershipRecord | undefined } {
+export function withMemberRole(data: Data, accountId: string, email: string, role: Role, options: { keepOwner?: boolean } = {}): { data: Data; result: RoleChange | undefined } {
   if (options.keepOwner && role !== 'owner' && losesLastOwner(data.members, accountId, email)) throw new LastOwner(accountId, email);
   const existing = data.members.find((m) => m.accountId === accountId && m.email === email);
   if (!existing) return { data, result: undefined };
   const member = { ...existing, role };
-  return { data: { ...data, members: data.members.map((m) => (m === existing ? member : m)) }, result: member };
+  return { data: { ...data, members: data.members.map((m) => (m === existing ? member : m)) }, result: { member, from: existing.role } };
 }
 
 /** A one-time token kept; expired ones, and those it voids (an older set-password link), go; one whose digest is kept already is refused. */

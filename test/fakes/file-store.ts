@@ -18,7 +18,7 @@ import { byDateThenKey, daysBefore, emptyData, parseContents, type Data } from '
 
 export { removeStaleLock } from './file-store-lock';
 export { parseContents, type Data } from '../../src/store/file-schema';
-import { AccountNameTaken, DuplicateRecord, type AccountChanges, type AccountRecord, type AlertRecord, type AuditEvent, type AuditFilter, type IdentityRecord, type KeyChanges, type KeyRecord, type KeyUse, type MembershipRecord, type OneTimeToken, type PersonRecord, type Role, type SessionRecord, type Store, type UsageDay, type BreakdownQuery, type UsageShare, type ServerSecret } from '../../src/store/types';
+import { AccountNameTaken, DuplicateRecord, type AccountChanges, type AccountRecord, type AlertRecord, type AuditEvent, type AuditFilter, type IdentityRecord, type KeyChanges, type KeyRecord, type KeyUse, type MembershipRecord, type OneTimeToken, type PersonRecord, type Role, type RoleChange, type SessionRecord, type Store, type UsageDay, type BreakdownQuery, type UsageShare, type ServerSecret } from '../../src/store/types';
 
 /** How often the file's stamp is polled for changes made by other processes. */
 const WATCH_INTERVAL_MS = 1000;
@@ -173,7 +173,7 @@ export class FileKeyStore implements Store {
     return this.modify((data) => withMember(data, record, options));
   }
 
-  setMemberRole(accountId: string, email: string, role: Role, options: { keepOwner?: boolean } = {}): Promise<MembershipRecord | undefined> {
+  setMemberRole(accountId: string, email: string, role: Role, options: { keepOwner?: boolean } = {}): Promise<RoleChange | undefined> {
     return this.modify((data) => withMemberRole(data, accountId, email, role, options));
   }
 

@@ -90,8 +90,10 @@ export class MemoryAccountStore implements AccountStore {
   async setMemberRole(accountId: string, email: string, role: Role, options: { keepOwner?: boolean } = {}) {
     if (options.keepOwner && role !== 'owner' && losesLastOwner(this.members, accountId, email)) throw new LastOwner(accountId, email);
     const existing = this.members.find((m) => m.accountId === accountId && m.email === email);
-    if (existing) existing.role = role;
-    return existing && copy(existing);
+    if (!existing) return undefined;
+    const from = existing.role;
+    existing.role = role;
+    return { member: copy(existing), from };
   }
   async removeMember(accountId: string, email: string, options: { keepOwner?: boolean } = {}) {
     if (options.keepOwner && losesLastOwner(this.members, accountId, email)) throw new LastOwner(accountId, email);

@@ -213,18 +213,19 @@ describe.each(CONTRACT_BACKENDS)('%s: accounts, people, members', (_kind, open) 
     }
   });
 
-  test('setMemberRole changes the role of a member who is there, nothing else; with nobody there it answers undefined and adds nobody; keepOwner keeps the last owner', async () => {
+  test('setMemberRole changes the role of a member who is there, nothing else, and says the role it replaced; with nobody there it answers undefined and adds nobody; keepOwner keeps the last owner', async () => {
     for (const email of ['ray@x.test', 'sue@x.test']) await store.putPerson(person(email));
     await store.createAccount(account('acc_role', 'role'));
     const ray = member('acc_role', 'ray@x.test', '2031-03-01T00:00:00.000Z', 'owner');
     const sue = { ...member('acc_role', 'sue@x.test', '2031-03-02T00:00:00.000Z'), addedBy: 'ray@x.test' };
     await store.putMember(ray);
     await store.putMember(sue);
-    expect(await other.setMemberRole('acc_role', 'sue@x.test', 'owner', { keepOwner: true })).toEqual({ ...sue, role: 'owner' });
+    expect(await other.setMemberRole('acc_role', 'sue@x.test', 'owner', { keepOwner: true })).toEqual({ member: { ...sue, role: 'owner' }, from: 'member' });
+    expect(await store.setMemberRole('acc_role', 'sue@x.test', 'owner', { keepOwner: true })).toEqual({ member: { ...sue, role: 'owner' }, from: 'owner' }); // already so
     expect(await store.listMembers('acc_role')).toEqual([ray, { ...sue, role: 'owner' }]);
-    expect(await store.setMemberRole('acc_role', 'ray@x.test', 'member', { keepOwner: true })).toEqual({ ...ray, role: 'member' });
+    expect(await store.setMemberRole('acc_role', 'ray@x.test', 'member', { keepOwner: true })).toEqual({ member: { ...ray, role: 'member' }, from: 'owner' });
     expect(await other.setMemberRole('acc_role', 'sue@x.test', 'member', { keepOwner: true }).catch((err: unknown) => err)).toBeInstanceOf(LastOwner);
-    expect(await store.setMemberRole('acc_role', 'sue@x.test', 'member')).toEqual(sue); // without keepOwner, as told
+    expect(await store.setMemberRole('acc_role', 'sue@x.test', 'member')).toEqual({ member: sue, from: 'owner' }); // without keepOwner, as told
     // Nobody there (never was, gone, another account, another spelling): undefined, and nobody made.
     expect(await other.removeMember('acc_role', 'ray@x.test')).toBe(true);
     for (const [accountId, email] of [['acc_role', 'ray@x.test'], ['acc_role', 'cid@x.test'], ['acc_role', 'Sue@x.test'], ['acc_nobody', 'sue@x.test']] as const) {
@@ -254,9 +255,26 @@ describe.each(CONTRACT_BACKENDS)('%s: accounts, people, members', (_kind, open) 
       // Which call is made first alternates every two rounds.
       const [changed, removed] = round % 4 < 2 ? await Promise.all([changeRole(), remove()]) : await Promise.all([remove(), changeRole()]).then(([r, c]) => [c, r] as const);
       expect(removed).toBe(true);
-      expect(changed === undefined || changed.role === role).toBe(true);
+      expect(changed === undefined || changed.member.role === role).toBe(true);
       expect(await store.listMembers(id)).toEqual([ann]);
       expect(await other.listMembers(id)).toEqual([ann]);
+    }
+  });
+
+  test('two handles making one member an owner (or a member) at once, ten times over: both see the role made, and only one of them replaced another', async () => {
+    for (const email of ['ann@x.test', 'bob@x.test']) await store.putPerson(person(email));
+    for (let round = 0; round < 10; round++) {
+      const id = `acc_twice_${round}`;
+      await store.createAccount(account(id, `twice ${round}`));
+      await store.putMember(member(id, 'ann@x.test', '2031-03-01T00:00:00.000Z', 'owner'));
+      // Bob is promoted in even rounds, demoted (beside Ann, who stays an owner) in odd ones.
+      const role = round % 2 ? 'member' : 'owner';
+      await store.putMember(member(id, 'bob@x.test', '2031-03-02T00:00:00.000Z', round % 2 ? 'owner' : 'member'));
+      const changes = await Promise.all([store, other].map((handle) => handle.setMemberRole(id, 'bob@x.test', role, { keepOwner: true })));
+      for (const change of changes) expect(change?.member).toMatchObject({ email: 'bob@x.test', role });
+      // One replaced the old role; the other read what the first left. A from read before the other's
+      // change committed would say both replaced the old role.
+      expect(changes.map((change) => change!.from).sort()).toEqual(['member', 'owner']);
     }
   });
 

@@ -109,7 +109,7 @@ test('a member\'s role change goes through the guard: the store\'s answer as it 
   const at = '2031-01-01T00:00:00.000Z';
   await inner.putMember({ accountId: 'acc_g', email: 'ann@x.test', role: 'owner', addedAt: at, addedBy: 'admin-token' });
   await inner.putMember({ accountId: 'acc_g', email: 'bob@x.test', role: 'member', addedAt: at, addedBy: 'admin-token' });
-  expect(await store.setMemberRole('acc_g', 'bob@x.test', 'owner', { keepOwner: true })).toMatchObject({ email: 'bob@x.test', role: 'owner' });
+  expect(await store.setMemberRole('acc_g', 'bob@x.test', 'owner', { keepOwner: true })).toEqual({ member: expect.objectContaining({ email: 'bob@x.test', role: 'owner' }), from: 'member' });
   expect(await store.setMemberRole('acc_g', 'cid@x.test', 'owner', { keepOwner: true })).toBeUndefined();
   await store.setMemberRole('acc_g', 'ann@x.test', 'member', { keepOwner: true });
   await expect(store.setMemberRole('acc_g', 'bob@x.test', 'member', { keepOwner: true })).rejects.toBeInstanceOf(LastOwner);

@@ -1,9 +1,9 @@
 /**
- * The PostgreSQL store's member changes that keep an account's last owner (putMember, setMemberRole
- * and removeMember with `keepOwner`; queries.ts makes the others). Each is one transaction that
- * first locks the account's row (`for no key update`: it waits for another such change of the
- * account, and for nothing else, not even a member added meanwhile), then looks at the owners and
- * changes the member.
+ * The PostgreSQL store's member changes that keep an account's last owner (putMember and
+ * removeMember with `keepOwner`, and every setMemberRole; queries.ts makes the others). Each is one
+ * transaction that first locks the account's row (`for no key update`: it waits for another such
+ * change of the account, and for nothing else, not even a member added meanwhile), then looks at the
+ * owners and changes the member.
  * Of two owners demoting or removing each other at once, on one replica or two, the second waits
  * for the first to commit; under READ COMMITTED its next statement reads what the first left, and it
  * is refused with LastOwner. (A single statement would not do: its subqueries read the snapshot taken
@@ -12,7 +12,7 @@
 import type pg from 'pg';
 import { LastOwner, postgresDuplicate } from '../errors';
 import { StoreDeadlineExceeded } from '../guarded';
-import type { MembershipRecord, Role } from '../types';
+import type { MembershipRecord, Role, RoleChange } from '../types';
 import { type MemberRow, memberParams, toMember } from '../sql/rows';
 import { queryWithin } from './query';
 import { insertSql } from './rows';
@@ -23,11 +23,8 @@ type Query = <R extends pg.QueryResultRow>(sql: string, params: unknown[]) => Pr
 const ONLY_OWNER = `select 1 from chatgate_members where account_id = $1 and email = $2 and role = 'owner'
   and not exists (select 1 from chatgate_members where account_id = $1 and role = 'owner' and email <> $2)`;
 
-/**
- * The role of the member `$2` of account `$1` made `$3`: an update, never an insert, so a change that
- * comes after the member's removal finds nobody (no row) and brings nobody back.
- */
-export const SET_MEMBER_ROLE = 'update chatgate_members set role = $3 where account_id = $1 and email = $2 returning *';
+/** The role of the member `$2` of account `$1`, the row locked until the transaction ends: what a role change replaces. */
+const ROLE_FOR_UPDATE = 'select role from chatgate_members where account_id = $1 and email = $2 for update';
 
 /** putMember, refusing (LastOwner) to make the account's only owner a member. */
 export function putMemberKeepingOwner(pool: pg.Pool, timeoutMs: number, record: MembershipRecord): Promise<MembershipRecord> {
@@ -38,11 +35,18 @@ export function putMemberKeepingOwner(pool: pg.Pool, timeoutMs: number, record: 
   });
 }
 
-/** setMemberRole, refusing (LastOwner) to make the account's only owner a member; undefined when there is no such member. */
-export function setMemberRoleKeepingOwner(pool: pg.Pool, timeoutMs: number, accountId: string, email: string, role: Role): Promise<MembershipRecord | undefined> {
-  return keepingOwner(pool, timeoutMs, accountId, role === 'owner' ? undefined : email, async (query) => {
-    const { rows } = await query<MemberRow>(SET_MEMBER_ROLE, [accountId, email, role]);
-    return rows[0] && toMember(rows[0]);
+/**
+ * setMemberRole: an update, never an insert, so a change that comes after the member's removal finds
+ * nobody (undefined) and brings nobody back. The role it replaces is read with the row locked, so of
+ * two changes at once the second reads what the first left. With `keepOwner`, refusing (LastOwner)
+ * to make the account's only owner a member.
+ */
+export function setMemberRole(pool: pg.Pool, timeoutMs: number, accountId: string, email: string, role: Role, keepOwner: boolean): Promise<RoleChange | undefined> {
+  return keepingOwner(pool, timeoutMs, accountId, keepOwner && role !== 'owner' ? email : undefined, async (query) => {
+    const before = (await query<{ role: Role }>(ROLE_FOR_UPDATE, [accountId, email])).rows[0];
+    if (!before) return undefined;
+    const { rows } = await query<MemberRow>('update chatgate_members set role = $3 where account_id = $1 and email = $2 returning *', [accountId, email, role]);
+    return { member: toMember(rows[0]!), from: before.role };
   });
 }
 

@@ -21,6 +21,7 @@ import {
   type OneTimeToken,
   type PersonRecord,
   type Role,
+  type RoleChange,
   type SessionRecord,
   type UsageDay,
 } from '../types';
@@ -51,7 +52,7 @@ import {
   type TokenRow,
 } from '../sql/rows';
 import { ACCOUNT_UPDATES, columnsSet } from '../sql/updates';
-import { putMemberKeepingOwner, removeMemberKeepingOwner, SET_MEMBER_ROLE, setMemberRoleKeepingOwner } from './members';
+import { putMemberKeepingOwner, removeMemberKeepingOwner, setMemberRole } from './members';
 import { queryWithin } from './query';
 import { insertSql } from './rows';
 
@@ -157,10 +158,8 @@ export class PostgresAccountStore {
     return toMember(rows[0]!);
   }
 
-  async setMemberRole(accountId: string, email: string, role: Role, options: { keepOwner?: boolean } = {}): Promise<MembershipRecord | undefined> {
-    if (options.keepOwner) return setMemberRoleKeepingOwner(this.pool, this.timeoutMs, accountId, email, role);
-    const { rows } = await this.query<MemberRow>(SET_MEMBER_ROLE, [accountId, email, role]);
-    return rows[0] && toMember(rows[0]);
+  setMemberRole(accountId: string, email: string, role: Role, options: { keepOwner?: boolean } = {}): Promise<RoleChange | undefined> {
+    return setMemberRole(this.pool, this.timeoutMs, accountId, email, role, options.keepOwner ?? false);
   }
 
   async removeMember(accountId: string, email: string, options: { keepOwner?: boolean } = {}): Promise<boolean> {

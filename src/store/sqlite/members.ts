@@ -3,10 +3,10 @@
  * in one write transaction (its lock taken first: no writer of any process changes an owner between
  * the look and the change), so of two owners demoting or removing each other at once one is refused
  * with LastOwner. setRole is an update, never an insert: a role change racing the member's removal
- * finds nobody and brings nobody back.
+ * finds nobody and brings nobody back; the role it replaced is read in the same transaction.
  */
 import { LastOwner } from '../errors';
-import type { MembershipRecord, Role } from '../types';
+import type { MembershipRecord, Role, RoleChange } from '../types';
 import type { SqliteDatabase } from './database';
 import * as rows from './rows';
 import type { MemberRow } from './rows';
@@ -23,11 +23,13 @@ export class SqliteMembers {
     });
   }
 
-  setRole(accountId: string, email: string, role: Role, options: { keepOwner?: boolean } = {}): Promise<MembershipRecord | undefined> {
+  setRole(accountId: string, email: string, role: Role, options: { keepOwner?: boolean } = {}): Promise<RoleChange | undefined> {
     return this.sql.write(() => {
+      const before = this.sql.get<{ role: Role }>('select role from chatgate_members where account_id = ? and email = ?', accountId, email);
+      if (!before) return undefined;
       if (options.keepOwner && role !== 'owner') this.keepAnOwner(accountId, email);
-      const row = this.sql.get<MemberRow>('update chatgate_members set role = ? where account_id = ? and email = ? returning *', role, accountId, email);
-      return row && rows.toMember(row);
+      const row = this.sql.get<MemberRow>('update chatgate_members set role = ? where account_id = ? and email = ? returning *', role, accountId, email)!;
+      return { member: rows.toMember(row), from: before.role };
     });
   }
 

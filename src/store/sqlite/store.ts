@@ -6,7 +6,7 @@
  * checkpoints.ts); a key change made by any of them reaches the others' caches within POLL_MS (changes.ts).
  */
 import { randomUUID } from 'node:crypto';
-import type { AccountChanges, AccountRecord, AlertRecord, AuditEvent, AuditFilter, IdentityRecord, KeyAuthRecord, KeyChanges, KeyRecord, KeyUse, MembershipRecord, OneTimeToken, PersonRecord, Role, SessionRecord, Store, UsageDay, BreakdownQuery, UsageShare, ServerSecret } from '../types';
+import type { AccountChanges, AccountRecord, AlertRecord, AuditEvent, AuditFilter, IdentityRecord, KeyAuthRecord, KeyChanges, KeyRecord, KeyUse, MembershipRecord, OneTimeToken, PersonRecord, Role, RoleChange, SessionRecord, Store, UsageDay, BreakdownQuery, UsageShare, ServerSecret } from '../types';
 import { withAccountName } from '../errors';
 import { SqliteAlerts } from './alerts';
 import { ChangeFeed, type ChangeListener } from './changes';
@@ -197,7 +197,7 @@ export class SqliteKeyStore implements Store {
   putMember(record: MembershipRecord, options?: { keepOwner?: boolean }): Promise<MembershipRecord> {
     return this.members.put(record, options);
   }
-  setMemberRole(accountId: string, email: string, role: Role, options?: { keepOwner?: boolean }): Promise<MembershipRecord | undefined> {
+  setMemberRole(accountId: string, email: string, role: Role, options?: { keepOwner?: boolean }): Promise<RoleChange | undefined> {
     return this.members.setRole(accountId, email, role, options);
   }
   removeMember(accountId: string, email: string, options?: { keepOwner?: boolean }): Promise<boolean> {
