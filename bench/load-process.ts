@@ -34,13 +34,16 @@ export function loadInSequence(tasks: Task[], onResult: (index: number, result: 
       if (message.result !== undefined && message.index !== undefined) {
         results[message.index] = message.result;
         const index = message.index;
-        void Promise.resolve(onResult(index, message.result)).then(
-          () => tasks[index + 1]?.afterGo && child.stdin!.write('go\n'),
-          (err: unknown) => {
-            child.kill();
-            reject(err);
-          },
-        );
+        // Called in a promise's step, so that one which throws at once rejects the run as one that fails later does.
+        void Promise.resolve()
+          .then(() => onResult(index, message.result))
+          .then(
+            () => tasks[index + 1]?.afterGo && child.stdin!.write('go\n'),
+            (err: unknown) => {
+              child.kill();
+              reject(err);
+            },
+          );
       }
     });
     child.on('exit', (code) => (results.length === tasks.length && !results.includes(undefined) ? resolve(results) : reject(new Error(`load generator exited with ${code}`))));
