@@ -183,3 +183,19 @@ test("the timer's flush spreads its slices over a quarter of the interval; an as
   await flushing;
   expect(spread.slices).toEqual([SLICE, SLICE, SLICE, SLICE]);
 });
+
+test('a batch goes to the store in the order of the usage tables: by key, then day, model and end user, across its slices', async () => {
+  const given: string[] = [];
+  const recorder = new UsageRecorder({ recordUse: async (uses) => void given.push(...uses.map((use) => `${use.keyId} ${use.date} ${use.model} ${use.endUser}`)) });
+  // As the tables compare text: a key before the keys it begins (key_1, key_1 2030-…, key_10). Keys used in an order of their own (a shuffle of 2.5 slices' worth), each on two days and with two models.
+  const ids = Array.from({ length: (5 * SLICE) / 2 }, (_, i) => `key_${((i * 7919) % ((5 * SLICE) / 2)).toString(36)}`);
+  for (const day of ['2030-04-02', '2030-04-01']) {
+    for (const id of ids) {
+      for (const model of ['p/b', 'p/a']) recorder.ended({ id, accountId: 'acc' }, true, new Date(`${day}T12:00:00Z`), { model, endUser: '' });
+    }
+  }
+  await recorder.flush();
+  expect(given).toHaveLength(ids.length * 4);
+  expect(given).toEqual([...given].sort());
+  expect(given.slice(0, 4)).toEqual(['key_0 2030-04-01 p/a ', 'key_0 2030-04-01 p/b ', 'key_0 2030-04-02 p/a ', 'key_0 2030-04-02 p/b ']);
+});
