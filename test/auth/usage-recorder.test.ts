@@ -7,7 +7,7 @@
 import pg from 'pg';
 import { issueKey } from '../../src/auth/issue';
 import { PostgresKeyStore } from '../../src/store/postgres/store';
-import { SLICE, UsageRecorder } from '../../src/auth/usage-recorder';
+import { SLICE, SORTED_RUN, UsageRecorder } from '../../src/auth/usage-recorder';
 import { GuardedKeyStore } from '../../src/store/guarded';
 import { createTestDatabase, holdingRelay, type TestDatabase } from '../helpers/postgres';
 import { eventually, sleep } from '../helpers/time';
@@ -198,4 +198,27 @@ test('a batch goes to the store in the order of the usage tables: by key, then d
   expect(given).toHaveLength(ids.length * 4);
   expect(given).toEqual([...given].sort());
   expect(given.slice(0, 4)).toEqual(['key_0 2030-04-01 p/a ', 'key_0 2030-04-01 p/b ', 'key_0 2030-04-02 p/a ', 'key_0 2030-04-02 p/b ']);
+});
+
+test('a batch of more than SORTED_RUN uses is sorted a run at a time, each run just before its slices, never all at once', async () => {
+  const given: string[] = [];
+  let slices = 0;
+  const recorder = new UsageRecorder({
+    recordUse: async (uses) => {
+      given.push(...uses.map((use) => use.keyId));
+      slices++;
+    },
+  });
+  // Used in falling order: the second run holds the smallest keys, which a sort of the whole batch would send first.
+  const count = SORTED_RUN + 2 * SLICE;
+  const id = (i: number) => `key_${String(count - i).padStart(6, '0')}`;
+  for (let i = 0; i < count; i++) recorder.ended({ id: id(i), accountId: 'acc' }, true, new Date('2030-05-01T12:00:00Z'));
+  await recorder.flush();
+  const first = given.slice(0, SORTED_RUN);
+  const second = given.slice(SORTED_RUN);
+  expect(first).toEqual([...first].sort());
+  expect(second).toEqual([...second].sort());
+  expect(first[0]).toBe(id(SORTED_RUN - 1)); // the least of the first run, not of the batch
+  expect(second[0]).toBe(id(count - 1));
+  expect(slices).toBe(SORTED_RUN / SLICE + 2);
 });
