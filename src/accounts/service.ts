@@ -198,7 +198,8 @@ export class Accounts {
       await this.roleChanged(accountId, email, demoted.from, 'member', by, client, 'removing');
     }
     const first = await this.keysLeave(accountId, email, heir, by, client);
-    await this.store.removeMember(accountId, email, { keepOwner: true }).catch(lastOwner);
+    // Removed meanwhile by another owner (their removal tells it): 404, not a second member.removed.
+    if (!(await this.store.removeMember(accountId, email, { keepOwner: true }).catch(lastOwner))) throw errors.memberNotFound(email);
     await this.auditor.record({ accountId, actor: actorName(by), action: 'member.removed', target: email, client, details: heir ? { keysTransferredTo: heir } : {} });
     const late = await this.keysLeave(accountId, email, heir, by, client);
     return { revoked: first.revoked + late.revoked, transferred: first.transferred + late.transferred };

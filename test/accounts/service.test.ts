@@ -107,18 +107,19 @@ test('two owners taking the owner role from each other at once (made a member, r
 
 /**
  * The store under `accounts`, where the role changes (setMemberRole, and putMember, the upsert it once
- * used) wait, once they are called, until `release()`: `reached` settles when one is waiting.
+ * used), or the methods named, wait, once they are called, until `release()`: `reached` settles when
+ * one is waiting.
  */
-function holdingRoleChanges(store: Store) {
+function holdingRoleChanges(store: Store, methods: readonly string[] = ['setMemberRole', 'putMember']) {
   let release!: () => void;
   let arrived!: () => void;
   const released = new Promise<void>((resolve) => (release = resolve));
   const reached = new Promise<void>((resolve) => (arrived = resolve));
-  const held = new Proxy(store, {
+  const holding = new Proxy(store, {
     get(target, property) {
       const value = Reflect.get(target, property, target) as unknown;
       if (typeof value !== 'function') return value;
-      if (property !== 'setMemberRole' && property !== 'putMember') return value.bind(target);
+      if (typeof property !== 'string' || !methods.includes(property)) return value.bind(target);
       return async (...args: unknown[]) => {
         arrived();
         await released;
@@ -126,7 +127,7 @@ function holdingRoleChanges(store: Store) {
       };
     },
   });
-  return { held, reached, release };
+  return { held: holding, reached, release };
 }
 
 test('an invite naming a member with a new role, which met their removal before it wrote, adds them anew: added now and by the inviter, audited member.added, not put back as they were', async () => {
@@ -222,6 +223,23 @@ test("an owner's removal whose demotion meets another owner's demotion of them: 
     { actor: 'co@example.com', action: 'member.role_changed', details: { from: 'owner', role: 'member' } },
     { actor: 'lead@example.com', action: 'member.removed', details: {} },
   ]);
+});
+
+test("two owners removing one member at once, the first held just before the membership goes: the other's removal is told once, the first answers 404", async () => {
+  const account = await accounts.createAccount('removed-at-once', ADMIN, undefined);
+  const [lead, co] = (['lead@example.com', 'co@example.com'] as const).map((email) => ({ kind: 'person', email, admin: false }) as const);
+  for (const email of ['lead@example.com', 'co@example.com']) await accounts.addMember(account.id, { email, role: 'owner' }, ADMIN, undefined);
+  await accounts.addMember(account.id, { email: 'dev@example.com', role: 'member' }, ADMIN, undefined);
+  const { held, reached, release } = holdingRoleChanges(accounts.store, ['removeMember']);
+  const slow = new Accounts(held, new Auditor({ appendAudit: async (event) => void audited.push(event) }, createLogger('silent')));
+  audited.length = 0;
+  const removing = slow.removeMember(account.id, 'dev@example.com', lead!, undefined).catch((err: unknown) => err);
+  await reached; // its keys are handled, the membership about to go
+  expect(await accounts.removeMember(account.id, 'dev@example.com', co!, undefined)).toEqual({ revoked: 0, transferred: 0 });
+  release();
+  expect(await removing).toMatchObject({ status: 404, code: 'member_not_found' });
+  expect((await accounts.store.listMembers(account.id)).map((m) => m.email).sort()).toEqual(['co@example.com', 'lead@example.com']);
+  expect(audited.map(({ actor, action }) => [actor, action])).toEqual([['co@example.com', 'member.removed']]);
 });
 
 test('a role change racing the removal of that member, ten times over at ever later starts: the member is gone after both; the change is made before it, or is 404', async () => {

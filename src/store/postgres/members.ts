@@ -2,8 +2,8 @@
  * The PostgreSQL store's member changes that keep an account's last owner (putMember and
  * removeMember with `keepOwner`, and every setMemberRole; queries.ts makes the others). Each is one
  * transaction that first locks the account's row (`for no key update`: it waits for another such
- * change of the account, and for nothing else, not even a member added meanwhile), then looks at the
- * owners and changes the member.
+ * change of the account, and for nothing else, not even a member added meanwhile), then (with
+ * `keepOwner`) looks at the owners, and changes the member.
  * Of two owners demoting or removing each other at once, on one replica or two, the second waits
  * for the first to commit; under READ COMMITTED its next statement reads what the first left, and it
  * is refused with LastOwner. (A single statement would not do: its subqueries read the snapshot taken
@@ -24,7 +24,7 @@ const ONLY_OWNER = `select 1 from chatgate_members where account_id = $1 and ema
   and not exists (select 1 from chatgate_members where account_id = $1 and role = 'owner' and email <> $2)`;
 
 /** The role of the member `$2` of account `$1`, the row locked until the transaction ends: what a role change replaces. */
-const ROLE_FOR_UPDATE = 'select role from chatgate_members where account_id = $1 and email = $2 for update';
+const ROLE_FOR_UPDATE = 'select role from chatgate_members where account_id = $1 and email = $2 for no key update';
 
 /** putMember, refusing (LastOwner) to make the account's only owner a member. */
 export function putMemberKeepingOwner(pool: pg.Pool, timeoutMs: number, record: MembershipRecord): Promise<MembershipRecord> {
