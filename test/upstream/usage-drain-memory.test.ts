@@ -52,8 +52,10 @@ test(`${STREAMS} streams whose clients left: drained, then their worker connecti
   for (const stream of streams) stream.destroy();
   const left = Date.now();
   // While they drain, the worker still serves them, and their relays are alive (the probe sees them).
-  expect(await meters()).toBeGreaterThanOrEqual(STREAMS / 2);
+  // The worker is asked first: the heap snapshot takes seconds on a busy host, and once past the
+  // drain's deadline the worker's requests are rightly cut (a CI run saw none pending after it).
   expect((await worker.requests()).filter((r) => r.outcome === 'pending').length).toBeGreaterThan(0);
+  expect(await meters()).toBeGreaterThanOrEqual(STREAMS / 2);
 
   // Then every worker request is cut (its connection closed), no earlier than the deadline.
   const requests = await eventually(async () => {
