@@ -130,6 +130,23 @@ function holdingRoleChanges(store: Store, methods: readonly string[] = ['setMemb
   return { held: holding, reached, release };
 }
 
+const LEAD = { kind: 'person', email: 'lead@example.com', admin: false } as const;
+const CO = { kind: 'person', email: 'co@example.com', admin: false } as const;
+
+/**
+ * An account of two owners (LEAD and CO) and dev@example.com as `devRole`, and a second service over
+ * its store with `methods` held (holdingRoleChanges). The audit trail starts empty after the set-up.
+ */
+async function accountWithOwners(name: string, devRole: 'owner' | 'member', methods?: readonly string[]) {
+  const account = await accounts.createAccount(name, ADMIN, undefined);
+  for (const email of [LEAD.email, CO.email]) await accounts.addMember(account.id, { email, role: 'owner' }, ADMIN, undefined);
+  await accounts.addMember(account.id, { email: 'dev@example.com', role: devRole }, ADMIN, undefined);
+  const { held, reached, release } = holdingRoleChanges(accounts.store, methods);
+  const slow = new Accounts(held, new Auditor({ appendAudit: async (event) => void audited.push(event) }, createLogger('silent')));
+  audited.length = 0;
+  return { account, slow, reached, release };
+}
+
 test('an invite naming a member with a new role, which met their removal before it wrote, adds them anew: added now and by the inviter, audited member.added, not put back as they were', async () => {
   const account = await accounts.createAccount('invite-vs-removal', ADMIN, undefined);
   const lead = { kind: 'person', email: 'lead@example.com', admin: false } as const;
@@ -171,16 +188,10 @@ test("a role change that read the member, then met their removal before it wrote
 });
 
 test('two owners making one member an owner at once, the first held between its read and its write: both answer the owner, the trail tells the change once', async () => {
-  const account = await accounts.createAccount('promoted-twice', ADMIN, undefined);
-  const [lead, co] = (['lead@example.com', 'co@example.com'] as const).map((email) => ({ kind: 'person', email, admin: false }) as const);
-  for (const email of ['lead@example.com', 'co@example.com']) await accounts.addMember(account.id, { email, role: 'owner' }, ADMIN, undefined);
-  await accounts.addMember(account.id, { email: 'dev@example.com', role: 'member' }, ADMIN, undefined);
-  const { held, reached, release } = holdingRoleChanges(accounts.store);
-  const slow = new Accounts(held, new Auditor({ appendAudit: async (event) => void audited.push(event) }, createLogger('silent')));
-  audited.length = 0;
-  const first = slow.setMemberRole(account.id, 'dev@example.com', 'owner', lead!, undefined);
+  const { account, slow, reached, release } = await accountWithOwners('promoted-twice', 'member');
+  const first = slow.setMemberRole(account.id, 'dev@example.com', 'owner', LEAD, undefined);
   await reached; // it read dev as a member, and is about to write
-  expect(await accounts.setMemberRole(account.id, 'dev@example.com', 'owner', co!, undefined)).toMatchObject({ role: 'owner' });
+  expect(await accounts.setMemberRole(account.id, 'dev@example.com', 'owner', CO, undefined)).toMatchObject({ role: 'owner' });
   release();
   expect(await first).toMatchObject({ email: 'dev@example.com', role: 'owner' });
   // The held change replaced nothing: a second `from: member` would tell of a change nobody made.
@@ -188,15 +199,10 @@ test('two owners making one member an owner at once, the first held between its 
 });
 
 test("an owner's removal whose demotion meets their removal by another owner: 404 member_not_found, nothing more done or audited", async () => {
-  const account = await accounts.createAccount('removed-twice', ADMIN, undefined);
-  const [lead, co] = (['lead@example.com', 'co@example.com'] as const).map((email) => ({ kind: 'person', email, admin: false }) as const);
-  for (const email of ['lead@example.com', 'co@example.com', 'dev@example.com']) await accounts.addMember(account.id, { email, role: 'owner' }, ADMIN, undefined);
-  const { held, reached, release } = holdingRoleChanges(accounts.store);
-  const slow = new Accounts(held, new Auditor({ appendAudit: async (event) => void audited.push(event) }, createLogger('silent')));
-  audited.length = 0;
-  const removing = slow.removeMember(account.id, 'dev@example.com', lead!, undefined).catch((err: unknown) => err);
+  const { account, slow, reached, release } = await accountWithOwners('removed-twice', 'owner');
+  const removing = slow.removeMember(account.id, 'dev@example.com', LEAD, undefined).catch((err: unknown) => err);
   await reached; // it read dev as an owner, and is about to demote them
-  await accounts.removeMember(account.id, 'dev@example.com', co!, undefined);
+  await accounts.removeMember(account.id, 'dev@example.com', CO, undefined);
   release();
   expect(await removing).toMatchObject({ status: 404, code: 'member_not_found' });
   expect((await accounts.store.listMembers(account.id)).map((m) => m.email).sort()).toEqual(['co@example.com', 'lead@example.com']);
@@ -207,15 +213,10 @@ test("an owner's removal whose demotion meets their removal by another owner: 40
 });
 
 test("an owner's removal whose demotion meets another owner's demotion of them: removed, the demotion told once, by whoever made it", async () => {
-  const account = await accounts.createAccount('demoted-then-removed', ADMIN, undefined);
-  const [lead, co] = (['lead@example.com', 'co@example.com'] as const).map((email) => ({ kind: 'person', email, admin: false }) as const);
-  for (const email of ['lead@example.com', 'co@example.com', 'dev@example.com']) await accounts.addMember(account.id, { email, role: 'owner' }, ADMIN, undefined);
-  const { held, reached, release } = holdingRoleChanges(accounts.store);
-  const slow = new Accounts(held, new Auditor({ appendAudit: async (event) => void audited.push(event) }, createLogger('silent')));
-  audited.length = 0;
-  const removing = slow.removeMember(account.id, 'dev@example.com', lead!, undefined);
+  const { account, slow, reached, release } = await accountWithOwners('demoted-then-removed', 'owner');
+  const removing = slow.removeMember(account.id, 'dev@example.com', LEAD, undefined);
   await reached;
-  await accounts.setMemberRole(account.id, 'dev@example.com', 'member', co!, undefined);
+  await accounts.setMemberRole(account.id, 'dev@example.com', 'member', CO, undefined);
   release();
   expect(await removing).toEqual({ revoked: 0, transferred: 0 });
   expect((await accounts.store.listMembers(account.id)).map((m) => m.email).sort()).toEqual(['co@example.com', 'lead@example.com']);
@@ -226,16 +227,10 @@ test("an owner's removal whose demotion meets another owner's demotion of them: 
 });
 
 test("two owners removing one member at once, the first held just before the membership goes: the other's removal is told once, the first answers 404", async () => {
-  const account = await accounts.createAccount('removed-at-once', ADMIN, undefined);
-  const [lead, co] = (['lead@example.com', 'co@example.com'] as const).map((email) => ({ kind: 'person', email, admin: false }) as const);
-  for (const email of ['lead@example.com', 'co@example.com']) await accounts.addMember(account.id, { email, role: 'owner' }, ADMIN, undefined);
-  await accounts.addMember(account.id, { email: 'dev@example.com', role: 'member' }, ADMIN, undefined);
-  const { held, reached, release } = holdingRoleChanges(accounts.store, ['removeMember']);
-  const slow = new Accounts(held, new Auditor({ appendAudit: async (event) => void audited.push(event) }, createLogger('silent')));
-  audited.length = 0;
-  const removing = slow.removeMember(account.id, 'dev@example.com', lead!, undefined).catch((err: unknown) => err);
+  const { account, slow, reached, release } = await accountWithOwners('removed-at-once', 'member', ['removeMember']);
+  const removing = slow.removeMember(account.id, 'dev@example.com', LEAD, undefined).catch((err: unknown) => err);
   await reached; // its keys are handled, the membership about to go
-  expect(await accounts.removeMember(account.id, 'dev@example.com', co!, undefined)).toEqual({ revoked: 0, transferred: 0 });
+  expect(await accounts.removeMember(account.id, 'dev@example.com', CO, undefined)).toEqual({ revoked: 0, transferred: 0 });
   release();
   expect(await removing).toMatchObject({ status: 404, code: 'member_not_found' });
   expect((await accounts.store.listMembers(account.id)).map((m) => m.email).sort()).toEqual(['co@example.com', 'lead@example.com']);
