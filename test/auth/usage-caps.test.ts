@@ -76,3 +76,32 @@ test('a retention call that fails is reported, and the job tries again at its ne
   expect(calls).toBe(errors.length);
   expect(String(errors[0])).toContain('store away');
 });
+
+test("a request's start note goes into its use once that is counted under a model: one use a key, the later time kept; a note that counts something stays", async () => {
+  const { written, usage } = recorder(10);
+  const key = { id: 'key_n', accountId: 'acc' };
+  const later = new Date(at.getTime() + 1000);
+  const detail = { model: 'p/m', endUser: '' };
+  for (let i = 0; i < 3; i++) {
+    usage.used(key, i === 1 ? later : at); // the second request started latest
+    usage.ended(key, true, at, detail);
+    usage.tokens(key, 10, 5, at, 0, detail);
+  }
+  await usage.flush();
+  expect(written).toEqual([expect.objectContaining({ keyId: 'key_n', model: 'p/m', endUser: '', requests: 3, promptTokens: 30, completionTokens: 15, at: later })]);
+
+  // A request still under way at the flush: its note is written alone, and so is a refusal made before a model was chosen.
+  written.length = 0;
+  usage.used(key, at);
+  usage.used({ id: 'key_r', accountId: 'acc' }, at);
+  usage.ended({ id: 'key_r', accountId: 'acc' }, false, at);
+  usage.used({ id: 'key_r', accountId: 'acc' }, later);
+  usage.ended({ id: 'key_r', accountId: 'acc' }, true, later, detail);
+  await usage.flush();
+  const rows = written.map(({ keyId, model, requests, refused, at: when }) => ({ keyId, model, requests, refused, at: when })).sort((a, b) => (a.keyId + a.model < b.keyId + b.model ? -1 : 1));
+  expect(rows).toEqual([
+    { keyId: 'key_n', model: '', requests: 0, refused: 0, at },
+    { keyId: 'key_r', model: '', requests: 0, refused: 1, at: later },
+    { keyId: 'key_r', model: 'p/m', requests: 1, refused: 0, at: later },
+  ]);
+});
