@@ -10,7 +10,7 @@ import readline from 'node:readline';
 import { startTestGateway, type TestGateway } from '../helpers/gateway';
 import { bearer, chatBody, openaiClient, request, type RawResponse } from '../helpers/http';
 import { scrape, sample } from '../helpers/metrics';
-import { freePort, listenOnLoopback } from '../helpers/net';
+import { listenOnLoopback } from '../helpers/net';
 import { startWorker, stopProcess, type WorkerProcess } from '../helpers/processes';
 import { eventually, sleep } from '../helpers/time';
 
@@ -371,7 +371,10 @@ describe('faults the mock worker cannot make: a refused connection, a JSON answe
   beforeAll(async () => {
     [obeying, plain] = [rawWorker(true), rawWorker(false)];
     [obeyingUrl, plainUrl] = await Promise.all([listenOnLoopback(obeying), listenOnLoopback(plain)]);
-    deadUrl = `http://127.0.0.1:${await freePort()}`; // nothing listens there
+    // Nothing listens on port 1, nor can a listener of another test file get it (the OS hands out
+    // ports of its ephemeral range): a port found free and let go could be (CI, 2026-11-30: 4 answers,
+    // none retried).
+    deadUrl = 'http://127.0.0.1:1';
     blackHole = await startBlackHole();
     const passiveOnly = (consecutiveFailures: number) => ({ health: { enabled: false }, ejection: { consecutiveFailures, baseMs: 60_000, maxMs: 60_000 } });
     gw = await startTestGateway({
