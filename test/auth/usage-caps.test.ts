@@ -105,3 +105,35 @@ test("a request's start note goes into its use once that is counted under a mode
     { keyId: 'key_r', model: 'p/m', requests: 1, refused: 0, at: later },
   ]);
 });
+
+test('two requests of one key at once, on two models, and a flush between one request and its end: every count once, the latest time kept', async () => {
+  const { written, usage } = recorder(10);
+  const key = { id: 'key_t', accountId: 'acc' };
+  const t = (s: number) => new Date(at.getTime() + s * 1000);
+  const rows = () => written.map(({ model, requests, refused, promptTokens, completionTokens, at: when }) => ({ model, requests, refused, promptTokens, completionTokens, at: when }));
+  usage.used(key, t(0)); // request A starts
+  usage.used(key, t(1)); // request B starts
+  usage.ended(key, true, t(2), { model: 'p/a', endUser: '' });
+  usage.tokens(key, 7, 3, t(2), 0, { model: 'p/a', endUser: '' });
+  await usage.flush(); // B is still under way
+  expect(rows()).toEqual([{ model: 'p/a', requests: 1, refused: 0, promptTokens: 7, completionTokens: 3, at: t(2) }]);
+
+  written.length = 0;
+  usage.ended(key, true, t(3), { model: 'p/b', endUser: '' });
+  usage.tokens(key, 11, 5, t(3), 0, { model: 'p/b', endUser: '' });
+  usage.used(key, t(4)); // request C starts: noted on B's use, the key's latest
+  await usage.flush();
+  expect(rows()).toEqual([{ model: 'p/b', requests: 1, refused: 0, promptTokens: 11, completionTokens: 5, at: t(4) }]);
+
+  // C ends after the flush, on A's model: a use of its own, nothing of the earlier ones again.
+  written.length = 0;
+  usage.ended(key, true, t(5), { model: 'p/a', endUser: '' });
+  await usage.flush();
+  expect(rows()).toEqual([{ model: 'p/a', requests: 1, refused: 0, promptTokens: 0, completionTokens: 0, at: t(5) }]);
+
+  // A start right after a flush is a note of its own, not a time set on a use already written.
+  written.length = 0;
+  usage.used(key, t(6));
+  await usage.flush();
+  expect(rows()).toEqual([{ model: '', requests: 0, refused: 0, promptTokens: 0, completionTokens: 0, at: t(6) }]);
+});
