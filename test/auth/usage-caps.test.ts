@@ -24,6 +24,20 @@ test("a key's pairs past its cap are counted under *, nothing lost; a pair seen 
   expect(written.find((use) => use.endUser === OVER_CAP)?.model).toBe(OVER_CAP);
 });
 
+test("a request ending on the day before today's uses (past midnight) is capped within its own day, not today's", async () => {
+  const { written, usage } = recorder(1);
+  const key = { id: 'key_d', accountId: 'acc' };
+  const today = new Date('2031-03-05T00:00:01Z');
+  usage.ended(key, true, today, { model: 'p/m', endUser: 'eu_today' });
+  usage.ended(key, true, today, { model: 'p/m', endUser: 'eu_more' }); // past today's cap of 1
+  usage.ended(key, true, at, { model: 'p/m', endUser: 'eu_late' }); // the day before: its own cap
+  usage.ended(key, true, at, { model: 'p/m', endUser: 'eu_later' }); // past the day before's cap
+  usage.ended(key, true, at, { model: 'p/m', endUser: 'eu_late' }); // seen that day
+  await usage.flush();
+  const rows = written.map(({ date, endUser, requests }) => `${date} ${endUser} ${requests}`).sort();
+  expect(rows).toEqual(['2031-03-04 * 1', '2031-03-04 eu_late 2', '2031-03-05 * 1', '2031-03-05 eu_today 1']);
+});
+
 test('all keys of a process together keep at most PROCESS_PAIRS caps of pairs a day', async () => {
   const { written, usage } = recorder(2);
   const keys = PROCESS_PAIRS + 5;
