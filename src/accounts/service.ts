@@ -202,7 +202,11 @@ export class Accounts {
     if (!(await this.store.removeMember(accountId, email, { keepOwner: true }).catch(lastOwner))) throw errors.memberNotFound(email);
     await this.auditor.record({ accountId, actor: actorName(by), action: 'member.removed', target: email, client, details: heir ? { keysTransferredTo: heir } : {} });
     const late = await this.keysLeave(accountId, email, heir, by, client);
-    return { revoked: first.revoked + late.revoked, transferred: first.transferred + late.transferred };
+    // The heir was an owner when this began. Removed meanwhile, their removal's last look at their
+    // keys may have come before ours landed: what we gave them is revoked, as their removal would
+    // have (read after our last transfer, so either this read sees them gone or their removal sees the keys).
+    const orphaned = heir && !(await this.store.listMembers(accountId)).some((m) => m.email === heir) ? await this.keysLeave(accountId, heir, undefined, by, client) : { revoked: 0 };
+    return { revoked: first.revoked + late.revoked + orphaned.revoked, transferred: first.transferred + late.transferred };
   }
 
   /** The live keys `email` made in the account: revoked, or handed to `heir`. */

@@ -237,6 +237,25 @@ test("two owners removing one member at once, the first held just before the mem
   expect(audited.map(({ actor, action }) => [actor, action])).toEqual([['co@example.com', 'member.removed']]);
 });
 
+test("a removal handing the member's keys to an owner who is removed meanwhile, held as it hands them: the keys are revoked, not left live with someone gone", async () => {
+  const { account, slow, reached, release } = await accountWithOwners('heir-removed', 'member', ['update']);
+  const dev = { kind: 'person', email: 'dev@example.com', admin: false } as const;
+  const key = await accounts.createKey(account.id, { name: "dev's" }, dev, undefined);
+  audited.length = 0;
+  const removing = slow.removeMember(account.id, dev.email, LEAD, undefined, CO.email);
+  await reached; // CO checked as an owner, the key about to be handed over
+  expect(await accounts.removeMember(account.id, CO.email, LEAD, undefined)).toEqual({ revoked: 0, transferred: 0 });
+  release();
+  expect(await removing).toEqual({ revoked: 1, transferred: 1 });
+  const after = await accounts.store.get(key.record.id);
+  expect({ createdBy: after?.createdBy, revoked: after?.revokedAt !== null }).toEqual({ createdBy: CO.email, revoked: true });
+  expect((await accounts.store.listMembers(account.id)).map((m) => m.email)).toEqual([LEAD.email]);
+  expect(audited.filter(({ target }) => target === key.record.id).map(({ action, details }) => [action, details])).toEqual([
+    ['key.transferred', { from: dev.email, to: CO.email }],
+    ['key.revoked', { reason: 'member_removed', member: CO.email }],
+  ]);
+});
+
 test('a role change racing the removal of that member, ten times over at ever later starts: the member is gone after both; the change is made before it, or is 404', async () => {
   const lead = { kind: 'person', email: 'lead@example.com', admin: false } as const;
   const outcomes = new Set<string>();
