@@ -320,7 +320,9 @@ export class UsageRecorder {
       this.pairsDate = date;
       this.pairsToday = 0;
     }
-    const [pairs, of] = date === this.pairsDate ? [this.pairs, keyId] : [this.earlierPairs, `${keyId} ${date}`];
+    const today = date === this.pairsDate;
+    const pairs = today ? this.pairs : this.earlierPairs;
+    const of = today ? keyId : `${keyId} ${date}`;
     const seen = pairs.get(of);
     const pair = `${detail.model} ${detail.endUser}`;
     if (seen === pair || (typeof seen === 'object' && seen.has(pair))) return detail;

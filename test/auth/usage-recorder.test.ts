@@ -104,6 +104,31 @@ test('a large batch is written in slices with the event loop free between two; a
   expect(written.get('key_0')).toBe(2);
 });
 
+test('a slice that fails in the first of two sorted runs, its keys each of two models: the rest of its run and all of the next are kept, every use written once', async () => {
+  const written = new Map<string, number>();
+  let slices = 0;
+  let failOn = 2;
+  const recorder = new UsageRecorder({
+    async recordUse(uses) {
+      if (++slices === failOn) throw new Error('store away');
+      for (const use of uses) written.set(`${use.keyId} ${use.model}`, (written.get(`${use.keyId} ${use.model}`) ?? 0) + use.requests);
+    },
+  });
+  const KEYS = SORTED_RUN + SLICE; // a second run of SLICE keys
+  const id = (i: number) => `key_${String(i).padStart(6, '0')}`;
+  for (let i = 0; i < KEYS; i++) for (const model of ['p/a', 'p/b']) recorder.ended({ id: id(i), accountId: 'acc' }, true, new Date('2030-06-01T12:00:00Z'), { model, endUser: '' });
+  await recorder.flush();
+  expect(written.size).toBe(SLICE); // the first slice only
+  // One more use meanwhile, of a key of the second run: merged with its kept use.
+  recorder.ended({ id: id(KEYS - 1), accountId: 'acc' }, true, new Date('2030-06-01T12:00:09Z'), { model: 'p/b', endUser: '' });
+  failOn = 0;
+  await recorder.flush();
+  expect(written.size).toBe(2 * KEYS);
+  expect([...written.values()].reduce((sum, n) => sum + n, 0)).toBe(2 * KEYS + 1);
+  expect(written.get(`${id(KEYS - 1)} p/b`)).toBe(2);
+  expect(written.get(`${id(KEYS - 1)} p/a`)).toBe(1);
+});
+
 test('a write that lands after our deadline is sent again under its id and counted once', async () => {
   // The store through a relay that holds PostgreSQL's answers back: the write commits there, and the
   // gateway's 300 ms deadline passes without a word, so it cannot know that it landed.
@@ -200,7 +225,7 @@ test('a batch goes to the store in the order of the usage tables: by key, then d
   expect(given.slice(0, 4)).toEqual(['key_0 2030-04-01 p/a ', 'key_0 2030-04-01 p/b ', 'key_0 2030-04-02 p/a ', 'key_0 2030-04-02 p/b ']);
 });
 
-test('a batch of more than SORTED_RUN uses is sorted a run at a time, each run just before its slices, never all at once', async () => {
+test('a batch of more than SORTED_RUN keys is sorted a run at a time, each run just before its slices, never all at once', async () => {
   const given: string[] = [];
   let slices = 0;
   const recorder = new UsageRecorder({
