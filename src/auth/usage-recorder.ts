@@ -23,6 +23,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Store, KeyUse } from '../store/types';
+import { add, detailOf, find, isNote, UsePool, type PendingUse } from './pending-uses';
 
 /** Uses written by one store call (1-5 ms of SQLite). */
 export const SLICE = 250;
@@ -53,36 +54,6 @@ export const DEFAULT_PAIRS_PER_KEY_DAY = 10_000;
 export const PROCESS_PAIRS = 10;
 
 /**
- * A key's uses waiting for the flush, each of a day, a model and an end user. They are found by the
- * key's id, the very string of the cached key on every request (its hash kept in it), and most keys
- * have one use an interval: at 100,000 keys in use, a text made of the key, day, model and end user
- * for every count, and looked up among the batch's, took 2-5 µs a request in a CPU profile (240 ms
- * of the gateway's 15.2 s in 50 s) against 0.3 with one key.
- */
-interface KeyUses {
-  /** The use made last, on which a request's start is noted (see `used`). */
-  latest: KeyUse;
-  /** All of the key's uses by their day, model and end user, once it has more than one. */
-  all?: Map<string, KeyUse>;
-}
-
-/** A use's day, model and end user, as its key's uses are told apart and ordered. */
-const detailOf = (date: string, model: string, endUser: string) => `${date} ${model} ${endUser}`;
-
-/** The key's use of this day, model and end user, if it has one. */
-function find(uses: KeyUses, date: string, model: string, endUser: string): KeyUse | undefined {
-  const { latest } = uses;
-  if (latest.date === date && latest.model === model && latest.endUser === endUser) return latest;
-  return uses.all?.get(detailOf(date, model, endUser));
-}
-
-/** Adds a use its key did not have. */
-function add(uses: KeyUses, use: KeyUse): void {
-  uses.all ??= new Map([[detailOf(uses.latest.date, uses.latest.model, uses.latest.endUser), uses.latest]]);
-  uses.all.set(detailOf(use.date, use.model, use.endUser), use);
-}
-
-/**
  * A batch is written in the order of its keys, then of each key's days, models and end users: the
  * order of each key's totals and of its daily rows (and of the ledger's rows, within an account and a
  * day), so that each slice's uses are of neighbouring keys, in the same pages. Among 1,000,000 keys,
@@ -96,25 +67,27 @@ function add(uses: KeyUses, use: KeyUse): void {
  */
 export const SORTED_RUN = 40 * SLICE;
 
-/** A use under no model that counts nothing: only a request's start (see `used`). */
-const isNote = (use: KeyUse) => use.model === '' && use.endUser === '' && use.requests === 0 && use.refused === 0 && use.promptTokens === 0 && use.completionTokens === 0 && use.costNanos === 0;
-
-const byDetail = ([a]: [string, KeyUse], [b]: [string, KeyUse]) => (a < b ? -1 : a > b ? 1 : 0);
+const byDetail = ([a]: [string, PendingUse], [b]: [string, PendingUse]) => (a < b ? -1 : a > b ? 1 : 0);
 
 /** The uses of the run of SORTED_RUN keys that starts at `from`, in the batch's order. */
-function sortedRun(batch: ReadonlyMap<string, KeyUses>, keys: readonly string[], from: number): KeyUse[] {
-  const run: KeyUse[] = [];
+function sortedRun(batch: ReadonlyMap<string, PendingUse>, keys: readonly string[], from: number): PendingUse[] {
+  const run: PendingUse[] = [];
   for (const key of keys.slice(from, from + SORTED_RUN).sort()) {
-    const uses = batch.get(key)!;
-    if (uses.all === undefined) run.push(uses.latest);
-    else for (const [, use] of [...uses.all].sort(byDetail)) run.push(use);
+    const latest = batch.get(key)!;
+    if (latest.all === undefined) run.push(latest);
+    else for (const [, use] of [...latest.all].sort(byDetail)) run.push(use);
   }
   return run;
 }
 
 export class UsageRecorder {
-  /** The uses to write, by key id. */
-  private pending = new Map<string, KeyUses>();
+  /**
+   * The uses to write: each key's latest (auth/pending-uses.ts), by the key's id, the very string of
+   * the cached key on every request (its hash kept in it). A text of key, day, model and end user for
+   * every count, looked up among the batch's, took 2-5 µs a request at 100,000 keys in use (240 ms of
+   * the gateway's 15.2 s in 50 s) against 0.3 with one key.
+   */
+  private pending = new Map<string, PendingUse>();
   private flushing: Promise<void> = Promise.resolve();
   /** Slices whose write failed, to be sent again as they were (their id with them) before anything else. */
   private readonly unsure: Array<{ readonly id: string; readonly uses: readonly KeyUse[] }> = [];
@@ -144,30 +117,34 @@ export class UsageRecorder {
     private readonly store: Pick<Store, 'recordUse'>,
     private readonly onError: (err: unknown) => void = () => undefined,
     private readonly pairsPerKeyDay = DEFAULT_PAIRS_PER_KEY_DAY,
+    /** Written uses kept to be made again; aged at each flush. */
+    private readonly pool = new UsePool(),
   ) {}
 
   /**
    * A request was made with this key (its last use), noted on the key's latest use of the day when
-   * there is one. Else it is a use of its own, under no model (none is chosen yet), which the
-   * request's use, once counted under a model, takes the place of (see `entry`). So a key in use
-   * is one use of a batch, not two. With 100,000 keys in use, a note of its own for every key
-   * doubled the uses a flush carried, and the objects kept until it: the gateway promoted 58 MiB in
-   * 50 s against 35-37 now. SQLite's writer thread, which wrote each key's totals and daily row
-   * twice, took 2.5-2.8 s of CPU in those 50 s against 1.7 now (docs/performance.md, Scale).
+   * there is one. Else it is a use of its own, under no model (none is chosen yet), which becomes
+   * the request's use once it is counted under a model (see `entry`). So a key in use is one use of
+   * a batch, not two. With 100,000 keys in use, a note of its own for every key doubled the uses a
+   * flush carried, and the objects kept until it: the gateway promoted 58 MiB in 50 s against 35-37
+   * then. SQLite's writer thread, which wrote each key's totals and daily row twice, took 2.5-2.8 s
+   * of CPU in those 50 s against 1.7 then (docs/performance.md, Scale).
    */
   used(key: UsedKey, at = new Date()): void {
-    const latest = this.pending.get(key.id)?.latest;
+    const latest = this.pending.get(key.id);
     if (latest !== undefined && latest.date === this.dateOf(at)) {
-      if (at > latest.at) latest.at = at;
+      const ms = at.getTime();
+      if (ms > latest.at) latest.at = ms;
       return;
     }
-    this.entry(key, at, NO_DETAIL).at = at;
+    this.entry(key, at, NO_DETAIL).at = at.getTime();
   }
 
   /** A model request made with this key is over: served (a worker answered) or refused by the gateway itself. */
   ended(key: UsedKey, served: boolean, at = new Date(), detail = NO_DETAIL): void {
     const use = this.entry(key, at, detail);
-    if (at > use.at) use.at = at; // a use begun before the last flush has its time in this one too
+    const ms = at.getTime();
+    if (ms > use.at) use.at = ms; // a use begun before the last flush has its time in this one too
     if (served) use.requests++;
     else use.refused++;
   }
@@ -209,27 +186,28 @@ export class UsageRecorder {
       }
       if (this.unsure[0] === slice) this.unsure.shift();
     }
+    this.pool.age();
     if (this.pending.size === 0) return;
     const batch = this.pending;
     this.pending = new Map();
     const keys = [...batch.keys()];
     let count = 0;
-    for (const uses of batch.values()) count += uses.all?.size ?? 1;
+    for (const latest of batch.values()) count += latest.all?.size ?? 1;
     const gapMs = spread ? this.spreadMs / Math.ceil(count / SLICE) : 0;
     for (let from = 0; from < keys.length; from += SORTED_RUN) {
       if (from > 0) await this.between(gapMs);
       const run = sortedRun(batch, keys, from);
       for (let at = 0; at < run.length; at += SLICE) {
         if (at > 0) await this.between(gapMs); // requests run between two slices
-        const slice = { id: randomUUID(), uses: run.slice(at, at + SLICE) };
+        const slice = { id: randomUUID(), uses: run.slice(at, at + SLICE).map((use) => this.pool.send(use)) };
         try {
           await this.store.recordUse(slice.uses, slice.id);
         } catch (err) {
           this.unsure.push(slice);
           this.keep(run.slice(at + SLICE));
           for (const key of keys.slice(from + SORTED_RUN)) {
-            const uses = batch.get(key)!;
-            this.keep(uses.all === undefined ? [uses.latest] : [...uses.all.values()]);
+            const latest = batch.get(key)!;
+            this.keep(latest.all === undefined ? [latest] : [...latest.all.values()]);
           }
           this.onError(err);
           return;
@@ -239,13 +217,14 @@ export class UsageRecorder {
   }
 
   /** Uses never sent, merged back into what came since (the later use time kept). */
-  private keep(unsent: readonly KeyUse[]): void {
+  private keep(unsent: readonly PendingUse[]): void {
     for (const use of unsent) {
-      const uses = this.pending.get(use.keyId);
-      const later = uses && find(uses, use.date, use.model, use.endUser);
+      use.all = undefined; // the batch's: each is added to what came since as a use of its own
+      const latest = this.pending.get(use.keyId);
+      const later = latest && find(latest, use.date, use.model, use.endUser);
       if (!later) {
-        if (uses) add(uses, use);
-        else this.pending.set(use.keyId, { latest: use });
+        if (latest) add(latest, use);
+        else this.pending.set(use.keyId, use);
         continue;
       }
       if (use.at > later.at) later.at = use.at;
@@ -289,25 +268,28 @@ export class UsageRecorder {
     return this.dateText;
   }
 
-  private entry(key: UsedKey, at: Date, detail: UseDetail): KeyUse {
+  private entry(key: UsedKey, at: Date, detail: UseDetail): PendingUse {
     const date = this.dateOf(at);
     const { model, endUser } = this.withinCap(key.id, date, detail);
-    const uses = this.pending.get(key.id);
-    const found = uses && find(uses, date, model, endUser);
+    const latest = this.pending.get(key.id);
+    const found = latest && find(latest, date, model, endUser);
     if (found) return found;
-    const use: KeyUse = { keyId: key.id, accountId: key.accountId, date, at: new Date(0), requests: 0, refused: 0, costNanos: 0, promptTokens: 0, completionTokens: 0, model, endUser };
-    if (!uses) {
-      this.pending.set(key.id, { latest: use });
+    if (latest && latest.date === date && isNote(latest) && (model !== '' || endUser !== '')) {
+      // The start of this request, noted before a model was chosen: it becomes the request's use.
+      latest.all?.delete(detailOf(date, '', ''));
+      this.pool.name(latest, model, endUser);
+      latest.all?.set(detailOf(date, model, endUser), latest);
+      return latest;
+    }
+    const use = this.pool.use(key.id, key.accountId, date, model, endUser);
+    if (!latest) {
+      this.pending.set(key.id, use);
       return use;
     }
-    const note = uses.latest;
-    if (note.date === date && isNote(note) && (model !== '' || endUser !== '')) {
-      // The start of this request, noted before a model was chosen: this use says all it said.
-      use.at = note.at;
-      uses.all?.delete(detailOf(date, '', ''));
-      uses.all?.set(detailOf(date, model, endUser), use);
-    } else add(uses, use);
-    uses.latest = use;
+    add(latest, use);
+    use.all = latest.all;
+    latest.all = undefined;
+    this.pending.set(key.id, use);
     return use;
   }
 
