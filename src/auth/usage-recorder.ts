@@ -278,6 +278,7 @@ export class UsageRecorder {
       // The start of this request, noted before a model was chosen: it becomes the request's use.
       latest.all?.delete(detailOf(date, '', ''));
       this.pool.name(latest, model, endUser);
+      latest.accountId = key.accountId; // the account the request is counted to, as a use made for it would be
       latest.all?.set(detailOf(date, model, endUser), latest);
       return latest;
     }

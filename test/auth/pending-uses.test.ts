@@ -87,7 +87,7 @@ test('model names past MODEL_NAMES are kept as they come', () => {
   expect([again.model, again.endUser]).toEqual([`p/model-${MODEL_NAMES + 3}`, '']);
 });
 
-test("a request's start, noted on a use of its own beside the key's use of the day before, becomes the request's use, written once", async () => {
+test("a request's start, noted on a use of its own beside the key's use of the day before, becomes the request's use, written once, under the account it is counted to", async () => {
   const written: string[] = [];
   const usage = new UsageRecorder({ recordUse: async (uses) => void written.push(...uses.map(rowOf)) });
   const key = { id: 'key_c', accountId: 'acc' };
@@ -97,7 +97,11 @@ test("a request's start, noted on a use of its own beside the key's use of the d
   usage.used(key, day2);
   usage.ended(key, true, day2, { model: 'p/b', endUser: '' });
   await usage.flush();
-  expect(written).toEqual(['key_c acc 2031-03-04 p/a  r1 x0 p0 c0 $0 2031-03-04T05:06:07.000Z', 'key_c acc 2031-03-05 p/b  r2 x0 p0 c0 $0 2031-03-05T00:00:01.000Z']);
+  // Begun under one account, counted under another (the key moved between): counted to the latter.
+  usage.used(key, day2);
+  usage.ended({ id: 'key_c', accountId: 'acc_2' }, true, day2, { model: 'p/c', endUser: '' });
+  await usage.flush();
+  expect(written).toEqual(['key_c acc 2031-03-04 p/a  r1 x0 p0 c0 $0 2031-03-04T05:06:07.000Z', 'key_c acc 2031-03-05 p/b  r2 x0 p0 c0 $0 2031-03-05T00:00:01.000Z', 'key_c acc_2 2031-03-05 p/c  r1 x0 p0 c0 $0 2031-03-05T00:00:01.000Z']);
 });
 
 test('a use kept after its write is let go once two ages have passed at flushes', async () => {
