@@ -194,7 +194,9 @@ interface Answer {
 /** One TLS context for every connection: made from the CA's text for each, it took a tenth of this test's CPU. */
 function sendOverAgent(agent: https.Agent, port: number, secureContext: tls.SecureContext, request: Extract<Case['request'], { method: string }>): Promise<Answer> {
   return new Promise((resolve) => {
-    const req = https.request({ host: '127.0.0.1', port, servername: 'localhost', secureContext, agent, method: request.method, path: request.path, headers: { ...request.headers, 'content-length': String(request.body.length) } }, (res) => {
+    // tls.connect's secureContext, which the agent passes on (https.RequestOptions does not name it).
+    const options: https.RequestOptions & Pick<tls.ConnectionOptions, 'secureContext'> = { host: '127.0.0.1', port, servername: 'localhost', secureContext, agent, method: request.method, path: request.path, headers: { ...request.headers, 'content-length': String(request.body.length) } };
+    const req = https.request(options, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (chunk: Buffer) => chunks.push(chunk));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
