@@ -4,12 +4,12 @@
  * outlives a young collection: copied by two, then kept in the old generation until its flush. With
  * 100,000 keys in use (SQLite, 1,000 requests/s, `--trace-gc-nvp` over 50 s), uses made anew for each
  * key's request, holding Dates, promoted 35 MiB against one key's 17, and the young collections'
- * pauses took 416-466 ms against 221-258: 0.9 % of the requests' time, one request in 110, the p99's
+ * pauses took 391-466 ms against 221-258: 0.9 % of the requests' time, one request in 110, the p99's
  * own share. So:
  * - a use holds its time as a number, and a key's other uses hang on its latest (no object between);
- * - a use sent to the store is kept (its counts taken) to be its key's next use: at 100,000 keys in use a key
- *   comes back every 100 s or so, and finds it; a key's request's start is noted on it and its end
- *   counted on it, never on a use of its own;
+ * - a use sent to the store is kept (its counts taken) to be its key's next use: at 100,000 keys in
+ *   use a key comes back every 100 s or so, and finds it; a key's request's start is noted on it and
+ *   its end counted on it, never on a use of its own;
  * - a model's name is one string, not the one each request made.
  */
 import type { KeyUse } from '../store/types';
