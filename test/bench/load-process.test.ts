@@ -1,7 +1,8 @@
 /**
  * The load generator's own process (bench/load-process.ts) against a real HTTPS listener on loopback:
  * what the runner does with each result, thrown at once or later, ends the run with that error
- * instead of escaping the line handler (an uncaught exception, and a run that carries on as if heard).
+ * instead of escaping the line handler (an uncaught exception, and a run that carries on as if heard),
+ * and the last result's, which the process's exit overtakes, is waited for.
  */
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -58,4 +59,31 @@ test.each([
   await expect(run).rejects.toThrow('the runner could not read its figures');
   expect(heard).toEqual([0]);
   expect(served).toBe(51); // the first task's 50 warm-ups and its one request; the second waited for a go that never came
+}, 30_000);
+
+/** Waits until the load generator has exited (its last result written) and a little more. */
+const afterTheExit = () => new Promise((resolve) => setTimeout(resolve, 500));
+
+test("the last result's runner, still at work when the process exits: the run waits for it and rejects with its error", async () => {
+  const heard: number[] = [];
+  const run = loadInSequence(tasks, async (index) => {
+    heard.push(index);
+    if (index === tasks.length - 1) {
+      await afterTheExit();
+      throw new Error('the runner could not read the last figures');
+    }
+  });
+  await expect(run).rejects.toThrow('the runner could not read the last figures');
+  expect(heard).toEqual([0, 1]);
+}, 30_000);
+
+test("the run resolves only once the last result's runner is done with it", async () => {
+  let lastDone = false;
+  const run = loadInSequence(tasks, async (index) => {
+    if (index !== tasks.length - 1) return;
+    await afterTheExit();
+    lastDone = true;
+  });
+  await expect(run).resolves.toHaveLength(2);
+  expect(lastDone).toBe(true);
 }, 30_000);
