@@ -61,8 +61,10 @@ test.each([
   expect(served).toBe(51); // the first task's 50 warm-ups and its one request; the second waited for a go that never came
 }, 30_000);
 
-/** Waits until the load generator has exited (its last result written) and a little more. */
-const afterTheExit = () => new Promise((resolve) => setTimeout(resolve, 500));
+/** Resolves once the load generator has exited: this process then holds no child process's handle. */
+async function afterTheExit(): Promise<void> {
+  while (process.getActiveResourcesInfo().includes('ProcessWrap')) await new Promise((resolve) => setTimeout(resolve, 10));
+}
 
 test("the last result's runner, still at work when the process exits: the run waits for it and rejects with its error", async () => {
   const heard: number[] = [];
