@@ -4,7 +4,8 @@
  * account's daily usage (by UTC day) and the ledger's rows (by day, key, model and end user). The stores keep these in usage rows, never in the key rows, so
  * a flush for every key in use neither rewrites the key table nor announces a key change.
  *
- * A batch is written in slices of SLICE uses, the event loop free between two: SQLite writes on the
+ * A batch is written in slices of SLICE uses, in the order auth/use-order.ts gives (by key, sorted in
+ * pieces), the event loop free between two: SQLite writes on the
  * event loop, and one statement for 100,000 keys in use held it for 460 ms, the p99 of every request
  * meanwhile. A use costs SQLite 4.6 µs in a small store and about 18 µs among 1,000,000 keys (a
  * page a key, read and written), so a slice is a few milliseconds.
@@ -24,13 +25,14 @@
 import { randomUUID } from 'node:crypto';
 import type { Store, KeyUse } from '../store/types';
 import { add, detailOf, find, isNote, UsePool, type PendingUse } from './pending-uses';
+import { SLICE, SORTED_RUN, sortedRun } from './use-order';
 
-/** Uses written by one store call (1-5 ms of SQLite). */
-export const SLICE = 250;
 /** A timer-driven flush spreads its slices over this share of the interval (a use shows at most 1.25 intervals late). */
 export const SPREAD = 1 / 4;
 /** Old usage rows deleted by one store call. */
 export const PRUNE_SLICE = 10_000;
+/** A turn of the event loop: what requests get between two pieces of a flush's work. */
+const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** The key a use is counted for. */
 export interface UsedKey {
@@ -52,33 +54,6 @@ const OVER_CAP_DETAIL: UseDetail = { model: OVER_CAP, endUser: OVER_CAP };
 export const DEFAULT_PAIRS_PER_KEY_DAY = 10_000;
 /** All keys together: at most this many times a key's cap a day, in one process. */
 export const PROCESS_PAIRS = 10;
-
-/**
- * A batch is written in the order of its keys, then of each key's days, models and end users: the
- * order of each key's totals and of its daily rows (and of the ledger's rows, within an account and a
- * day), so that each slice's uses are of neighbouring keys, in the same pages. Among 1,000,000 keys,
- * the 9,500 uses a 10 s flush carries at 100,000 keys in use cost SQLite about 100 µs of CPU a use,
- * and wrote 155 MB to its log, in the order they came; sorted, 50 µs and 81 MB. (PostgreSQL orders
- * each slice's rows itself, so that two replicas do not deadlock.)
- *
- * The sort is made in runs of SORTED_RUN keys, each just before its first slice is sent: sorting
- * takes the event loop (the keys' ids, compared as text by the engine's own sort: 1.7 ms for 9,500,
- * where the uses sorted by a text each of key, day, model and end user took 4.3).
- */
-export const SORTED_RUN = 40 * SLICE;
-
-const byDetail = ([a]: [string, PendingUse], [b]: [string, PendingUse]) => (a < b ? -1 : a > b ? 1 : 0);
-
-/** The uses of the run of SORTED_RUN keys that starts at `from`, in the batch's order. */
-function sortedRun(batch: ReadonlyMap<string, PendingUse>, keys: readonly string[], from: number): PendingUse[] {
-  const run: PendingUse[] = [];
-  for (const key of keys.slice(from, from + SORTED_RUN).sort()) {
-    const latest = batch.get(key)!;
-    if (latest.all === undefined) run.push(latest);
-    else for (const [, use] of [...latest.all].sort(byDetail)) run.push(use);
-  }
-  return run;
-}
 
 export class UsageRecorder {
   /**
@@ -196,15 +171,15 @@ export class UsageRecorder {
     const gapMs = spread ? this.spreadMs / Math.ceil(count / SLICE) : 0;
     for (let from = 0; from < keys.length; from += SORTED_RUN) {
       if (from > 0) await this.between(gapMs);
-      const run = sortedRun(batch, keys, from);
-      for (let at = 0; at < run.length; at += SLICE) {
-        if (at > 0) await this.between(gapMs); // requests run between two slices
-        const slice = { id: randomUUID(), uses: run.slice(at, at + SLICE).map((use) => this.pool.send(use)) };
+      const run = await sortedRun(batch, keys, from, turn);
+      for (let first = true; !run.done; first = false) {
+        if (!first) await this.between(gapMs); // requests run between two slices
+        const slice = { id: randomUUID(), uses: run.take(SLICE).map((use) => this.pool.send(use)) };
         try {
           await this.store.recordUse(slice.uses, slice.id);
         } catch (err) {
           this.unsure.push(slice);
-          this.keep(run.slice(at + SLICE));
+          this.keep(run.rest());
           for (const key of keys.slice(from + SORTED_RUN)) {
             const latest = batch.get(key)!;
             this.keep(latest.all === undefined ? [latest] : [...latest.all.values()]);

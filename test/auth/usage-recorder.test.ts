@@ -7,7 +7,8 @@
 import pg from 'pg';
 import { issueKey } from '../../src/auth/issue';
 import { PostgresKeyStore } from '../../src/store/postgres/store';
-import { SLICE, SORTED_RUN, UsageRecorder } from '../../src/auth/usage-recorder';
+import { UsageRecorder } from '../../src/auth/usage-recorder';
+import { SLICE, SORTED_RUN } from '../../src/auth/use-order';
 import { GuardedKeyStore } from '../../src/store/guarded';
 import { createTestDatabase, holdingRelay, type TestDatabase } from '../helpers/postgres';
 import { eventually, sleep } from '../helpers/time';
