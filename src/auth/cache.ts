@@ -232,9 +232,10 @@ export class KeyCache {
     this.watchFeed(askedAt);
     const lookup = this.store.findByDigest(digest).then(
       (found) => {
+        const current = this.inFlight.get(digest) === lookup;
+        if (current) this.inFlight.delete(digest); // first: whatever follows, the next lookup asks again
         const record = found && this.shared.compact(found, digest);
-        if (this.inFlight.get(digest) === lookup) {
-          this.inFlight.delete(digest);
+        if (current) {
           if (record) {
             this.known.set(digest, { record, confirmedAt: askedAt, suspect: false });
           } else {

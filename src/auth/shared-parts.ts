@@ -8,14 +8,14 @@
  * A shared part is frozen, since every key that holds it sees it. The table of parts is bounded: a part
  * whose id is longer than `MAX_PART_LENGTH` (a long list of globs or addresses) stays the key's own, and
  * once the table holds `MAX_PARTS` it starts again (parts already shared stay with their keys), so it
- * holds at most a few MiB whatever keys come and go.
+ * holds at most about 10 MiB (ids and parts of two-byte characters), whatever keys come and go.
  */
 import type { KeyAuthRecord } from '../store/types';
 
 /** Distinct parts held at most (lists, limits and names together). */
 export const MAX_PARTS = 10_000;
 /** The longest part held, in characters of its id. */
-export const MAX_PART_LENGTH = 512;
+export const MAX_PART_LENGTH = 256;
 
 export class SharedParts {
   private readonly parts = new Map<string, unknown>();
@@ -56,8 +56,11 @@ export class SharedParts {
     return this.parts.size;
   }
 
+  // Each part is shared only when it is what the record's type says (a store of ours always builds
+  // it so); anything else stays as the store gave it, so that a copy never fails where the record worked.
+
   private list(list: string[]): string[] {
-    if (!list.every((item) => typeof item === 'string')) return list;
+    if (!Array.isArray(list) || !list.every((item) => typeof item === 'string')) return list;
     const id = JSON.stringify(list);
     if (id.length > MAX_PART_LENGTH) return Object.freeze([...list]) as string[];
     return this.held(id, () => Object.freeze(list.map((item) => this.text(item))) as string[]);
@@ -65,13 +68,15 @@ export class SharedParts {
 
   /** Limits, a quota, a budget: fields of numbers and nulls, told apart exactly (NaN from null, -0 from 0). */
   private object<T extends object>(kind: string, value: T): T {
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) return value;
     const fields = Object.entries(value);
     if (!fields.every(([, field]) => field === null || typeof field === 'number')) return value;
-    const id = `${kind}{${fields.map(([name, field]) => `${name}:${Object.is(field, -0) ? '-0' : String(field)}`).join(',')}`;
+    const id = `${kind}${JSON.stringify(fields.map(([name, field]) => [name, Object.is(field, -0) ? '-0' : String(field)]))}`;
     return this.held(id, () => Object.freeze({ ...value }));
   }
 
   private text(text: string): string {
+    if (typeof text !== 'string') return text;
     return this.held(`'${text}`, () => text);
   }
 

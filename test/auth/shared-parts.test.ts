@@ -94,6 +94,15 @@ describe('SharedParts', () => {
       { rateLimit: { requestsPerMinute: null, tokensPerMinute: 600, maxConcurrent: -0 } },
       { rateLimit: { requestsPerMinute: null, tokensPerMinute: 600, maxConcurrent: Number.NaN } },
       { rateLimit: { requestsPerMinute: null, tokensPerMinute: '600' as unknown as number, maxConcurrent: null } },
+      // Field names that would read as others' if they were written unescaped.
+      { rateLimit: { 'requestsPerMinute:null,tokensPerMinute': 600, maxConcurrent: null } as unknown as KeyAuthRecord['rateLimit'] },
+      { rateLimit: { requestsPerMinute: null, tokensPerMinute: 600, 'maxConcurrent:null': null } as unknown as KeyAuthRecord['rateLimit'] },
+      { quota: { tokensPerDay: -0, tokensPerMonth: null } },
+      { quota: { tokensPerDay: 0, tokensPerMonth: null } },
+      { quota: { tokensPerDay: Number.NaN, tokensPerMonth: null } },
+      { budget: { perDay: -0, perMonth: 5 } },
+      { budget: { perDay: Number.NaN, perMonth: 5 } },
+      { budget: { perDay: Number.POSITIVE_INFINITY, perMonth: 5 } },
       { quota: { tokensPerDay: null, tokensPerMonth: null } },
       { budget: { perDay: null, perMonth: null } },
       { quota: { tokensPerDay: 1000, tokensPerMonth: 0 } },
@@ -110,7 +119,10 @@ describe('SharedParts', () => {
         const expected = copy(given);
         const compacted = shared.compact(given, digestOf(100 + i));
         expect({ round, i, record: compacted }).toEqual({ round, i, record: expected });
-        for (const [name, value] of Object.entries(compacted.rateLimit)) expect(Object.is(value, (expected.rateLimit as unknown as Record<string, unknown>)[name])).toBe(true);
+        for (const part of ['rateLimit', 'quota', 'budget'] as const) {
+          expect(Object.keys(compacted[part])).toEqual(Object.keys(expected[part]));
+          for (const [name, value] of Object.entries(compacted[part])) expect({ i, part, name, same: Object.is(value, (expected[part] as unknown as Record<string, unknown>)[name]) }).toEqual({ i, part, name, same: true });
+        }
       }
     }
   });
@@ -141,6 +153,24 @@ describe('SharedParts', () => {
     expect(shared.size - before).toBeLessThan(20);
     expect(shared.compact(recordOf(digestOf(3), { models: [`${'y'.repeat(MAX_PART_LENGTH + 1)}`] }), digestOf(3)).models[0]).toHaveLength(MAX_PART_LENGTH + 1);
   });
+
+  test('a record of another shape than its type says is kept as the store gave it, never a failure', () => {
+    const shared = new SharedParts();
+    const odd = {
+      ...recordOf(digestOf(9)),
+      models: 'mock/*',
+      endpoints: undefined,
+      rateLimit: undefined,
+      quota: null,
+      budget: ['perDay'],
+      accountId: undefined,
+      createdBy: 42,
+    } as unknown as KeyAuthRecord;
+    const compacted = shared.compact(odd, digestOf(9));
+    for (const part of ['models', 'endpoints', 'rateLimit', 'quota', 'budget', 'accountId', 'createdBy'] as const) expect(compacted[part]).toBe(odd[part]);
+    // Nothing it held was taken for a string part of the same text.
+    expect(shared.compact(recordOf(digestOf(10), { accountId: 'undefined', createdBy: '42' }), digestOf(10))).toMatchObject({ accountId: 'undefined', createdBy: '42' });
+  });
 });
 
 describe('the key cache holds compacted records', () => {
@@ -162,5 +192,23 @@ describe('the key cache holds compacted records', () => {
     cache.applyChanges([digestKey(k1)]);
     expect((await cache.lookup(k1))?.models).toEqual(['vllm/llama-3*', 'mock/*', 'extra/*']);
     expect((await cache.lookup(k2))?.models).toEqual(['vllm/llama-3*', 'mock/*']);
+  });
+
+  test('a record the store gave in another shape is cached and served as it came, and asked for once', async () => {
+    const key = generateKey();
+    let asked = 0;
+    const odd = { ...recordOf(digestKey(key)), rateLimit: undefined, models: 'mock/*' } as unknown as KeyAuthRecord;
+    const store = {
+      findByDigest: async () => {
+        asked++;
+        return odd;
+      },
+      changeFeedLive: true,
+    };
+    const cache = new KeyCache(store, options, events);
+    expect((await cache.lookup(key))?.models).toBe('mock/*');
+    expect((await cache.lookup(key))?.rateLimit).toBeUndefined();
+    expect(cache.cached(key)?.record?.id).toBe(odd.id);
+    expect(asked).toBe(1);
   });
 });

@@ -101,7 +101,7 @@ test("a flush sorts its keys in pieces: requests get turns of the event loop bef
       written.push(...uses.map((use) => use.keyId));
     },
   });
-  const count = SORTED_RUN; // four chunks
+  const count = SORTED_RUN; // SORTED_RUN / SORTED_CHUNK chunks
   const id = (i: number) => `key_${String((i * 7919) % count).padStart(6, '0')}`;
   for (let i = 0; i < count; i++) recorder.ended({ id: id(i), accountId: 'acc' }, true, new Date('2030-05-01T12:00:00Z'));
   // A request's turn: counted each time the event loop comes round while the flush runs.
@@ -116,4 +116,37 @@ test("a flush sorts its keys in pieces: requests get turns of the event loop bef
   expect(turnsAtFirstSlice).toBeGreaterThanOrEqual(Math.ceil(count / SORTED_CHUNK) - 1);
   expect(written).toHaveLength(count);
   expect(written).toEqual([...written].sort());
+});
+
+test('a key whose uses a slice cuts, used again between the slices, the second slice failing: every use counted once, by key and model', async () => {
+  const written = new Map<string, number>();
+  let slices = 0;
+  const cut = 'key_m'; // sorts after the SLICE - 1 keys before it: its first use ends the first slice
+  const models = ['p/a', 'p/b', 'p/c'];
+  const at = new Date('2030-06-01T12:00:00Z');
+  const recorder = new UsageRecorder({
+    async recordUse(uses) {
+      slices++;
+      if (slices === 1) {
+        // Between the slices: requests made with the cut key, of a model already sent and of one not yet.
+        recorder.ended({ id: cut, accountId: 'acc' }, true, at, { model: 'p/a', endUser: '' });
+        recorder.ended({ id: cut, accountId: 'acc' }, true, at, { model: 'p/c', endUser: '' });
+      }
+      if (slices === 2) throw new Error('store away');
+      for (const use of uses) written.set(`${use.keyId} ${use.model}`, (written.get(`${use.keyId} ${use.model}`) ?? 0) + use.requests);
+    },
+  });
+  const before = Array.from({ length: SLICE - 1 }, (_, i) => `key_a${String(i).padStart(4, '0')}`);
+  const after = Array.from({ length: 10 }, (_, i) => `key_z${i}`);
+  for (const id of [...after, cut, ...before]) for (const model of id === cut ? models : ['p/a']) recorder.ended({ id, accountId: 'acc' }, true, at, { model, endUser: '' });
+  await recorder.flush();
+  expect(slices).toBe(2);
+  expect(written.get(`${cut} p/a`)).toBe(1); // its first use went with the first slice
+  expect(written.has(`${cut} p/b`)).toBe(false);
+  await recorder.flush();
+  expect(written.get(`${cut} p/a`)).toBe(2);
+  expect(written.get(`${cut} p/b`)).toBe(1);
+  expect(written.get(`${cut} p/c`)).toBe(2);
+  for (const id of [...before, ...after]) expect(written.get(`${id} p/a`)).toBe(1);
+  expect([...written.values()].reduce((sum, n) => sum + n, 0)).toBe(before.length + after.length + models.length + 2);
 });
