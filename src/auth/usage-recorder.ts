@@ -213,7 +213,7 @@ export class UsageRecorder {
 
   /** The wait between two slices: a turn of the event loop, or `ms` while not stopping. */
   private between(ms: number): Promise<void> {
-    if (ms < 1 || this.stopping) return new Promise((resolve) => setImmediate(resolve));
+    if (ms < 1 || this.stopping) return turn();
     return new Promise((resolve) => {
       const done = () => {
         clearTimeout(timer);
@@ -305,7 +305,7 @@ export function retainUsage(store: Pick<Store, 'pruneUsage'>, days: number, onEr
   const prune = async () => {
     const before = new Date(Date.now() - days * 86_400_000).toISOString().slice(0, 10);
     try {
-      while (!stopped && (await store.pruneUsage(before, PRUNE_SLICE)) === PRUNE_SLICE) await new Promise((resolve) => setImmediate(resolve));
+      while (!stopped && (await store.pruneUsage(before, PRUNE_SLICE)) === PRUNE_SLICE) await turn();
     } catch (err) {
       onError(err);
     }

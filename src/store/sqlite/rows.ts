@@ -20,6 +20,7 @@ export {
   toAccount,
   toAudit,
   toIdentity,
+  toAuthRecord,
   toKey,
   toMember,
   toPerson,

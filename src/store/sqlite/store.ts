@@ -49,13 +49,15 @@ export class SqliteKeyStore implements Store {
     return this.sql.created;
   }
 
+  /** The hot path's index probe: the key row alone, never its usage (as PostgreSQL's). */
   findByDigest(digest: string): Promise<KeyAuthRecord | undefined> {
     return this.sql.read(() => {
-      const record = this.key(`${rows.KEY_SELECT} where k.digest = ?`, digest);
-      if (record) return record;
+      const row = this.sql.get<KeyRow>('select * from chatgate_keys where digest = ?', digest);
+      if (row) return rows.toAuthRecord(row);
       // A secret a rotation replaced, while its grace lasts (the caller compares the time).
-      const earlier = this.key(`${rows.KEY_SELECT} where k.previous_digest = ? and k.previous_for = k.digest`, digest);
-      return earlier?.previousKeyExpiresAt ? { ...earlier, previousKey: true as const } : undefined;
+      const earlier = this.sql.get<KeyRow>('select * from chatgate_keys where previous_digest = ? and previous_for = digest', digest);
+      const record = earlier && rows.toAuthRecord(earlier);
+      return record?.previousKeyExpiresAt ? { ...record, previousKey: true as const } : undefined;
     });
   }
 
