@@ -9,6 +9,8 @@
  * directly (the p99 of all five windows, and each window's), and the gateway's CPU per request (/proc).
  *
  *   --scale-keys N   N keys instead of 1,000,000 (1,000 at least)
+ *   --scale-rounds N measure the keys-in-use rows N times, alternating (default 3; a smoke run 1)
+ *   --scale-stores postgres,sqlite   only these stores (default both)
  *   --smoke          2,000 keys (or --scale-keys), everything briefly: proves the run works (CI); its figures mean nothing
  *   CHATGATE_BENCH_PROFILE=DIR   CPU profiles of every gateway process, written to DIR
  *
@@ -36,7 +38,7 @@ import { spawnChatgate } from './chatgate-process';
 import type { Target } from './load';
 import { loadInSequence } from './load-process';
 import { cpuSeconds, machine, repositoryRoot, rssKiB, scaleDatabase, startWorker, stop } from './host';
-import { scaleFailures, scaleKey, scaleKeySql, scalePlan, scaleReport, type CreateFigure, type LatencyFigure, type ScalePlan, type ScaleResults, type StoreFigures, type WorkingSetFigure } from './scale-figures';
+import { scaleFailures, scaleKey, scaleKeySql, scaleOrder, scalePlan, scaleReport, scaleStores, SCALE_STORES, type ScaleStoreName, type CreateFigure, type LatencyFigure, type ScalePlan, type ScaleResults, type StoreFigures, type WorkingSetFigure } from './scale-figures';
 
 const CHAT_BODY = JSON.stringify({ model: 'bench/echo', messages: [{ role: 'user', content: 'Say hello to the scale benchmark.' }] });
 /** Requests in flight during the warm pass (closed loop), and clients creating keys at once (as the issue measured). */
@@ -47,6 +49,8 @@ export interface ScaleOptions {
   plan: ScalePlan;
   /** An empty database for this run, or why there is none. */
   postgres: { url: string } | { notMeasured: string };
+  /** The stores measured (default both). */
+  stores?: readonly ScaleStoreName[];
   progress?: (line: string) => void;
 }
 
@@ -66,7 +70,7 @@ interface Gateway {
   startupMs: number;
 }
 
-export async function runScale({ plan, postgres, progress = () => undefined }: ScaleOptions): Promise<ScaleResults> {
+export async function runScale({ plan, postgres, stores: names = SCALE_STORES, progress = () => undefined }: ScaleOptions): Promise<ScaleResults> {
   const root = repositoryRoot();
   const dir = mkdtempSync(path.join(os.tmpdir(), 'chatgate-bench-scale-'));
   const children: ChildProcess[] = [];
@@ -102,7 +106,7 @@ export async function runScale({ plan, postgres, progress = () => undefined }: S
     const runs: Array<{ name: string; open: () => Promise<StoreUnderTest> } | { name: string; notMeasured: string }> = [
       'url' in postgres ? { name: 'postgres', open: () => postgresStore(postgres.url) } : { name: 'postgres', notMeasured: postgres.notMeasured },
       { name: 'sqlite', open: () => sqliteStore(path.join(dir, 'sqlite', 'chatgate.db')) },
-    ];
+    ].filter((run) => names.includes(run.name as ScaleStoreName));
     for (const run of runs) {
       if ('notMeasured' in run) {
         stores.push({ store: run.name, notMeasured: run.notMeasured, seedSeconds: { mid: NaN, full: NaN }, startupMs: { empty: NaN, mid: NaN }, creates: [], direct: { requests: 0, p50: NaN, p99: NaN, windowP99: [], failures: 0 }, workingSets: [] });
@@ -164,10 +168,10 @@ async function measureStore(store: StoreUnderTest, { plan, ca, adminToken, worke
     const direct = (await atRate(plan, { url: `https://127.0.0.1:${workerHttps}/v1/chat/completions`, ca, headers: {}, body: CHAT_BODY })).measured;
 
     const workingSets: WorkingSetFigure[] = [];
-    for (const [index, keysInUse] of plan.workingSets.entries()) {
+    for (const [index, { round, keysInUse }] of scaleOrder(plan).entries()) {
       const cacheSize = keysInUse + Math.ceil(keysInUse / 10) + 100; // a tenth to spare, and the keys the run creates
-      progress(`${store.name}: ${keysInUse} keys in use of ${plan.keys}, auth.cacheSize ${cacheSize}`);
-      const gateway = await startGateway(`${store.name}-in-use-${keysInUse}`, store, cacheSize);
+      progress(`${store.name}: ${keysInUse} keys in use of ${plan.keys}, auth.cacheSize ${cacheSize}, round ${round + 1} of ${plan.rounds}`);
+      const gateway = await startGateway(`${store.name}-in-use-${keysInUse}-${round}`, store, cacheSize);
       try {
         if (index === 0) await createOn(gateway, plan.keys);
         const warmFailures = await closedLoop(gateway.url, agent, Math.max(keysInUse, plan.warmRequests), (i) => scaleKey(1 + (i % keysInUse)));
@@ -187,6 +191,7 @@ async function measureStore(store: StoreUnderTest, { plan, ca, adminToken, worke
         const misses = cacheAfter.misses - (await cacheBefore!).misses;
         workingSets.push({
           keysInUse,
+          round,
           cacheSize,
           startupMs: gateway.startupMs,
           ...measured,
@@ -350,18 +355,26 @@ async function cacheCounts(adminUrl: string): Promise<{ hits: number; misses: nu
   return { hits: counter('chatgate_key_cache_hits_total'), misses: counter('chatgate_key_cache_misses_total') };
 }
 
-/** The command line: `--scale [--scale-keys N] [--smoke]`. */
+/** The value given after `flag` on the command line, if the flag is there. */
+const option = (argv: readonly string[], flag: string): string | undefined => {
+  const at = argv.indexOf(flag);
+  return at >= 0 ? (argv[at + 1] ?? '') : undefined;
+};
+
+/** The command line: `--scale [--scale-keys N] [--scale-rounds N] [--scale-stores LIST] [--smoke]`. */
 export async function main(argv = process.argv.slice(2)): Promise<void> {
   const started = performance.now();
   const progress = (line: string) => process.stderr.write(`[bench scale +${Math.round((performance.now() - started) / 1000)}s] ${line}\n`);
   const smoke = argv.includes('--smoke');
-  const given = argv.indexOf('--scale-keys');
-  const plan = scalePlan(given >= 0 ? Number(argv[given + 1]) : smoke ? 2000 : 1_000_000, smoke);
-  const database = await scaleDatabase();
+  const keys = option(argv, '--scale-keys');
+  const rounds = option(argv, '--scale-rounds');
+  const plan = scalePlan(keys !== undefined ? Number(keys) : smoke ? 2000 : 1_000_000, smoke, rounds !== undefined ? Number(rounds) : undefined);
+  const stores = scaleStores(option(argv, '--scale-stores'));
+  const database = stores.includes('postgres') ? await scaleDatabase() : { notMeasured: 'not asked for' };
   if ('notMeasured' in database) progress(`PostgreSQL not measured: ${database.notMeasured}`);
   let results: ScaleResults;
   try {
-    results = await runScale({ plan, postgres: database, progress });
+    results = await runScale({ plan, postgres: database, stores, progress });
   } finally {
     if ('drop' in database) await database.drop();
   }
